@@ -1,0 +1,118 @@
+/**
+ * The small interface adapters ask the core through. Adapters never reach Redis or a capsule
+ * directly: reads go through the hub, submissions and cancels through the upstream room.
+ * Implemented by `src/core/gateway-core.ts`.
+ */
+import type { LogPosition } from '../log/store.js';
+import type { LogRecord, SubmissionEntry } from '../log/record.js';
+
+/** Why a subscription ended. A subscriber resumes from the last offset it saw, whatever the reason. */
+export type SubscriptionEnd =
+  | 'closed' // the subscriber closed it (its signal aborted)
+  | 'slow' // its queue passed the bound: it could not keep up
+  | 'shutdown' // the gateway is draining
+  | 'store_error'; // the store failed while catching up
+
+export interface SubscribeOptions {
+  /** Deliver records with offset > after. */
+  after: number;
+  /**
+   * Batches in order, catch-up pages first then live, never overlapping and never concurrently.
+   * The same record objects go to every subscriber of a capsule (encode once, cache per record).
+   */
+  onRecords: (records: readonly LogRecord[]) => void | Promise<void>;
+  onEnd: (reason: SubscriptionEnd) => void;
+  /** Bound on records queued for this subscriber; past it the subscription ends as 'slow'. */
+  maxQueuedRecords?: number;
+  signal?: AbortSignal;
+}
+
+export interface Subscription {
+  close(): void;
+}
+
+export interface WaitResult {
+  records: LogRecord[];
+  timedOut: boolean;
+  position: LogPosition;
+}
+
+/** How a cursor relates to the log: older than retention, within it, or beyond the head. */
+export type CursorStatus = 'ok' | 'gone' | 'ahead';
+
+/** What became of a task submitted upstream (`message/stream`). */
+export type SubmitOutcome =
+  | { kind: 'accepted'; taskId: string; contextId: string }
+  /** The capsule wrote a `rejected` status: `frame` is its data line, byte for byte. */
+  | { kind: 'rejected'; frame: { id: string | null; data: string } }
+  /** The capsule wrote an `error` frame (data line byte for byte, possibly invalid JSON). */
+  | { kind: 'invalid'; data: string }
+  /** JSON-RPC error answered as JSON (e.g. -32601 for `task_acceptance: none`): body byte for byte. */
+  | { kind: 'method-not-found'; body: string }
+  | { kind: 'unreachable'; reason: string };
+
+export interface SubmitRequest {
+  /** Text of the user message, as the capsule will receive it. */
+  text: string;
+  contextId: string;
+  messageId: string;
+  /** The submission record to append before forwarding (offset returned in `recorded`). */
+  record: Omit<SubmissionEntry, 'kind' | 'receivedAt' | 'contextId' | 'messageId' | 'text'>;
+  /** Raw JSON-RPC request id to use upstream (defaults to a fresh one). */
+  rpcId?: string | number;
+}
+
+export interface SubmitResult {
+  outcome: SubmitOutcome;
+  /** Where the submission record landed in the log. */
+  recorded: { offset: number; epoch: number };
+}
+
+export type CancelOutcome =
+  | { kind: 'canceled'; body: string }
+  | { kind: 'not-cancelable'; body: string } // JSON-RPC error from the capsule (ended/unknown task)
+  | { kind: 'method-not-found'; body: string }
+  | { kind: 'unreachable'; reason: string };
+
+export interface RpcForwardResult {
+  status: number;
+  contentType: string;
+  body: string;
+}
+
+export type UpstreamStateName = 'connecting' | 'connected' | 'backoff' | 'closed' | 'stopped';
+
+export interface CapsuleStatus {
+  id: string;
+  url: string;
+  state: UpstreamStateName;
+  lastFrameAt: number | null;
+  reconnects: number;
+  /** The last `connection-ack` data line, or null before the first connection. */
+  ack: string | null;
+  position: LogPosition;
+}
+
+export interface GatewayCore {
+  capsuleIds(): string[];
+  hasCapsule(capsule: string): boolean;
+  /** `conversation_mode` from the capsule's last `connection-ack` ('stateless' until known). */
+  conversationMode(capsule: string): 'stateless' | 'threaded';
+  position(capsule: string): Promise<LogPosition>;
+  cursorStatus(capsule: string, after: number): Promise<{ status: CursorStatus; position: LogPosition }>;
+  /** One page of records after `after` (catch-up, JSON pagination). */
+  read(capsule: string, after: number, limit: number): Promise<{ records: LogRecord[]; position: LogPosition }>;
+  /** Records after `after`, at once when some exist, else when the next arrive or after timeoutMs. */
+  waitAfter(capsule: string, after: number, limit: number, timeoutMs: number, signal?: AbortSignal): Promise<WaitResult>;
+  subscribe(capsule: string, options: SubscribeOptions): Subscription;
+  /** Record the submission, then send it upstream with `message/stream`. */
+  submit(capsule: string, request: SubmitRequest): Promise<SubmitResult>;
+  cancel(capsule: string, taskId: string): Promise<CancelOutcome>;
+  /** Forward a JSON-RPC body the gateway does not interpret (tasks/get, message/send, …). */
+  forwardRpc(capsule: string, body: string): Promise<RpcForwardResult>;
+  /** Append a record made by a surface (e.g. a BeeOS channel close) and return its offset. */
+  append(capsule: string, entry: SubmissionEntry): Promise<{ offset: number; epoch: number }>;
+  status(capsule: string): Promise<CapsuleStatus>;
+  /** Aborted when the gateway starts draining: every live stream ends cleanly. */
+  readonly shutdownSignal: AbortSignal;
+}

@@ -1,0 +1,29 @@
+/**
+ * Errors the core hands to adapters. Each adapter maps `code` to its own protocol's grammar in one
+ * table; nothing branches on message text.
+ */
+export type GatewayErrorCode =
+  | 'capsule_not_found'
+  | 'cursor_gone' // older than retention
+  | 'cursor_ahead' // beyond the head, or from another epoch
+  | 'bad_request'
+  | 'payload_too_large'
+  | 'upstream_unreachable'
+  | 'upstream_busy'
+  | 'upstream_invalid'
+  | 'upstream_method_not_found'
+  | 'upstream_timeout'
+  | 'store_unavailable'
+  | 'shutting_down'
+  | 'internal';
+
+export class GatewayError extends Error {
+  constructor(
+    readonly code: GatewayErrorCode,
+    message: string,
+    readonly details?: Record<string, unknown>,
+  ) {
+    super(message);
+    this.name = 'GatewayError';
+  }
+}

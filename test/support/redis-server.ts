@@ -1,0 +1,91 @@
+/**
+ * A throwaway redis-server on a free loopback port, for tests that need a real Redis (and tests that
+ * stop and restart it to simulate an outage). Never a mock.
+ */
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export const redisServerAvailable = (): boolean => {
+  try {
+    execFileSync('redis-server', ['--version'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+export const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const address = srv.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+
+const waitForPort = async (port: number, timeoutMs: number): Promise<void> => {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const socket = connect(port, '127.0.0.1');
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.once('error', () => resolve(false));
+    });
+    if (ok) return;
+    // Polling a port that is coming up: there is no event to wait on from outside the process.
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`redis-server did not listen on ${port} within ${timeoutMs} ms`);
+};
+
+export interface RedisServer {
+  port: number;
+  url: string;
+  /** Stop the server (SIGKILL by default: an outage, not a clean shutdown). Data is not persisted. */
+  stop(signal?: NodeJS.Signals): Promise<void>;
+  /** Start it again on the same port (empty: no persistence). */
+  start(): Promise<void>;
+}
+
+/** Start a redis-server with no persistence on a free port (or the given one). */
+export const startRedisServer = async (port?: number): Promise<RedisServer> => {
+  const p = port ?? (await freePort());
+  const dir = mkdtempSync(join(tmpdir(), 'mg-redis-'));
+  let child: ChildProcess | null = null;
+  const start = async (): Promise<void> => {
+    child = spawn(
+      'redis-server',
+      ['--port', String(p), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
+      { stdio: 'ignore' },
+    );
+    await waitForPort(p, 10_000);
+  };
+  const stop = async (signal: NodeJS.Signals = 'SIGKILL'): Promise<void> => {
+    const c = child;
+    child = null;
+    if (!c || c.exitCode !== null) return;
+    await new Promise<void>((resolve) => {
+      c.once('exit', () => resolve());
+      c.kill(signal);
+    });
+  };
+  await start();
+  return {
+    port: p,
+    url: `redis://127.0.0.1:${p}`,
+    stop,
+    start,
+  };
+};
+
+/** Remove a temp dir quietly (used by callers that made their own). */
+export const removeDir = (dir: string): void => rmSync(dir, { recursive: true, force: true });
