@@ -101,9 +101,19 @@ export interface GatewayCore {
   position(capsule: string): Promise<LogPosition>;
   cursorStatus(capsule: string, after: number): Promise<{ status: CursorStatus; position: LogPosition }>;
   /** One page of records after `after` (catch-up, JSON pagination). */
-  read(capsule: string, after: number, limit: number): Promise<{ records: LogRecord[]; position: LogPosition }>;
+  read(
+    capsule: string,
+    after: number,
+    limit: number,
+  ): Promise<{ records: LogRecord[]; position: LogPosition }>;
   /** Records after `after`, at once when some exist, else when the next arrive or after timeoutMs. */
-  waitAfter(capsule: string, after: number, limit: number, timeoutMs: number, signal?: AbortSignal): Promise<WaitResult>;
+  waitAfter(
+    capsule: string,
+    after: number,
+    limit: number,
+    timeoutMs: number,
+    signal?: AbortSignal,
+  ): Promise<WaitResult>;
   subscribe(capsule: string, options: SubscribeOptions): Subscription;
   /** Record the submission, then send it upstream with `message/stream`. */
   submit(capsule: string, request: SubmitRequest): Promise<SubmitResult>;

@@ -58,7 +58,13 @@ export interface LogStore {
    * them; resolve with an empty batch after `timeoutMs` or when `signal` aborts. The hub calls this
    * once per capsule; adapters never do.
    */
-  waitAfter(capsule: string, after: number, limit: number, timeoutMs: number, signal?: AbortSignal): Promise<ReadResult>;
+  waitAfter(
+    capsule: string,
+    after: number,
+    limit: number,
+    timeoutMs: number,
+    signal?: AbortSignal,
+  ): Promise<ReadResult>;
   /** Apply retention now (the stores also apply count retention on append). */
   trim(capsule: string): Promise<void>;
   /** Whether the store answers (readyz). */

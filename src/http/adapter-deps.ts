@@ -1,0 +1,32 @@
+/** What every adapter's `create<Proto>Routes(deps)` receives from the assembly in `src/http/app.ts`. */
+import type { Logger } from 'pino';
+import type { GatewayCore } from '../core/types.js';
+
+export interface BeeosKey {
+  /** SHA-256 of the full `oag_…` key, lowercase hex. The key itself is never stored. */
+  sha256: string;
+  owner: string;
+}
+
+export interface AdapterConfig {
+  /** Interval of SSE heartbeats / keepalive comments, from connection open (15 s by default). */
+  heartbeatMs: number;
+  /** Longest a long-poll is held (30 s by default). */
+  longPollMaxMs: number;
+  /** Flue SSE: an `upToDate` control event at least this often when idle (30 s by default). */
+  idleControlMs: number;
+  /** Largest request body accepted (1 MiB by default). */
+  bodyLimitBytes: number;
+  /** Base for absolute URLs the gateway returns; null = derive from the request. */
+  publicUrl: string | null;
+  /** BeeOS API keys; empty = the BeeOS surface is open (a warning is logged at start). */
+  beeosKeys: BeeosKey[];
+  /** Records queued per live subscriber before it is ended as slow. */
+  maxQueuedRecords: number;
+}
+
+export interface AdapterDeps {
+  core: GatewayCore;
+  config: AdapterConfig;
+  logger: Logger;
+}

@@ -1,0 +1,42 @@
+/**
+ * The one SSE encoder. Frames are `\n`-terminated lines, ending with a blank line. Data is split on
+ * CR, LF or CRLF into `data:` lines; `event` and `id` may not contain line breaks. Upstream Murmur
+ * data lines are already single lines and pass through byte for byte.
+ */
+
+export interface SseFrame {
+  id?: string | number | null;
+  event?: string | null;
+  data: string;
+}
+
+const LINE_BREAK = /\r\n|\r|\n/;
+
+const assertSingleLine = (field: string, value: string): void => {
+  if (LINE_BREAK.test(value)) throw new Error(`SSE ${field} must not contain a line break`);
+};
+
+/**
+ * Encode one frame. `separator` is the text after `data:`; Murmur writes `data: {…}` (one space),
+ * Flue writes `data:[…]` (none), so it is the caller's choice.
+ */
+export const encodeSse = (frame: SseFrame, separator = ' '): string => {
+  let out = '';
+  if (frame.id !== undefined && frame.id !== null) {
+    const id = String(frame.id);
+    assertSingleLine('id', id);
+    out += `id: ${id}\n`;
+  }
+  if (frame.event) {
+    assertSingleLine('event', frame.event);
+    out += `event: ${frame.event}\n`;
+  }
+  for (const line of frame.data.split(LINE_BREAK)) out += `data:${separator}${line}\n`;
+  return out + '\n';
+};
+
+/** An SSE comment, e.g. `:heartbeat` (Murmur) or `: keepalive` (BeeOS). `text` includes any space. */
+export const encodeComment = (text: string): string => {
+  assertSingleLine('comment', text);
+  return `:${text}\n\n`;
+};
