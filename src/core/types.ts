@@ -60,6 +60,11 @@ export interface SubmitRequest {
   record: Omit<SubmissionEntry, 'kind' | 'receivedAt' | 'contextId' | 'messageId' | 'text'>;
   /** Raw JSON-RPC request id to use upstream (defaults to a fresh one). */
   rpcId?: string | number;
+  /**
+   * Forward this JSON-RPC body verbatim instead of building one (native Murmur pass-through, so the
+   * capsule's own validation answers). text/contextId/messageId then only describe the record.
+   */
+  rawBody?: string;
 }
 
 export interface SubmitResult {
