@@ -19,6 +19,12 @@ export interface AppendResult {
   /** Offsets given to the entries, in order. */
   offsets: number[];
   epoch: number;
+  /**
+   * Only when `batch` was already applied (so `offsets` is empty): the offsets that batch got then,
+   * in this same epoch, so a writer retrying after a lost reply can still tell its callers where
+   * their entries landed.
+   */
+  appliedOffsets?: number[];
 }
 
 export interface ReadResult {
