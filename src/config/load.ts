@@ -1,0 +1,116 @@
+/**
+ * Builds the configuration from a file (YAML or JSON), the environment and CLI flags, in rising
+ * precedence, then validates it once. Any problem becomes one ConfigError naming the field.
+ */
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import type { z } from 'zod';
+import { configSchema, type GatewayConfig } from './schema.js';
+
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+/** Flag values as parsed from argv; undefined = not given. */
+export interface FlagValues {
+  port?: string;
+  host?: string;
+  redis?: string;
+  capsule?: string[];
+  config?: string;
+  publicUrl?: string;
+  demo?: boolean;
+}
+
+const describePath = (path: PropertyKey[]): string =>
+  path.length === 0
+    ? '(root)'
+    : path.map((p, i) => (typeof p === 'number' ? `[${p}]` : `${i ? '.' : ''}${String(p)}`)).join('');
+
+/** One line per problem, each naming the field: `capsules[0].url: must be a URL`. */
+export const formatIssues = (issues: z.core.$ZodIssue[], source: string): string =>
+  `invalid configuration (${source}):\n` +
+  issues.map((i) => `  ${describePath(i.path)}: ${i.message}`).join('\n');
+
+/** `ID=URL` → {id, url}; the URL itself is validated by the schema. */
+const parseCapsulePair = (pair: string, origin: string): { id: string; url: string } => {
+  const eq = pair.indexOf('=');
+  if (eq <= 0) throw new ConfigError(`invalid configuration (${origin}): "${pair}" must be ID=URL`);
+  return { id: pair.slice(0, eq).trim(), url: pair.slice(eq + 1).trim() };
+};
+
+const parseNumber = (value: string, origin: string): number => {
+  const n = Number(value);
+  if (value.trim() === '' || !Number.isFinite(n)) {
+    throw new ConfigError(`invalid configuration (${origin}): "${value}" is not a number`);
+  }
+  return n;
+};
+
+const readConfigFile = (file: string): Record<string, unknown> => {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError(
+      `cannot read config file ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`,
+    );
+  }
+  let parsed: unknown;
+  try {
+    parsed = /\.json$/i.test(file) ? JSON.parse(text) : parseYaml(text);
+  } catch (err) {
+    throw new ConfigError(
+      `config file ${file} is not valid ${/\.json$/i.test(file) ? 'JSON' : 'YAML'}: ${(err as Error).message.split('\n')[0]}`,
+    );
+  }
+  if (parsed === null || parsed === undefined) return {};
+  if (typeof parsed !== 'object' || Array.isArray(parsed)) {
+    throw new ConfigError(`invalid configuration (${file}): (root): must be a mapping of settings`);
+  }
+  return parsed as Record<string, unknown>;
+};
+
+/**
+ * Merge file < env < flags and validate. `env` is passed in (not read from process.env here) so
+ * tests can supply their own.
+ */
+export const loadConfig = (flags: FlagValues, env: NodeJS.ProcessEnv): GatewayConfig => {
+  const file = flags.config ?? env.GATEWAY_CONFIG;
+  const merged: Record<string, unknown> = file ? readConfigFile(file) : {};
+
+  if (env.PORT !== undefined) merged.port = parseNumber(env.PORT, 'PORT');
+  if (env.HOST !== undefined) merged.host = env.HOST;
+  if (env.REDIS_URL !== undefined && env.REDIS_URL !== '') merged.redis = env.REDIS_URL;
+  if (env.PUBLIC_URL !== undefined && env.PUBLIC_URL !== '') merged.publicUrl = env.PUBLIC_URL;
+  if (env.CAPSULES !== undefined && env.CAPSULES.trim() !== '') {
+    merged.capsules = env.CAPSULES.split(',').map((p) => parseCapsulePair(p, 'CAPSULES'));
+  }
+
+  if (flags.port !== undefined) merged.port = parseNumber(flags.port, '--port');
+  if (flags.host !== undefined) merged.host = flags.host;
+  if (flags.redis !== undefined) merged.redis = flags.redis;
+  if (flags.publicUrl !== undefined) merged.publicUrl = flags.publicUrl;
+  if (flags.demo) merged.demo = true;
+  if (flags.capsule && flags.capsule.length > 0) {
+    // Flags replace the capsule list but keep door tokens the file gave the same ids.
+    const fromFile = new Map(
+      (Array.isArray(merged.capsules) ? (merged.capsules as Record<string, unknown>[]) : []).map((c) => [
+        c.id,
+        c,
+      ]),
+    );
+    merged.capsules = flags.capsule.map((p) => ({
+      ...fromFile.get(parseCapsulePair(p, '--capsule').id),
+      ...parseCapsulePair(p, '--capsule'),
+    }));
+  }
+
+  const result = configSchema.safeParse(merged);
+  if (!result.success)
+    throw new ConfigError(formatIssues(result.error.issues, file ?? 'flags and environment'));
+  return result.data;
+};

@@ -1,0 +1,110 @@
+/**
+ * Assembles the HTTP surface: CORS for configured origins, connection accounting, the operations
+ * routes and every adapter's routes. Adapters own their paths and error grammar; this file owns only
+ * what is shared by all of them.
+ */
+import { Hono } from 'hono';
+import { cors } from 'hono/cors';
+import type { Logger } from 'pino';
+import type { GatewayCore } from '../core/types.js';
+import { createMetrics, type MetricsRegistry } from './metrics.js';
+import { createOpsRoutes } from './ops-routes.js';
+
+/** Headers browsers must be allowed to read cross-origin (Flue and BeeOS coordination headers). */
+export const EXPOSED_HEADERS = [
+  'Stream-Next-Offset',
+  'Stream-Up-To-Date',
+  'Stream-Cursor',
+  'Location',
+  'X-Request-Id',
+];
+
+export interface HttpAppOptions {
+  core: GatewayCore;
+  logger: Logger;
+  corsOrigins: string[];
+  storeReady: () => Promise<boolean>;
+  /** Each adapter's routes, with full paths. */
+  surfaces: Hono[];
+}
+
+export interface HttpApp {
+  app: Hono;
+  metrics: MetricsRegistry;
+  /** Open downstream connections, per capsule then surface. */
+  connections: () => Record<string, Record<string, number>>;
+}
+
+/** `/murmur/x/…` → ['murmur', 'x']; BeeOS and Flue likewise. */
+const surfaceOf = (path: string): [string, string] | null => {
+  const m =
+    /^\/murmur\/([^/]+)/.exec(path) ??
+    /^\/flue\/([^/]+)/.exec(path) ??
+    /^\/api\/v1\/agents\/([^/]+)/.exec(path);
+  if (!m || !m[1]) return null;
+  const surface = path.startsWith('/murmur/') ? 'murmur' : path.startsWith('/flue/') ? 'flue' : 'beeos';
+  return [surface, decodeURIComponent(m[1])];
+};
+
+export const createHttpApp = (options: HttpAppOptions): HttpApp => {
+  const open = new Map<string, Map<string, number>>();
+  const bump = (capsule: string, surface: string, delta: number): void => {
+    const bySurface = open.get(capsule) ?? new Map<string, number>();
+    bySurface.set(surface, (bySurface.get(surface) ?? 0) + delta);
+    open.set(capsule, bySurface);
+  };
+  const connections = (): Record<string, Record<string, number>> =>
+    Object.fromEntries([...open].map(([capsule, m]) => [capsule, Object.fromEntries(m)]));
+
+  const metrics = createMetrics(options.core, connections);
+  const app = new Hono();
+
+  if (options.corsOrigins.length > 0) {
+    const allowed = new Set(options.corsOrigins);
+    app.use(
+      '*',
+      cors({
+        origin: (origin) => (allowed.has('*') ? '*' : allowed.has(origin) ? origin : null),
+        allowHeaders: [
+          'Authorization',
+          'Content-Type',
+          'Last-Event-ID',
+          'Idempotency-Key',
+          'traceparent',
+          'tracestate',
+        ],
+        allowMethods: ['GET', 'HEAD', 'POST', 'DELETE', 'OPTIONS'],
+        exposeHeaders: EXPOSED_HEADERS,
+        maxAge: 600,
+      }),
+    );
+  }
+
+  // Count a downstream connection from request start until its socket response closes (streams too).
+  app.use('*', async (c, next) => {
+    const hit = surfaceOf(c.req.path);
+    const outgoing = (c.env as { outgoing?: NodeJS.EventEmitter } | undefined)?.outgoing;
+    if (!hit || !outgoing || !options.core.hasCapsule(hit[1])) return next();
+    const [surface, capsule] = hit;
+    bump(capsule, surface, 1);
+    metrics.connectionsOpened.inc({ surface });
+    outgoing.once('close', () => bump(capsule, surface, -1));
+    return next();
+  });
+
+  app.route(
+    '/',
+    createOpsRoutes({ core: options.core, storeReady: options.storeReady, connections, metrics }),
+  );
+  for (const surface of options.surfaces) app.route('/', surface);
+
+  app.notFound((c) =>
+    c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` } }, 404),
+  );
+  app.onError((err, c) => {
+    options.logger.error({ err, path: c.req.path }, 'unhandled error');
+    return c.json({ error: { code: 'internal', message: 'internal error' } }, 500);
+  });
+
+  return { app, metrics, connections };
+};

@@ -1,0 +1,75 @@
+/**
+ * Prometheus metrics. Gauges are collected at scrape time from the core's status (nothing on the hot
+ * path); counters are bumped by the few places that own the events.
+ */
+import { Registry, Gauge, Counter, collectDefaultMetrics } from 'prom-client';
+import type { GatewayCore } from '../core/types.js';
+
+export interface MetricsRegistry {
+  readonly contentType: string;
+  render(): Promise<string>;
+  /** Downstream connections opened, by surface. */
+  readonly connectionsOpened: Counter<'surface'>;
+}
+
+export const createMetrics = (
+  core: GatewayCore,
+  connections: () => Record<string, Record<string, number>>,
+): MetricsRegistry => {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'murmur_gateway_' });
+
+  const statuses = async () => Promise.all(core.capsuleIds().map((id) => core.status(id)));
+
+  new Gauge({
+    name: 'murmur_gateway_log_head_offset',
+    help: 'Highest offset in the capsule log',
+    labelNames: ['capsule'],
+    registers: [registry],
+    async collect() {
+      for (const s of await statuses()) this.set({ capsule: s.id }, s.position.head);
+    },
+  });
+  new Gauge({
+    name: 'murmur_gateway_upstream_connected',
+    help: '1 when the upstream stream/watch is connected',
+    labelNames: ['capsule'],
+    registers: [registry],
+    async collect() {
+      for (const s of await statuses()) this.set({ capsule: s.id }, s.state === 'connected' ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: 'murmur_gateway_upstream_reconnects',
+    help: 'Upstream reconnections since start',
+    labelNames: ['capsule'],
+    registers: [registry],
+    async collect() {
+      for (const s of await statuses()) this.set({ capsule: s.id }, s.reconnects);
+    },
+  });
+  new Gauge({
+    name: 'murmur_gateway_open_connections',
+    help: 'Open downstream connections',
+    labelNames: ['capsule', 'surface'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [capsule, bySurface] of Object.entries(connections())) {
+        for (const [surface, n] of Object.entries(bySurface)) this.set({ capsule, surface }, n);
+      }
+    },
+  });
+  const connectionsOpened = new Counter({
+    name: 'murmur_gateway_connections_opened_total',
+    help: 'Downstream connections opened',
+    labelNames: ['surface'],
+    registers: [registry],
+  });
+
+  return {
+    contentType: registry.contentType,
+    render: () => registry.metrics(),
+    connectionsOpened,
+  };
+};

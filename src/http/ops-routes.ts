@@ -1,0 +1,56 @@
+/**
+ * Operations endpoints: liveness, readiness (store reachable), the capsule table and Prometheus
+ * metrics. They read the core's status; they change nothing.
+ */
+import { Hono } from 'hono';
+import type { GatewayCore } from '../core/types.js';
+import type { MetricsRegistry } from './metrics.js';
+
+export interface OpsDeps {
+  core: GatewayCore;
+  /** Whether the store answers right now. */
+  storeReady: () => Promise<boolean>;
+  /** Open downstream connections per surface, per capsule. */
+  connections: () => Record<string, Record<string, number>>;
+  metrics: MetricsRegistry;
+}
+
+export const createOpsRoutes = (deps: OpsDeps): Hono => {
+  const app = new Hono();
+
+  app.get('/healthz', (c) => c.json({ status: 'ok' }));
+
+  app.get('/readyz', async (c) => {
+    const ready = await deps.storeReady();
+    return c.json({ status: ready ? 'ready' : 'store_unreachable' }, ready ? 200 : 503);
+  });
+
+  app.get('/capsules', async (c) => {
+    const connections = deps.connections();
+    const capsules = await Promise.all(
+      deps.core.capsuleIds().map(async (id) => {
+        const s = await deps.core.status(id);
+        return {
+          id: s.id,
+          url: s.url,
+          upstream: s.state,
+          last_frame_at: s.lastFrameAt === null ? null : new Date(s.lastFrameAt).toISOString(),
+          reconnects: s.reconnects,
+          conversation_mode: deps.core.conversationMode(id),
+          head_offset: s.position.head,
+          first_offset: s.position.first,
+          epoch: s.position.epoch,
+          connections: connections[id] ?? {},
+        };
+      }),
+    );
+    return c.json({ capsules });
+  });
+
+  app.get('/metrics', async (c) => {
+    const body = await deps.metrics.render();
+    return c.body(body, 200, { 'content-type': deps.metrics.contentType });
+  });
+
+  return app;
+};

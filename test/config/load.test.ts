@@ -1,0 +1,144 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../src/config/load.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'mg-config-'));
+const file = (name: string, text: string): string => {
+  const p = join(dir, name);
+  writeFileSync(p, text);
+  return p;
+};
+
+const errorOf = (fn: () => unknown): string => {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return (err as Error).message;
+  }
+  throw new Error('expected a ConfigError');
+};
+
+describe('loadConfig', () => {
+  it('applies defaults with nothing given', () => {
+    const cfg = loadConfig({}, {});
+    expect(cfg).toMatchObject({
+      port: 8080,
+      host: '0.0.0.0',
+      redis: null,
+      publicUrl: null,
+      capsules: [],
+      demo: false,
+    });
+    expect(cfg.heartbeatSeconds).toBe(15);
+    expect(cfg.longPollSeconds).toBe(30);
+    expect(cfg.bodyLimitBytes).toBe(1024 * 1024);
+  });
+
+  it('reads YAML, then env overrides the file, then flags override env', () => {
+    const p = file(
+      'ok.yaml',
+      `port: 9000\nhost: 127.0.0.1\ncapsules:\n  - id: alpha\n    url: http://127.0.0.1:5001/\n    doorToken: s3cret\n`,
+    );
+    expect(loadConfig({ config: p }, {}).port).toBe(9000);
+    expect(loadConfig({ config: p }, { PORT: '9100' }).port).toBe(9100);
+    expect(loadConfig({ config: p, port: '9200' }, { PORT: '9100' }).port).toBe(9200);
+    const cfg = loadConfig(
+      { config: p, capsule: ['alpha=http://127.0.0.1:6001/', 'beta=http://127.0.0.1:6002/'] },
+      {},
+    );
+    // Flags replace the list but keep the door token the file gave the same capsule id.
+    expect(cfg.capsules).toEqual([
+      { id: 'alpha', url: 'http://127.0.0.1:6001/', doorToken: 's3cret' },
+      { id: 'beta', url: 'http://127.0.0.1:6002/' },
+    ]);
+  });
+
+  it('reads JSON config files and the GATEWAY_CONFIG / CAPSULES / REDIS_URL / PUBLIC_URL env', () => {
+    const p = file(
+      'ok.json',
+      JSON.stringify({ longPollSeconds: 5, cors: { origins: ['https://app.example'] } }),
+    );
+    const cfg = loadConfig(
+      {},
+      {
+        GATEWAY_CONFIG: p,
+        CAPSULES: 'a=http://127.0.0.1:1/,b=http://127.0.0.1:2/',
+        REDIS_URL: 'redis://127.0.0.1:6379',
+        PUBLIC_URL: 'https://gw.example',
+      },
+    );
+    expect(cfg.longPollSeconds).toBe(5);
+    expect(cfg.cors.origins).toEqual(['https://app.example']);
+    expect(cfg.capsules.map((c) => c.id)).toEqual(['a', 'b']);
+    expect(cfg.redis).toBe('redis://127.0.0.1:6379');
+    expect(cfg.publicUrl).toBe('https://gw.example');
+  });
+
+  it.each([
+    [
+      'a capsule URL that is not a URL',
+      'capsules:\n  - id: alpha\n    url: nope\n',
+      'capsules[0].url: must be a URL',
+    ],
+    ['a bad capsule id', 'capsules:\n  - id: "-bad"\n    url: http://h/\n', 'capsules[0].id: must match'],
+    [
+      'a duplicate capsule id',
+      'capsules:\n  - {id: a, url: "http://h/"}\n  - {id: a, url: "http://h/"}\n',
+      'capsules[1].id: duplicate capsule id "a"',
+    ],
+    ['an unknown field', 'prot: 80\n', 'Unrecognized key: "prot"'],
+    ['a port of the wrong type', 'port: eighty\n', 'port: Invalid input: expected number, received string'],
+    ['a port out of range', 'port: 70000\n', 'port: Too big'],
+    [
+      'a redis URL of the wrong scheme',
+      'redis: http://h:6379\n',
+      'redis: must be a redis:// or rediss:// URL',
+    ],
+    [
+      'an API key that is not a hash',
+      'apiKeys:\n  - {sha256: oag_abc, owner: alice}\n',
+      'apiKeys[0].sha256: must be the lowercase hex SHA-256',
+    ],
+    ['a list at the root', '- a\n- b\n', '(root): must be a mapping of settings'],
+  ])('rejects %s naming the field', (_name, text, expected) => {
+    const p = file(`bad-${Math.random().toString(36).slice(2)}.yaml`, text);
+    const message = errorOf(() => loadConfig({ config: p }, {}));
+    expect(message).toContain(`invalid configuration (${p})`);
+    expect(message).toContain(expected);
+  });
+
+  it('rejects unparseable YAML and JSON with the file named', () => {
+    const y = file('broken.yaml', 'port: [1\n');
+    expect(errorOf(() => loadConfig({ config: y }, {}))).toMatch(
+      new RegExp(`^config file ${y} is not valid YAML: `),
+    );
+    const j = file('broken.json', '{"port": ');
+    expect(errorOf(() => loadConfig({ config: j }, {}))).toMatch(
+      new RegExp(`^config file ${j} is not valid JSON: `),
+    );
+  });
+
+  it('rejects a missing config file', () => {
+    expect(errorOf(() => loadConfig({ config: join(dir, 'absent.yaml') }, {}))).toBe(
+      `cannot read config file ${join(dir, 'absent.yaml')}: ENOENT`,
+    );
+  });
+
+  it('rejects malformed flags and env', () => {
+    expect(errorOf(() => loadConfig({ capsule: ['alpha'] }, {}))).toBe(
+      'invalid configuration (--capsule): "alpha" must be ID=URL',
+    );
+    expect(errorOf(() => loadConfig({ port: 'x' }, {}))).toBe(
+      'invalid configuration (--port): "x" is not a number',
+    );
+    expect(errorOf(() => loadConfig({}, { PORT: '' }))).toBe(
+      'invalid configuration (PORT): "" is not a number',
+    );
+    expect(errorOf(() => loadConfig({}, { CAPSULES: 'a=ftp://x/' }))).toContain(
+      'capsules[0].url: must be an http',
+    );
+  });
+});
