@@ -1,0 +1,267 @@
+/**
+ * JSON-RPC calls to one capsule's door (with its door token): submit a task (`message/stream`),
+ * cancel one (`tasks/cancel`), forward other methods raw. Frames reach the log through the watch
+ * (ingestor.ts), never from here: a submit connection is drained and dropped after its outcome.
+ */
+import http from 'node:http';
+import https from 'node:https';
+import { GatewayError } from '../errors.js';
+import type { CancelOutcome, RpcForwardResult, SubmitOutcome } from '../core/types.js';
+import { SseFrameReader, type SseFrame } from './sse-frames.js';
+
+export interface CapsuleClientOptions {
+  url: string;
+  /** Sent as `Authorization: Bearer …`; never logged, never in a reason. */
+  doorToken?: string | null;
+  /** How long a submit may wait for its outcome (queued tasks may wait long). */
+  submitTimeoutMs?: number;
+  /** Timeout for plain JSON calls (cancel, forward). */
+  callTimeoutMs?: number;
+  /** Largest JSON answer read (bytes). */
+  maxBodyBytes?: number;
+}
+
+export interface SubmitParams {
+  text: string;
+  contextId: string;
+  messageId: string;
+  /** A caller's own `message/stream` body, forwarded byte for byte instead of one built here. */
+  rawBody?: string;
+  rpcId?: string | number;
+}
+
+interface Raw {
+  status: number;
+  contentType: string;
+  res: http.IncomingMessage;
+}
+
+const reasonOf = (err: unknown): string => {
+  const e = err as NodeJS.ErrnoException;
+  return e?.code ?? e?.message ?? String(err);
+};
+
+const parseJson = (text: string): Record<string, unknown> | null => {
+  try {
+    const v: unknown = JSON.parse(text);
+    return v !== null && typeof v === 'object' ? (v as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
+};
+
+const rpcErrorCode = (body: string): number | null => {
+  const err = parseJson(body)?.error as { code?: unknown } | undefined;
+  return typeof err?.code === 'number' ? err.code : null;
+};
+
+export class CapsuleClient {
+  private readonly agent: http.Agent;
+  private readonly open = new Set<http.ClientRequest>();
+  private rpcSeq = 0;
+
+  constructor(private readonly options: CapsuleClientOptions) {
+    this.agent = new http.Agent({ keepAlive: true, keepAliveMsecs: 15_000 });
+  }
+
+  get url(): string {
+    return this.options.url;
+  }
+
+  /** Send `message/stream` and return the first outcome of OUR task (by context id, see below). */
+  async submit(params: SubmitParams): Promise<SubmitOutcome> {
+    const body =
+      params.rawBody ??
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id: params.rpcId ?? `gw-${++this.rpcSeq}`,
+        method: 'message/stream',
+        params: {
+          message: {
+            messageId: params.messageId,
+            role: 'user',
+            parts: [{ text: params.text }],
+            contextId: params.contextId,
+          },
+        },
+      });
+    const timeoutMs = this.options.submitTimeoutMs ?? 60_000;
+    let raw: Raw;
+    try {
+      // A fresh socket: the SSE body ends only when the capsule closes the connection.
+      raw = await this.post(body, false, timeoutMs);
+    } catch (err) {
+      return { kind: 'unreachable', reason: reasonOf(err) };
+    }
+    if (raw.status !== 200) {
+      raw.res.resume();
+      return { kind: 'unreachable', reason: `HTTP ${raw.status}` };
+    }
+    if (raw.contentType.startsWith('application/json')) {
+      const text = await this.readBody(raw.res).catch(() => null);
+      if (text === null) return { kind: 'unreachable', reason: 'answer cut off' };
+      // `task_acceptance: none` answers -32601 as JSON (spec "Endpoints"); other JSON errors are refusals.
+      return rpcErrorCode(text) === -32601
+        ? { kind: 'method-not-found', body: text }
+        : { kind: 'invalid', data: text };
+    }
+    if (!raw.contentType.startsWith('text/event-stream')) {
+      raw.res.resume();
+      return { kind: 'unreachable', reason: `unexpected content-type ${raw.contentType}` };
+    }
+    return this.readOutcome(raw.res, params.contextId, timeoutMs);
+  }
+
+  /**
+   * The connection carries every task's frames (spec "Endpoints": neither endpoint filters), so our
+   * task is the first `working` status whose `context_id` is the one we sent. Limit: a queued task of
+   * the same context that starts first would be taken for ours. `rejected` and `error` are written only
+   * to the submitting connection, so they are ours.
+   */
+  private readOutcome(
+    res: http.IncomingMessage,
+    contextId: string,
+    timeoutMs: number,
+  ): Promise<SubmitOutcome> {
+    return new Promise<SubmitOutcome>((resolve) => {
+      let done = false;
+      const settle = (outcome: SubmitOutcome): void => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        resolve(outcome);
+      };
+      const timer = setTimeout(() => {
+        settle({ kind: 'unreachable', reason: 'timeout waiting for the task to start' });
+        res.destroy();
+      }, timeoutMs);
+      const onFrame = (frame: SseFrame): void => {
+        if (done) return;
+        if (frame.event === 'error') return settle({ kind: 'invalid', data: frame.data });
+        if (frame.event !== 'status') return;
+        const data = parseJson(frame.data);
+        const status = data?.status as { state?: unknown } | undefined;
+        if (status?.state === 'rejected') {
+          return settle({ kind: 'rejected', frame: { id: frame.upstreamId, data: frame.data } });
+        }
+        if (status?.state === 'working' && data?.context_id === contextId && typeof data.id === 'string') {
+          settle({ kind: 'accepted', taskId: data.id, contextId });
+        }
+      };
+      const reader = new SseFrameReader({ onFrame });
+      // After the outcome the stream is drained to its end in the background (ingestion reads the watch).
+      res.on('data', (chunk: Buffer) => {
+        if (!done) reader.push(chunk);
+      });
+      res.on('error', (err) => settle({ kind: 'unreachable', reason: reasonOf(err) }));
+      res.on('close', () => settle({ kind: 'unreachable', reason: 'stream closed before the task started' }));
+    });
+  }
+
+  /** `tasks/cancel` with the capsule's task id. */
+  async cancel(taskId: string): Promise<CancelOutcome> {
+    const body = JSON.stringify({
+      jsonrpc: '2.0',
+      id: `gw-${++this.rpcSeq}`,
+      method: 'tasks/cancel',
+      params: { id: taskId },
+    });
+    let result: RpcForwardResult;
+    try {
+      result = await this.call(body);
+    } catch (err) {
+      return { kind: 'unreachable', reason: err instanceof GatewayError ? err.message : reasonOf(err) };
+    }
+    if (result.status !== 200 || !result.contentType.startsWith('application/json')) {
+      return { kind: 'unreachable', reason: `HTTP ${result.status}` };
+    }
+    const parsed = parseJson(result.body);
+    if (parsed && 'result' in parsed) return { kind: 'canceled', body: result.body };
+    const code = rpcErrorCode(result.body);
+    if (code === -32601) return { kind: 'method-not-found', body: result.body };
+    return { kind: 'not-cancelable', body: result.body };
+  }
+
+  /** Forward a JSON-RPC body as is; the answer comes back raw. Throws `upstream_unreachable`. */
+  async forward(body: string): Promise<RpcForwardResult> {
+    return this.call(body);
+  }
+
+  /** The raw upstream response of a `message/stream` (for a byte-for-byte pass-through). */
+  async openMessageStream(body: string): Promise<http.IncomingMessage> {
+    try {
+      return (await this.post(body, false, this.options.callTimeoutMs ?? 10_000)).res;
+    } catch (err) {
+      throw new GatewayError('upstream_unreachable', `capsule unreachable: ${reasonOf(err)}`);
+    }
+  }
+
+  /** Destroy open submit connections and pooled sockets. */
+  close(): void {
+    for (const req of this.open) req.destroy();
+    this.open.clear();
+    this.agent.destroy();
+  }
+
+  private async call(body: string): Promise<RpcForwardResult> {
+    const timeoutMs = this.options.callTimeoutMs ?? 10_000;
+    let raw: Raw;
+    try {
+      raw = await this.post(body, true, timeoutMs);
+    } catch (err) {
+      throw new GatewayError('upstream_unreachable', `capsule unreachable: ${reasonOf(err)}`);
+    }
+    let text: string;
+    try {
+      text = await this.readBody(raw.res);
+    } catch (err) {
+      throw new GatewayError('upstream_unreachable', `capsule answer cut off: ${reasonOf(err)}`);
+    }
+    return { status: raw.status, contentType: raw.contentType, body: text };
+  }
+
+  /** POST / with the door token; resolves at the response headers. */
+  private post(body: string, pooled: boolean, timeoutMs: number): Promise<Raw> {
+    const url = new URL(this.options.url);
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      'content-length': String(Buffer.byteLength(body)),
+    };
+    if (this.options.doorToken) headers.authorization = `Bearer ${this.options.doorToken}`;
+    const request = url.protocol === 'https:' ? https.request : http.request;
+    return new Promise<Raw>((resolve, reject) => {
+      const req = request(url, { method: 'POST', headers, agent: pooled ? this.agent : false });
+      this.open.add(req);
+      req.on('close', () => this.open.delete(req));
+      const timer = setTimeout(
+        () => req.destroy(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })),
+        timeoutMs,
+      );
+      req.on('error', (err) => {
+        clearTimeout(timer);
+        reject(err);
+      });
+      req.on('response', (res) => {
+        clearTimeout(timer);
+        resolve({ status: res.statusCode ?? 0, contentType: String(res.headers['content-type'] ?? ''), res });
+      });
+      req.end(body);
+    });
+  }
+
+  private readBody(res: http.IncomingMessage): Promise<string> {
+    const max = this.options.maxBodyBytes ?? 10 * 1024 * 1024;
+    return new Promise<string>((resolve, reject) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.on('data', (c: Buffer) => {
+        size += c.length;
+        if (size > max) res.destroy(new Error('answer too large'));
+        else chunks.push(c);
+      });
+      res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+      res.on('error', reject);
+      res.on('aborted', () => reject(new Error('aborted')));
+    });
+  }
+}

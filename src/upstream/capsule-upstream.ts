@@ -1,0 +1,53 @@
+/**
+ * The upstream room for one capsule, as the core sees it (`UpstreamPort`): the ingestor's watch and
+ * state, plus the client's submit, cancel and forward. Wiring capsules to it is the app's job.
+ */
+import type { Logger } from 'pino';
+import type { UpstreamPort } from '../core/gateway-core.js';
+import type { CancelOutcome, RpcForwardResult, SubmitOutcome } from '../core/types.js';
+import { CapsuleClient, type CapsuleClientOptions, type SubmitParams } from './capsule-client.js';
+import { CapsuleIngestor, type IngestorOptions, type IngestorState } from './ingestor.js';
+
+export interface CapsuleUpstreamOptions
+  extends Omit<IngestorOptions, 'logger'>, Omit<CapsuleClientOptions, 'url' | 'doorToken'> {
+  logger?: Logger;
+}
+
+export class CapsuleUpstream implements UpstreamPort {
+  readonly ingestor: CapsuleIngestor;
+  readonly client: CapsuleClient;
+
+  constructor(options: CapsuleUpstreamOptions) {
+    this.ingestor = new CapsuleIngestor(options);
+    this.client = new CapsuleClient({ ...options, url: options.url, doorToken: options.doorToken ?? null });
+  }
+
+  get url(): string {
+    return this.client.url;
+  }
+
+  start(): void {
+    this.ingestor.start();
+  }
+
+  async stop(): Promise<void> {
+    this.client.close();
+    await this.ingestor.stop();
+  }
+
+  state(): IngestorState {
+    return this.ingestor.state();
+  }
+
+  submit(request: SubmitParams): Promise<SubmitOutcome> {
+    return this.client.submit(request);
+  }
+
+  cancel(taskId: string): Promise<CancelOutcome> {
+    return this.client.cancel(taskId);
+  }
+
+  forward(body: string): Promise<RpcForwardResult> {
+    return this.client.forward(body);
+  }
+}
