@@ -1,0 +1,175 @@
+/**
+ * The two streaming endpoints (spec "What stream/watch writes, in order" and "What message/stream
+ * writes, in order"), served from the log with gateway offsets as ids. Routing and input checks are
+ * routes.ts's; record-by-record decisions are feed.ts's.
+ */
+import type { AdapterDeps } from '../../src/http/adapter-deps.js';
+import type { SubmitOutcome } from '../../src/core/types.js';
+import { REPLAY_PAGE, SSE_HEADERS } from './constants.js';
+import { encodeConnectionAck, encodeErrorFrame, encodeRecord, encodeRejected } from './codec.js';
+import { checkCursor, LogFeed } from './feed.js';
+import type { PreparedMessage } from './message.js';
+import { SseConnection } from './sse-connection.js';
+
+export interface StreamContext {
+  deps: AdapterDeps;
+  capsule: string;
+  /** The request's signal (client disconnect). */
+  signal: AbortSignal;
+}
+
+const retryMsOf = (deps: AdapterDeps): number => Math.min(1000, deps.config.heartbeatMs);
+
+/** Open a connection: heartbeats start now (spec "Heartbeat": measured from connection open). */
+const openConnection = ({ deps, signal }: StreamContext): SseConnection => {
+  const conn = new SseConnection({ heartbeatMs: deps.config.heartbeatMs, signal });
+  // Draining: end every stream as a capsule going away would (clients resume with Last-Event-ID).
+  const shutdown = deps.core.shutdownSignal;
+  const onShutdown = (): void => conn.end();
+  if (shutdown.aborted) conn.end();
+  else {
+    shutdown.addEventListener('abort', onShutdown, { once: true });
+    void conn.done.then(() => shutdown.removeEventListener('abort', onShutdown));
+  }
+  return conn;
+};
+
+const sseResponse = (conn: SseConnection): Response =>
+  new Response(conn.stream, { status: 200, headers: SSE_HEADERS });
+
+/**
+ * `stream/watch` from `cursor` (0 when Last-Event-ID is absent or not a number): `connection-ack`
+ * with the capsule's conversation_mode, a `gap` when the cursor is older than retention or beyond
+ * the head, the replay, then live frames until the capsule closes its stream or the client leaves.
+ */
+export const serveWatch = (ctx: StreamContext, cursor: number): Response => {
+  const { deps, capsule } = ctx;
+  const conn = openConnection(ctx);
+  conn.write(encodeConnectionAck(deps.core.conversationMode(capsule)));
+  const feed = new LogFeed({
+    core: deps.core,
+    capsule,
+    conn,
+    logger: deps.logger,
+    maxQueuedRecords: deps.config.maxQueuedRecords,
+    retryMs: retryMsOf(deps),
+    gaps: true,
+    closeOnFinal: false,
+    capsuleClosedFrame: true,
+  });
+  feed.begin(cursor);
+  return sseResponse(conn);
+};
+
+/** Write records (cursor, upTo] read page by page: the replay of a `message/stream` (finals stay open). */
+const replayUpTo = async (
+  ctx: StreamContext,
+  conn: SseConnection,
+  cursor: number,
+  upTo: number,
+): Promise<void> => {
+  const { core } = ctx.deps;
+  let { after } = await checkCursor(core, ctx.capsule, cursor, conn);
+  const maxPages = Math.ceil(Math.max(0, upTo - after) / REPLAY_PAGE) + 1;
+  for (let page = 0; page < maxPages && after < upTo && conn.open; page++) {
+    const { records } = await core.read(ctx.capsule, after, REPLAY_PAGE);
+    const chunks: Uint8Array[] = [];
+    for (const record of records) {
+      if (record.offset > upTo) break;
+      after = record.offset;
+      // A replayed capsule-closed is history; message/stream never writes one (spec frame table).
+      if (record.kind === 'fact' && record.fact === 'capsule-closed') continue;
+      const bytes = encodeRecord(record);
+      if (bytes) chunks.push(bytes);
+    }
+    conn.writeAll(chunks);
+    if (records.length === 0 || records[records.length - 1]!.offset >= upTo) break;
+    if (conn.backedUp) await conn.waitDrain();
+  }
+};
+
+/** The `error` frame for a capsule the gateway cannot reach (the frame's JSON is the gateway's). */
+const unreachableFrame = (reason: string): Uint8Array =>
+  encodeErrorFrame(JSON.stringify({ error: `capsule unreachable: ${reason}` }));
+
+/**
+ * `message/stream`: take the head as this client's start, submit (recorded, then forwarded with the
+ * client's body so the capsule's own validation answers), then write the replay (when Last-Event-ID
+ * was sent) and either the capsule's terminal answer or live frames until the first live final
+ * `status` of any task. A JSON-RPC error from the capsule (`task_acceptance: none`) is answered as
+ * the JSON it is, so the outcome is awaited before the response starts; heartbeats still count from
+ * the request's arrival.
+ */
+export const serveMessageStream = async (
+  ctx: StreamContext,
+  message: PreparedMessage,
+  rpcId: string | number | null,
+  lastEventId: number | null,
+): Promise<Response> => {
+  const { deps, capsule } = ctx;
+  const conn = openConnection(ctx);
+  let outcome: SubmitOutcome;
+  let startHead: number;
+  let startEpoch: number;
+  try {
+    const start = await deps.core.position(capsule);
+    startHead = start.head;
+    startEpoch = start.epoch;
+    const result = await deps.core.submit(capsule, {
+      text: message.text,
+      contextId: message.contextId,
+      messageId: message.messageId,
+      rawBody: message.rawBody,
+      ...(rpcId !== null ? { rpcId } : {}),
+      record: { protocol: 'murmur', owner: null },
+    });
+    outcome = result.outcome;
+  } catch (err) {
+    // The submission could not be recorded or sent (store down, draining): an error frame, close.
+    deps.logger.warn({ err, capsule }, 'murmur: message/stream submit failed');
+    const reason = err instanceof Error ? err.message : String(err);
+    conn.write(encodeErrorFrame(JSON.stringify({ error: `internal error: ${reason}` })));
+    conn.end();
+    return sseResponse(conn);
+  }
+  if (outcome.kind === 'method-not-found') {
+    conn.discard();
+    return new Response(outcome.body, { status: 200, headers: { 'content-type': 'application/json' } });
+  }
+  void (async () => {
+    if (lastEventId !== null) await replayUpTo(ctx, conn, lastEventId, startHead);
+    switch (outcome.kind) {
+      case 'rejected':
+        conn.write(encodeRejected(outcome.frame.id, outcome.frame.data));
+        conn.end();
+        return;
+      case 'invalid':
+        conn.write(encodeErrorFrame(outcome.data));
+        conn.end();
+        return;
+      case 'unreachable':
+        conn.write(unreachableFrame(outcome.reason));
+        conn.end();
+        return;
+      case 'accepted':
+        new LogFeed({
+          core: deps.core,
+          capsule,
+          conn,
+          logger: deps.logger,
+          maxQueuedRecords: deps.config.maxQueuedRecords,
+          retryMs: retryMsOf(deps),
+          // Spec frame table: message/stream carries `gap` only when the request sent Last-Event-ID.
+          gaps: lastEventId !== null,
+          closeOnFinal: true,
+          capsuleClosedFrame: false,
+        }).start({ after: startHead, liveAfter: startHead, epoch: startEpoch });
+        return;
+    }
+  })().catch((err: unknown) => {
+    deps.logger.warn({ err, capsule }, 'murmur: message/stream replay failed');
+    conn.write(encodeErrorFrame(JSON.stringify({ error: 'internal error: replay failed' })));
+    conn.end();
+  });
+  return sseResponse(conn);
+};

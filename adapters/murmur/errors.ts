@@ -1,0 +1,60 @@
+/**
+ * The native Murmur error grammar in one table: the capsule's plain 404 for what is not a JSON-RPC
+ * call on its address, else a JSON-RPC 2.0 error object. Handlers never build error bodies themselves.
+ */
+import type { GatewayErrorCode } from '../../src/errors.js';
+
+export type MurmurErrorCode =
+  /** Unknown capsule, no JSON content type, empty body: the capsule answers a plain 404 (spec "Endpoints"). */
+  | 'not_found'
+  /** The body is not JSON. The capsule's own answer is unspecified; JSON-RPC 2.0 says -32700. */
+  | 'parse_error'
+  | GatewayErrorCode;
+
+interface ErrorShape {
+  status: number;
+  /** JSON-RPC error code, or null for the plain (empty-body) answer. */
+  rpcCode: number | null;
+  message: string;
+}
+
+const TABLE: Record<MurmurErrorCode, ErrorShape> = {
+  not_found: { status: 404, rpcCode: null, message: 'Not Found' },
+  capsule_not_found: { status: 404, rpcCode: null, message: 'Not Found' },
+  parse_error: { status: 200, rpcCode: -32700, message: 'Parse error' },
+  bad_request: { status: 200, rpcCode: -32600, message: 'Invalid Request' },
+  payload_too_large: { status: 413, rpcCode: -32600, message: 'Request body too large' },
+  cursor_gone: { status: 200, rpcCode: -32602, message: 'Invalid params' },
+  cursor_ahead: { status: 200, rpcCode: -32602, message: 'Invalid params' },
+  upstream_unreachable: { status: 502, rpcCode: -32603, message: 'capsule unreachable' },
+  upstream_busy: { status: 503, rpcCode: -32603, message: 'capsule busy' },
+  upstream_invalid: { status: 502, rpcCode: -32603, message: 'invalid capsule response' },
+  upstream_method_not_found: { status: 200, rpcCode: -32601, message: 'Method not found' },
+  upstream_timeout: { status: 504, rpcCode: -32603, message: 'capsule timed out' },
+  store_unavailable: { status: 503, rpcCode: -32603, message: 'log store unavailable' },
+  shutting_down: { status: 503, rpcCode: -32603, message: 'gateway shutting down' },
+  internal: { status: 500, rpcCode: -32603, message: 'Internal error' },
+};
+
+export interface ErrorResponse {
+  status: number;
+  /** null: an empty body (the plain 404). */
+  contentType: 'application/json' | null;
+  body: string;
+}
+
+/** The response for an error code; `detail` is appended to the message (`capsule unreachable: …`). */
+export const murmurError = (
+  code: MurmurErrorCode,
+  rpcId: string | number | null = null,
+  detail?: string,
+): ErrorResponse => {
+  const shape = TABLE[code];
+  if (shape.rpcCode === null) return { status: shape.status, contentType: null, body: '' };
+  const message = detail ? `${shape.message}: ${detail}` : shape.message;
+  return {
+    status: shape.status,
+    contentType: 'application/json',
+    body: JSON.stringify({ jsonrpc: '2.0', id: rpcId, error: { code: shape.rpcCode, message } }),
+  };
+};

@@ -1,0 +1,193 @@
+/**
+ * Feeds one connection from the log through the hub: decides, record by record, what this
+ * connection writes (replayed vs live, gaps, capsule-closed, the closing final status), coalesces a
+ * batch into one write, and resumes from its own cursor when the hub ends the subscription (slow
+ * reader, store error, new epoch). The hub owns reading; sse-connection.ts owns the socket side.
+ */
+import type { Logger } from 'pino';
+import type { GatewayCore, Subscription, SubscriptionEnd } from '../../src/core/types.js';
+import type { LogRecord } from '../../src/log/record.js';
+import { GAP_REASON } from './constants.js';
+import { encodeGap, encodeRecord } from './codec.js';
+import { isFinalStatus } from './projection.js';
+import type { SseConnection } from './sse-connection.js';
+
+export interface FeedOptions {
+  core: GatewayCore;
+  capsule: string;
+  conn: SseConnection;
+  logger: Logger;
+  maxQueuedRecords: number;
+  /** Pause before resubscribing after a store error. */
+  retryMs: number;
+  /** Write `gap` frames for possibly-missing facts (message/stream only when Last-Event-ID was sent). */
+  gaps: boolean;
+  /** message/stream: end after the first live `status` with `"final":true` (spec "Endpoints"). */
+  closeOnFinal: boolean;
+  /** stream/watch writes `capsule-closed` then ends; message/stream just ends (spec frame table). */
+  capsuleClosedFrame: boolean;
+}
+
+/** Where a connection starts reading, after checking its cursor against the log. */
+export interface FeedStart {
+  /** Deliver records after this offset. */
+  after: number;
+  /** Records at or below this offset are replay: their final or capsule-closed never ends anything. */
+  liveAfter: number;
+  epoch: number;
+}
+
+/**
+ * Check a cursor (spec "Replay", with offsets): older than retention or beyond the head (another
+ * epoch) → a `gap` naming the first retained offset, and the replay starts there.
+ */
+export const checkCursor = async (
+  core: GatewayCore,
+  capsule: string,
+  cursor: number,
+  conn: SseConnection,
+  knownEpoch?: number,
+): Promise<FeedStart> => {
+  const { status, position } = await core.cursorStatus(capsule, cursor);
+  const epochChanged = knownEpoch !== undefined && knownEpoch !== position.epoch;
+  if (status === 'ok' && !epochChanged)
+    return { after: cursor, liveAfter: position.head, epoch: position.epoch };
+  const reason =
+    status === 'gone'
+      ? GAP_REASON.retention
+      : status === 'ahead'
+        ? GAP_REASON.cursorAhead
+        : GAP_REASON.epochChanged;
+  conn.write(encodeGap(position.first, reason));
+  return { after: position.first - 1, liveAfter: position.head, epoch: position.epoch };
+};
+
+export class LogFeed {
+  private subscription: Subscription | null = null;
+  private cursor = 0;
+  private liveAfter = 0;
+  /** null until the first cursor check: then a change of epoch means the offsets restarted. */
+  private epoch: number | null = null;
+  private retryTimer: NodeJS.Timeout | null = null;
+
+  constructor(private readonly options: FeedOptions) {
+    void options.conn.done.then(() => this.stop());
+  }
+
+  /** Check `cursor` against the log (gap if needed), then deliver from there. */
+  begin(cursor: number): void {
+    this.cursor = cursor;
+    this.epoch = null;
+    this.resume();
+  }
+
+  /** Start delivering after `start.after`, a start already checked. */
+  start(start: FeedStart): void {
+    this.cursor = start.after;
+    this.liveAfter = start.liveAfter;
+    this.epoch = start.epoch;
+    this.subscribe();
+  }
+
+  stop(): void {
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = null;
+    const sub = this.subscription;
+    this.subscription = null;
+    sub?.close();
+  }
+
+  private subscribe(): void {
+    const { core, capsule, conn, maxQueuedRecords } = this.options;
+    if (!conn.open) return;
+    const sub = core.subscribe(capsule, {
+      after: this.cursor,
+      maxQueuedRecords,
+      onRecords: (records) => {
+        if (this.subscription !== sub) return;
+        this.deliver(records);
+        // Backpressure: a slow client makes the hub queue for it, and past the bound end it as
+        // 'slow'; it then resumes from its cursor out of the store, losing nothing.
+        return conn.backedUp ? conn.waitDrain() : undefined;
+      },
+      onEnd: (reason) => {
+        if (this.subscription === sub) this.onEnd(reason);
+      },
+    });
+    this.subscription = sub;
+  }
+
+  /** One batch → one write. Decisions per record follow the spec's frame table per endpoint. */
+  private deliver(records: readonly LogRecord[]): void {
+    const { conn, gaps, closeOnFinal, capsuleClosedFrame } = this.options;
+    if (!conn.open) return;
+    const chunks: Uint8Array[] = [];
+    let end = false;
+    for (const record of records) {
+      if (record.offset <= this.cursor) continue;
+      this.cursor = record.offset;
+      const live = record.offset > this.liveAfter;
+      if (record.kind === 'fact') {
+        if (record.fact === 'capsule-closed') {
+          // A replayed close is history: a client resuming past it must not be ended again.
+          if (!live) continue;
+          if (capsuleClosedFrame) chunks.push(encodeRecord(record)!);
+          end = true;
+          break;
+        }
+        if (record.fact === 'frames-possibly-missing' && !gaps) continue;
+      }
+      const bytes = encodeRecord(record);
+      if (bytes) chunks.push(bytes);
+      if (closeOnFinal && live && isFinalStatus(record)) {
+        end = true;
+        break;
+      }
+    }
+    conn.writeAll(chunks);
+    if (end) {
+      this.stop();
+      conn.end();
+    }
+  }
+
+  private onEnd(reason: SubscriptionEnd): void {
+    const { conn } = this.options;
+    this.subscription = null;
+    if (!conn.open) return;
+    switch (reason) {
+      case 'closed':
+        return;
+      case 'shutdown':
+        // Draining: a capsule that goes away ends the connection; clients resume with Last-Event-ID.
+        conn.end();
+        return;
+      case 'slow':
+        void conn.waitDrain().then(() => this.resume());
+        return;
+      case 'store_error':
+        this.retryTimer = setTimeout(() => this.resume(), this.options.retryMs);
+        return;
+    }
+  }
+
+  /** (Re)subscribe from our own cursor, checking it first (trimmed meanwhile, or a new epoch). */
+  private resume(): void {
+    this.retryTimer = null;
+    const { core, capsule, conn, logger } = this.options;
+    if (!conn.open || this.subscription) return;
+    checkCursor(core, capsule, this.cursor, conn, this.epoch ?? undefined).then(
+      (start) => {
+        if (!conn.open || this.subscription) return;
+        if (start.epoch !== this.epoch) this.liveAfter = start.liveAfter;
+        this.cursor = start.after;
+        this.epoch = start.epoch;
+        this.subscribe();
+      },
+      (err: unknown) => {
+        logger.warn({ err, capsule }, 'murmur: resubscribe failed, retrying');
+        if (conn.open) this.retryTimer = setTimeout(() => this.resume(), this.options.retryMs);
+      },
+    );
+  }
+}
