@@ -54,6 +54,10 @@ export interface RedisServer {
   stop(signal?: NodeJS.Signals): Promise<void>;
   /** Start it again on the same port (empty: no persistence). */
   start(): Promise<void>;
+  /** Freeze the process (SIGSTOP): unreachable but keeps its data, like a stalled Redis. */
+  pause(): void;
+  /** Unfreeze it (SIGCONT): it then answers everything buffered meanwhile. */
+  resume(): void;
 }
 
 /** Start a redis-server with no persistence on a free port (or the given one). */
@@ -78,12 +82,21 @@ export const startRedisServer = async (port?: number): Promise<RedisServer> => {
       c.kill(signal);
     });
   };
+  const signal = (sig: NodeJS.Signals): void => {
+    const c = child as ChildProcess | null;
+    if (c && c.exitCode === null) c.kill(sig);
+  };
   await start();
   return {
     port: p,
     url: `redis://127.0.0.1:${p}`,
-    stop,
+    stop: async (sig) => {
+      signal('SIGCONT'); // a frozen process would not act on SIGTERM
+      await stop(sig);
+    },
     start,
+    pause: () => signal('SIGSTOP'),
+    resume: () => signal('SIGCONT'),
   };
 };
 

@@ -13,7 +13,9 @@ if not epoch then
   -- restart at 1 and no stale entry can collide with a new id.
   redis.call('DEL', logKey, metaKey)
   local t = redis.call('TIME')
-  epoch = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
+  -- Microseconds (16 digits, < 10^16): a log lost and re-created within the same millisecond
+  -- still gets a different epoch.
+  epoch = t[1] .. string.format('%06d', tonumber(t[2]))
   redis.call('HSET', metaKey, 'epoch', epoch, 'offset', 0)
 end
 
