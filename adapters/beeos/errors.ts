@@ -1,0 +1,81 @@
+/**
+ * The BeeOS error envelope: one code → HTTP status and error `type` table (beeos-contract.md Errors),
+ * and the mapping of core GatewayError codes into it. Routes throw BeeosError; index.ts answers it.
+ */
+import type { GatewayErrorCode } from '../../src/errors.js';
+import { GatewayError } from '../../src/errors.js';
+
+export type BeeosErrorCode =
+  | 'invalid_json'
+  | 'invalid_body'
+  | 'invalid_param'
+  | 'missing_param'
+  | 'missing_token'
+  | 'invalid_token'
+  | 'forbidden'
+  | 'agent_not_found'
+  | 'not_found'
+  | 'method_not_allowed'
+  | 'conflict'
+  | 'payload_too_large'
+  | 'rate_limited'
+  | 'agent_service_unavailable'
+  | 'service_timeout'
+  | 'internal_error';
+
+export const ERROR_TABLE: Record<BeeosErrorCode, { status: number; type: string }> = {
+  invalid_json: { status: 400, type: 'invalid_request_error' },
+  invalid_body: { status: 400, type: 'invalid_request_error' },
+  invalid_param: { status: 400, type: 'invalid_request_error' },
+  missing_param: { status: 400, type: 'invalid_request_error' },
+  missing_token: { status: 401, type: 'authentication_error' },
+  invalid_token: { status: 401, type: 'authentication_error' },
+  forbidden: { status: 403, type: 'permission_error' },
+  agent_not_found: { status: 404, type: 'not_found_error' },
+  not_found: { status: 404, type: 'not_found_error' },
+  method_not_allowed: { status: 405, type: 'invalid_request_error' },
+  conflict: { status: 409, type: 'conflict_error' },
+  payload_too_large: { status: 413, type: 'invalid_request_error' },
+  rate_limited: { status: 429, type: 'rate_limit_error' },
+  agent_service_unavailable: { status: 503, type: 'service_unavailable_error' },
+  service_timeout: { status: 504, type: 'timeout_error' },
+  internal_error: { status: 500, type: 'api_error' },
+};
+
+export class BeeosError extends Error {
+  constructor(
+    readonly code: BeeosErrorCode,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'BeeosError';
+  }
+}
+
+const FROM_CORE: Partial<Record<GatewayErrorCode, BeeosErrorCode>> = {
+  capsule_not_found: 'agent_not_found',
+  bad_request: 'invalid_body',
+  payload_too_large: 'payload_too_large',
+  upstream_unreachable: 'agent_service_unavailable',
+  upstream_busy: 'conflict',
+  upstream_method_not_found: 'conflict',
+  upstream_timeout: 'service_timeout',
+  store_unavailable: 'agent_service_unavailable',
+  shutting_down: 'agent_service_unavailable',
+};
+
+/** Any thrown value → a BeeosError; unknown errors become internal_error without their message. */
+export const toBeeosError = (err: unknown): BeeosError => {
+  if (err instanceof BeeosError) return err;
+  if (err instanceof GatewayError) {
+    const code = FROM_CORE[err.code];
+    if (code) return new BeeosError(code, err.message);
+  }
+  return new BeeosError('internal_error', 'internal error');
+};
+
+/** The error envelope body (beeos-contract.md Errors). */
+export const errorBody = (err: BeeosError, requestId: string) => ({
+  success: false as const,
+  error: { type: ERROR_TABLE[err.code].type, code: err.code, message: err.message, request_id: requestId },
+});

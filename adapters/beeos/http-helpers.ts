@@ -1,0 +1,154 @@
+/**
+ * Request plumbing shared by the BeeOS handlers: request ids, the error envelope answer, JSON body
+ * and query parsing with zod into the contract's error codes, and the auth → agent → ACL guards.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Context } from 'hono';
+import { z } from 'zod';
+import type { AdapterDeps } from '../../src/http/adapter-deps.js';
+import { authenticate } from './auth.js';
+import type { Channel, ChannelRegistry } from './channels.js';
+import {
+  HEADER_AUTHORIZATION,
+  HEADER_LAST_EVENT_ID,
+  HEADER_REQUEST_ID,
+  MESSAGES_DEFAULT_LIMIT,
+  MESSAGES_MAX_LIMIT,
+  QUERY_INCLUDE_DELTAS,
+  QUERY_LIMIT,
+  QUERY_SINCE,
+} from './constants.js';
+import { BeeosError, ERROR_TABLE, errorBody, toBeeosError } from './errors.js';
+
+export type Env = { Variables: { requestId: string } };
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** The caller's X-Request-Id when well-formed, else a fresh one. */
+export const requestIdOf = (c: Context): string => {
+  const given = c.req.header(HEADER_REQUEST_ID);
+  return given && REQUEST_ID.test(given) ? given : `req_${randomUUID()}`;
+};
+
+export const errorResponse = (c: Context<Env>, err: unknown): Response => {
+  const e = toBeeosError(err);
+  const rid = c.get('requestId') ?? requestIdOf(c);
+  const headers: Record<string, string> = { [HEADER_REQUEST_ID]: rid };
+  return c.json(errorBody(e, rid), ERROR_TABLE[e.code].status as 400, headers);
+};
+
+/** Wrap a handler so every thrown error becomes the error envelope (whatever app mounts us). */
+export const handle =
+  (fn: (c: Context<Env>) => Promise<Response>) =>
+  async (c: Context<Env>): Promise<Response> => {
+    try {
+      return await fn(c);
+    } catch (err) {
+      return errorResponse(c, err);
+    }
+  };
+
+/** A `message` given as a string, or as `{text}` / `{content}` (the OpenAPI form). */
+const messageSchema = z.union([
+  z.string().min(1),
+  z.object({ text: z.string().min(1) }).transform((m) => m.text),
+  z.object({ content: z.string().min(1) }).transform((m) => m.content),
+]);
+
+export const messageBodySchema = z.object({
+  message: messageSchema,
+  context_id: z
+    .string()
+    .regex(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/)
+    .optional(),
+  idempotency_key: z.string().min(1).max(256).optional(),
+  metadata: z.unknown().optional(),
+});
+
+export const conversationBodySchema = z.object({ metadata: z.unknown().optional() });
+
+/** Parse a JSON object body: invalid_json / invalid_body / missing_param (beeos-contract.md Errors). */
+export const parseBody = async <S extends z.ZodType>(
+  c: Context<Env>,
+  schema: S,
+  opts: { required?: string[]; allowEmpty?: boolean } = {},
+): Promise<z.output<S>> => {
+  const type = c.req.header('Content-Type');
+  const text = await c.req.text();
+  if (text.trim() === '' && opts.allowEmpty) return schema.parse({});
+  if (type && !/json/i.test(type))
+    throw new BeeosError('invalid_body', 'Content-Type must be application/json');
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    throw new BeeosError('invalid_json', 'request body is not valid JSON');
+  }
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw))
+    throw new BeeosError('invalid_body', 'request body must be a JSON object');
+  for (const field of opts.required ?? []) {
+    const v = (raw as Record<string, unknown>)[field];
+    if (v === undefined || v === null || v === '')
+      throw new BeeosError('missing_param', `missing required parameter: ${field}`);
+  }
+  const parsed = schema.safeParse(raw);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const where = issue?.path.join('.') || 'body';
+    throw new BeeosError('invalid_body', `invalid field: ${where}`);
+  }
+  return parsed.data;
+};
+
+const uint = z
+  .string()
+  .regex(/^\d{1,16}$/)
+  .transform(Number)
+  .refine((n) => Number.isSafeInteger(n));
+
+/** `since` from the query, else `Last-Event-ID` (alias), else 0. */
+export const parseSince = (c: Context): number => {
+  const raw = c.req.query(QUERY_SINCE) ?? c.req.header(HEADER_LAST_EVENT_ID);
+  if (raw === undefined || raw === '') return 0;
+  const r = uint.safeParse(raw.trim());
+  if (!r.success) throw new BeeosError('invalid_param', 'since must be a non-negative integer offset');
+  return r.data;
+};
+
+export const parseLimit = (c: Context): number => {
+  const raw = c.req.query(QUERY_LIMIT);
+  if (raw === undefined) return MESSAGES_DEFAULT_LIMIT;
+  const r = uint.safeParse(raw);
+  if (!r.success || r.data < 1) throw new BeeosError('invalid_param', 'limit must be a positive integer');
+  return Math.min(r.data, MESSAGES_MAX_LIMIT);
+};
+
+export const parseIncludeDeltas = (c: Context): boolean => {
+  const raw = c.req.query(QUERY_INCLUDE_DELTAS);
+  if (raw === undefined || raw === 'false' || raw === '0') return false;
+  if (raw === 'true' || raw === '1') return true;
+  throw new BeeosError('invalid_param', 'include_deltas must be true or false');
+};
+
+/** Auth, then the agent (capsule) must exist. Returns the caller's owner. */
+export const guardAgent = (deps: AdapterDeps, c: Context<Env>): { owner: string; agent: string } => {
+  const owner = authenticate(deps.config, c.req.header(HEADER_AUTHORIZATION));
+  const agent = c.req.param('agent') ?? '';
+  if (!deps.core.hasCapsule(agent)) throw new BeeosError('agent_not_found', `agent not found: ${agent}`);
+  return { owner, agent };
+};
+
+/** The channel of kind `kind` named by `:id`, owned by `owner` (404 unknown, 403 another owner). */
+export const guardChannel = async (
+  registry: ChannelRegistry,
+  agent: string,
+  id: string,
+  kind: Channel['kind'],
+  owner: string,
+): Promise<Channel> => {
+  const channel = await registry.get(agent, id);
+  if (!channel || channel.kind !== kind) throw new BeeosError('agent_not_found', `${kind} not found: ${id}`);
+  if (channel.owner !== owner) throw new BeeosError('forbidden', `this ${kind} belongs to another owner`);
+  if (channel.pending) await channel.pending.catch(() => undefined);
+  return channel;
+};

@@ -1,0 +1,51 @@
+/**
+ * The BeeOS surface: `createBeeosRoutes(deps)` returns a Hono app with every route under
+ * /api/v1/agents/{agent}/… (full paths), X-Request-Id on every answer, body limit and 404/405 in the
+ * BeeOS error envelope. Everything else is in routes.ts and the modules it uses.
+ */
+import { Hono } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+import type { AdapterDeps } from '../../src/http/adapter-deps.js';
+import { AGENTS_PREFIX, HEADER_REQUEST_ID } from './constants.js';
+import { BeeosError } from './errors.js';
+import { errorResponse, requestIdOf } from './http-helpers.js';
+import type { Env } from './http-helpers.js';
+import { registerBeeosRoutes } from './routes.js';
+import type { BeeosRouteOptions } from './routes.js';
+
+export { beeosSurfaceIsOpen } from './auth.js';
+
+const KNOWN_PATH =
+  /^\/api\/v1\/agents\/[^/]+\/(invoke|tasks|conversations)(\/[^/]+(\/(events|messages|cancel))?)?\/?$/;
+
+/** The BeeOS routes (beeos-contract.md). `options` exists for tests (shorter invoke timeout). */
+export const createBeeosRoutes = (deps: AdapterDeps, options: BeeosRouteOptions = {}): Hono<Env> => {
+  const app = new Hono<Env>();
+  app.use(`${AGENTS_PREFIX}/*`, async (c, next) => {
+    const rid = requestIdOf(c);
+    c.set('requestId', rid);
+    await next();
+    c.res.headers.set(HEADER_REQUEST_ID, rid);
+  });
+  app.use(
+    `${AGENTS_PREFIX}/*`,
+    bodyLimit({
+      maxSize: deps.config.bodyLimitBytes,
+      onError: (c) =>
+        errorResponse(
+          c as never,
+          new BeeosError('payload_too_large', `request body exceeds ${deps.config.bodyLimitBytes} bytes`),
+        ),
+    }),
+  );
+  registerBeeosRoutes(app, deps, options);
+  app.all(`${AGENTS_PREFIX}/*`, (c) =>
+    errorResponse(
+      c,
+      KNOWN_PATH.test(c.req.path)
+        ? new BeeosError('method_not_allowed', `method ${c.req.method} is not allowed here`)
+        : new BeeosError('not_found', 'no such route'),
+    ),
+  );
+  return app;
+};

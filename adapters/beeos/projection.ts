@@ -1,0 +1,356 @@
+/**
+ * Pure projection of a capsule's log records into one BeeOS channel's v3 envelopes (MAPPING.md).
+ * Stateful per reader: feed every record from the channel's first record on, in offset order; the
+ * cumulative `body`/`parts` of a reply are rebuilt from the log, never kept per client.
+ */
+import { createHash } from 'node:crypto';
+import type { LogRecord } from '../../src/log/record.js';
+import { ContextTracker, viewFrame } from '../../src/log/frame-view.js';
+import type { FrameView } from '../../src/log/frame-view.js';
+import { OFFSET_SLOTS, SLOT_DELTA, SLOT_MAIN } from './constants.js';
+import type { EndReason } from './constants.js';
+import { beeosMeta } from './records.js';
+
+export type EnvelopeState = 'streaming' | 'completed' | 'failed' | 'refused' | 'cancelled';
+export type StopReason = 'end_turn' | 'error' | 'refused' | 'user_stop' | 'agent_lost';
+export type TaskStatus =
+  'queued' | 'running' | 'input_required' | 'completed' | 'failed' | 'canceled' | 'rejected';
+
+export type Part = Record<string, unknown> & { type: string };
+
+export interface Envelope {
+  type: string;
+  message_id: string;
+  offset: number;
+  in_reply_to?: string;
+  publisher_id: string;
+  state: EnvelopeState;
+  stop_reason?: StopReason;
+  body?: string;
+  parts?: Part[];
+  payload?: unknown;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface Projected {
+  envelope: Envelope;
+  /** A legacy per-token chunk: shown only with include_deltas. */
+  delta: boolean;
+}
+
+export interface ProjectionStep {
+  envelopes: Projected[];
+  /** Set when this record ends the channel's stream (task terminal or channel closed). */
+  end?: EndReason;
+}
+
+export interface ChannelSpec {
+  kind: 'task' | 'conversation';
+  agentId: string;
+  contextId: string;
+  owner: string;
+}
+
+interface Reply {
+  taskId: string;
+  attempt: number;
+  messageId: string;
+  inReplyTo: string | undefined;
+  body: string;
+  parts: Part[];
+  ended: boolean;
+  createdAt: string;
+}
+
+/** A deterministic UUID-shaped id: replays and reconnects see the same message_id. */
+export const stableUuid = (...parts: (string | number)[]): string => {
+  const h = createHash('sha256').update(parts.join('\u0000')).digest('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
+};
+
+const iso = (ms: number): string => new Date(ms).toISOString();
+
+export class ChannelProjector {
+  private readonly tracker = new ContextTracker();
+  private readonly replies = new Map<string, Reply>();
+  private readonly attempts = new Map<string, number>();
+  private readonly unpaired: string[] = [];
+  private readonly replyTo = new Map<string, string | undefined>();
+  /** Highest envelope offset of the channel so far (deltas included), or its creation slot. */
+  latestOffset = 0;
+  status: TaskStatus = 'queued';
+  result: string | null = null;
+  error: string | null = null;
+  terminal = false;
+  closed = false;
+  updatedAt: number | null = null;
+
+  constructor(private readonly spec: ChannelSpec) {}
+
+  /** Capsule task ids seen in the channel, in order of first appearance. */
+  taskIds(): string[] {
+    return [...this.attempts.keys()];
+  }
+
+  /** Project one record (any record of the capsule's log; others' records yield nothing). */
+  project(record: LogRecord): ProjectionStep {
+    const context = this.tracker.contextOf(record);
+    if (context !== this.spec.contextId) return { envelopes: [] };
+    this.updatedAt = record.receivedAt;
+    this.latestOffset = Math.max(this.latestOffset, record.offset * OFFSET_SLOTS);
+    if (record.kind === 'submission') return this.submission(record);
+    const view = viewFrame(record);
+    if (!view || !view.taskId) return { envelopes: [] };
+    return this.frame(record, view, view.taskId);
+  }
+
+  private out(items: Projected[], end?: EndReason): ProjectionStep {
+    for (const p of items) this.latestOffset = Math.max(this.latestOffset, p.envelope.offset);
+    return end ? { envelopes: items, end } : { envelopes: items };
+  }
+
+  private submission(record: LogRecord & { kind: 'submission' }): ProjectionStep {
+    const meta = beeosMeta(record);
+    const at = iso(record.receivedAt);
+    const base = { offset: record.offset * OFFSET_SLOTS + SLOT_MAIN, created_at: at, updated_at: at };
+    const user = `user:${record.owner ?? 'anonymous'}`;
+    if (meta?.op === 'conversation-open') return { envelopes: [] };
+    if (meta?.op === 'close') {
+      this.closed = true;
+      const items: Projected[] = [];
+      if (meta.reason === 'cancel') {
+        if (!this.terminal) this.status = 'canceled';
+        items.push({
+          delta: false,
+          envelope: {
+            ...base,
+            type: 'chat_cancel',
+            message_id: record.messageId,
+            publisher_id: user,
+            state: 'completed',
+            payload: {},
+          },
+        });
+      }
+      return this.out(items, 'channel_closed');
+    }
+    if (meta?.op === 'outcome') {
+      // The capsule refused the submission (busy) or could not be reached: no task frames follow.
+      const refused = meta.outcome === 'rejected' || meta.outcome === 'method-not-found';
+      this.status = refused ? 'rejected' : 'failed';
+      this.error = meta.message ?? null;
+      const inReplyTo = meta.inReplyTo;
+      const at = inReplyTo ? this.unpaired.indexOf(inReplyTo) : -1;
+      if (at >= 0) this.unpaired.splice(at, 1);
+      const envelope: Envelope = {
+        ...base,
+        type: refused ? 'agent_busy' : 'agent_reply_error',
+        message_id: record.messageId,
+        ...(inReplyTo ? { in_reply_to: inReplyTo } : {}),
+        publisher_id: `agent:${this.spec.agentId}`,
+        state: refused ? 'refused' : 'failed',
+        stop_reason: refused ? 'refused' : 'agent_lost',
+        payload: { code: meta.code ?? null, error: meta.message ?? null },
+      };
+      return this.finish([{ delta: false, envelope }]);
+    }
+    // Any other submission in this context is a caller message (task, conversation turn, invoke).
+    this.unpaired.push(record.messageId);
+    return this.out([
+      {
+        delta: false,
+        envelope: {
+          ...base,
+          type: 'chat_message',
+          message_id: record.messageId,
+          publisher_id: user,
+          state: 'completed',
+          payload: { text: record.text },
+        },
+      },
+    ]);
+  }
+
+  /** A terminal envelope: tasks end here (beeos-streaming.md §3 `task_terminal`). */
+  private finish(items: Projected[]): ProjectionStep {
+    const first = !this.terminal;
+    this.terminal = true;
+    return this.out(items, this.spec.kind === 'task' && first ? 'task_terminal' : undefined);
+  }
+
+  private reply(taskId: string, at: string): Reply {
+    const current = this.replies.get(taskId);
+    if (current && !current.ended) return current;
+    // A new reply: the task's first attempt, or a reopened attempt after a final status.
+    const attempt = (this.attempts.get(taskId) ?? 0) + 1;
+    this.attempts.set(taskId, attempt);
+    if (!this.replyTo.has(taskId)) this.replyTo.set(taskId, this.unpaired.shift());
+    const r: Reply = {
+      taskId,
+      attempt,
+      messageId: stableUuid(this.spec.contextId, taskId, attempt),
+      inReplyTo: this.replyTo.get(taskId),
+      body: '',
+      parts: [],
+      ended: false,
+      createdAt: at,
+    };
+    this.replies.set(taskId, r);
+    return r;
+  }
+
+  private replyEnvelope(
+    record: LogRecord,
+    r: Reply,
+    state: EnvelopeState,
+    extra: Partial<Envelope> = {},
+  ): Projected {
+    return {
+      delta: false,
+      envelope: {
+        type: 'agent_reply',
+        message_id: r.messageId,
+        offset: record.offset * OFFSET_SLOTS + SLOT_MAIN,
+        ...(r.inReplyTo ? { in_reply_to: r.inReplyTo } : {}),
+        publisher_id: `agent:${this.spec.agentId}`,
+        state,
+        body: r.body,
+        parts: r.parts.map((p) => ({ ...p })),
+        created_at: r.createdAt,
+        updated_at: iso(record.receivedAt),
+        ...extra,
+      },
+    };
+  }
+
+  private chunk(record: LogRecord, r: Reply, type: string, text: string): Projected {
+    const at = iso(record.receivedAt);
+    return {
+      delta: true,
+      envelope: {
+        type,
+        message_id: stableUuid(this.spec.contextId, r.taskId, 'chunk', record.offset),
+        offset: record.offset * OFFSET_SLOTS + SLOT_DELTA,
+        ...(r.inReplyTo ? { in_reply_to: r.inReplyTo } : {}),
+        publisher_id: `agent:${this.spec.agentId}`,
+        state: 'completed',
+        payload: { text },
+        created_at: at,
+        updated_at: at,
+      },
+    };
+  }
+
+  private frame(record: LogRecord, view: FrameView, taskId: string): ProjectionStep {
+    const at = iso(record.receivedAt);
+    const r = this.reply(taskId, at);
+    switch (view.event) {
+      case 'text': {
+        const text = view.text ?? '';
+        if (text === '') return { envelopes: [] }; // end-of-turn marker: nothing changes
+        r.body += text;
+        const items = [this.replyEnvelope(record, r, 'streaming')];
+        if (!view.final) items.push(this.chunk(record, r, 'agent_message_chunk', text));
+        return this.out(items);
+      }
+      case 'thinking': {
+        const text = view.text ?? '';
+        const last = r.parts[r.parts.length - 1];
+        if (last && last.type === 'thinking') last.text = `${String(last.text)}${text}`;
+        else r.parts.push({ type: 'thinking', text });
+        return this.out([
+          this.replyEnvelope(record, r, 'streaming'),
+          this.chunk(record, r, 'agent_reasoning', text),
+        ]);
+      }
+      case 'artifact': {
+        const a = view.artifact;
+        if (!a) return { envelopes: [] };
+        if (a.tool_call_id === null && a.fence_source === null && a.duration_ms === null) {
+          r.parts.push({ type: 'custom', name: a.tool_name, content: a.content }); // hook artifact
+        } else {
+          r.parts.push({ type: 'tool_use', id: a.tool_call_id, name: a.tool_name });
+          r.parts.push({
+            type: 'tool_result',
+            tool_use_id: a.tool_call_id,
+            name: a.tool_name,
+            content: a.content,
+            is_error: a.is_error,
+            exit_code: a.exit_code,
+            duration_ms: a.duration_ms,
+            truncated: a.truncated,
+          });
+        }
+        return this.out([this.replyEnvelope(record, r, 'streaming')]);
+      }
+      case 'status':
+        return this.statusFrame(record, view, r);
+      default:
+        return { envelopes: [] };
+    }
+  }
+
+  private statusFrame(record: LogRecord, view: FrameView, r: Reply): ProjectionStep {
+    const message = view.message ?? '';
+    const payload = { task_state: view.state, message };
+    switch (view.state) {
+      case 'input-required': {
+        this.status = 'input_required';
+        const at = iso(record.receivedAt);
+        const envelope: Envelope = {
+          type: 'agent.input_required',
+          message_id: stableUuid(this.spec.contextId, r.taskId, 'input', record.offset),
+          offset: record.offset * OFFSET_SLOTS + SLOT_MAIN,
+          ...(r.inReplyTo ? { in_reply_to: r.inReplyTo } : {}),
+          publisher_id: `agent:${this.spec.agentId}`,
+          state: 'completed',
+          payload: { prompt: message, task_id: r.taskId },
+          created_at: at,
+          updated_at: at,
+        };
+        return this.out([{ delta: false, envelope }]);
+      }
+      case 'completed':
+        r.ended = true;
+        this.status = 'completed';
+        this.result = view.response ?? r.body;
+        // v3: the terminal body is the capsule's status.response, not the streamed text.
+        r.body = view.response ?? r.body;
+        return this.finish([
+          this.replyEnvelope(record, r, 'completed', { stop_reason: 'end_turn', payload }),
+        ]);
+      case 'failed':
+        if (message === 'input-timeout') {
+          // Not the task's end: the waiting tool fails and the task goes on (murmur spec `status`).
+          this.status = 'running';
+          return this.out([this.replyEnvelope(record, r, 'streaming', { payload })]);
+        }
+        r.ended = true;
+        this.status = 'failed';
+        this.error = message;
+        return this.finish([
+          this.replyEnvelope(record, r, 'failed', {
+            type: 'agent_reply_error',
+            stop_reason: 'error',
+            payload: { ...payload, code: 'agent_reply_error', error: message },
+          }),
+        ]);
+      case 'canceled':
+        r.ended = true;
+        this.status = 'canceled';
+        return this.finish([
+          this.replyEnvelope(record, r, 'cancelled', { stop_reason: 'user_stop', payload }),
+        ]);
+      case 'rejected':
+        r.ended = true;
+        this.status = 'rejected';
+        return this.finish([
+          this.replyEnvelope(record, r, 'refused', { type: 'agent_busy', stop_reason: 'refused', payload }),
+        ]);
+      default:
+        this.status = 'running';
+        return this.out([this.replyEnvelope(record, r, 'streaming', { payload })]);
+    }
+  }
+}

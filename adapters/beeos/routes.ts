@@ -1,0 +1,311 @@
+/**
+ * Thin Hono handlers for every BeeOS route under /api/v1/agents/{agent}/… (beeos-contract.md
+ * Resources). Parsing/guards in http-helpers.ts, projection and streams in channel-stream.ts/invoke.ts.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Hono } from 'hono';
+import type { Context } from 'hono';
+import type { AdapterDeps } from '../../src/http/adapter-deps.js';
+import { ChannelRegistry } from './channels.js';
+import type { Channel } from './channels.js';
+import { openChannelStream, projectChannel } from './channel-stream.js';
+import { AGENTS_PREFIX, DEFAULT_INVOKE_TIMEOUT_MS, HEADER_REQUEST_ID } from './constants.js';
+import { BeeosError } from './errors.js';
+import {
+  conversationBodySchema,
+  guardAgent,
+  guardChannel,
+  handle,
+  messageBodySchema,
+  parseBody,
+  parseIncludeDeltas,
+  parseLimit,
+  parseSince,
+} from './http-helpers.js';
+import type { Env } from './http-helpers.js';
+import { collectInvoke, streamInvoke } from './invoke.js';
+import type { Envelope } from './projection.js';
+import { beeosEntry } from './records.js';
+import { outcomeError, recordOutcome, submitMessage } from './submit.js';
+import { SSE_HEADERS } from './sse-writer.js';
+
+export interface BeeosRouteOptions {
+  /** How long invoke waits for the final status before `service_timeout`. */
+  invokeTimeoutMs?: number;
+}
+
+const iso = (ms: number): string => new Date(ms).toISOString();
+const ok = (c: Context<Env>, data: unknown, status: 200 | 201 | 202 = 200): Response =>
+  c.json({ success: true, data }, status);
+const sse = (c: Context<Env>, stream: ReadableStream<Uint8Array>): Response =>
+  new Response(stream, { status: 200, headers: { ...SSE_HEADERS, [HEADER_REQUEST_ID]: c.get('requestId') } });
+const wantsSse = (c: Context): boolean => /text\/event-stream/i.test(c.req.header('Accept') ?? '');
+
+/** Register the BeeOS routes on `app` (full paths). */
+export const registerBeeosRoutes = (app: Hono<Env>, deps: AdapterDeps, options: BeeosRouteOptions = {}) => {
+  const { core } = deps;
+  const registry = new ChannelRegistry(core);
+  const invokeTimeoutMs = options.invokeTimeoutMs ?? DEFAULT_INVOKE_TIMEOUT_MS;
+  const A = `${AGENTS_PREFIX}/:agent`;
+
+  app.post(
+    `${A}/invoke`,
+    handle(async (c) => {
+      const { owner, agent } = guardAgent(deps, c);
+      const body = await parseBody(c, messageBodySchema, { required: ['message'] });
+      const contextId = body.context_id ?? `ch-${randomUUID()}`;
+      const sub = await submitMessage(deps, agent, owner, contextId, body.message, { op: 'invoke' });
+      const outcome = sub.result.outcome;
+      if (outcome.kind !== 'accepted') throw outcomeError(outcome);
+      const target = {
+        capsule: agent,
+        taskId: outcome.taskId,
+        contextId,
+        after: sub.result.recorded.offset,
+        timeoutMs: invokeTimeoutMs,
+      };
+      if (wantsSse(c)) return sse(c, streamInvoke(deps, target, c.req.raw.signal));
+      const r = await collectInvoke(deps, target, c.req.raw.signal);
+      if (r.error) throw new BeeosError(r.error.code, r.error.message);
+      const { type: _type, ...done } = r.done;
+      return ok(c, { ...done, task_id: outcome.taskId, ...(r.reasoning ? { reasoning: r.reasoning } : {}) });
+    }),
+  );
+
+  const taskData = async (channel: Channel) => {
+    const p = await projectChannel(deps, channel);
+    return {
+      projector: p,
+      data: {
+        task_id: channel.id,
+        agent_id: channel.capsule,
+        context_id: channel.contextId,
+        status: p.status,
+        created_at: iso(channel.createdAt),
+        updated_at: iso(p.updatedAt ?? channel.createdAt),
+        ...(p.result !== null ? { result: p.result } : {}),
+        ...(p.error !== null ? { error: p.error } : {}),
+      },
+    };
+  };
+
+  app.post(
+    `${A}/tasks`,
+    handle(async (c) => {
+      const { owner, agent } = guardAgent(deps, c);
+      const body = await parseBody(c, messageBodySchema, { required: ['message'] });
+      const key = body.idempotency_key;
+      if (key) {
+        const existing = await registry.byIdempotencyKey(agent, owner, key);
+        if (existing) {
+          if (existing.text !== undefined && existing.text !== body.message)
+            throw new BeeosError('conflict', 'idempotency_key was already used with another message');
+          if (existing.pending) await existing.pending.catch(() => undefined);
+          const { data } = await taskData(existing);
+          if (data.status === 'rejected')
+            throw new BeeosError('conflict', 'agent is busy and refused the task');
+          return ok(
+            c,
+            { task_id: data.task_id, agent_id: agent, status: data.status, created_at: data.created_at },
+            202,
+          );
+        }
+      }
+      const id = `task_${randomUUID()}`;
+      const channel: Channel = {
+        id,
+        kind: 'task',
+        capsule: agent,
+        owner,
+        contextId: body.context_id ?? `ch-${randomUUID()}`,
+        startOffset: 0,
+        createdAt: Date.now(),
+        closed: false,
+        text: body.message,
+        ...(key ? { idempotencyKey: key } : {}),
+      };
+      const submitting = submitMessage(deps, agent, owner, channel.contextId, body.message, {
+        op: 'task',
+        channelId: id,
+        kind: 'task',
+        ...(key ? { idempotencyKey: key } : {}),
+        ...(body.metadata !== undefined ? { metadata: body.metadata } : {}),
+      });
+      channel.pending = submitting;
+      await registry.add(channel);
+      let sub;
+      try {
+        sub = await submitting;
+      } catch (err) {
+        await registry.remove(channel);
+        throw err;
+      }
+      channel.startOffset = sub.result.recorded.offset;
+      channel.createdAt = sub.receivedAt;
+      delete channel.pending;
+      const error = outcomeError(sub.result.outcome);
+      if (error) {
+        await recordOutcome(deps, agent, owner, channel.contextId, id, sub);
+        throw error;
+      }
+      return ok(
+        c,
+        { task_id: id, agent_id: agent, status: 'queued', created_at: iso(channel.createdAt) },
+        202,
+      );
+    }),
+  );
+
+  app.get(
+    `${A}/tasks/:id`,
+    handle(async (c) => {
+      const { owner, agent } = guardAgent(deps, c);
+      const channel = await guardChannel(registry, agent, c.req.param('id') ?? '', 'task', owner);
+      return ok(c, (await taskData(channel)).data);
+    }),
+  );
+
+  app.post(
+    `${A}/tasks/:id/cancel`,
+    handle(async (c) => {
+      const { owner, agent } = guardAgent(deps, c);
+      const channel = await guardChannel(registry, agent, c.req.param('id') ?? '', 'task', owner);
+      const { projector } = await taskData(channel);
+      if (!channel.closed) {
+        channel.closed = true;
+        if (!projector.terminal) for (const taskId of projector.taskIds()) await core.cancel(agent, taskId);
+        await core.append(
+          agent,
+          beeosEntry(owner, channel.contextId, randomUUID(), {
+            op: 'close',
+            channelId: channel.id,
+            reason: 'cancel',
+          }),
+        );
+      }
+      const status = projector.terminal ? projector.status : 'canceled';
+      return ok(c, { task_id: channel.id, agent_id: agent, status });
+    }),
+  );
+
+  app.post(
+    `${A}/conversations`,
+    handle(async (c) => {
+      const { owner, agent } = guardAgent(deps, c);
+      await parseBody(c, conversationBodySchema, { allowEmpty: true });
+      const id = `conv_${randomUUID()}`;
+      const contextId = `ch-${randomUUID()}`;
+      const at = await core.append(
+        agent,
+        beeosEntry(owner, contextId, randomUUID(), {
+          op: 'conversation-open',
+          channelId: id,
+          kind: 'conversation',
+        }),
+      );
+      const createdAt = Date.now();
+      await registry.add({
+        id,
+        kind: 'conversation',
+        capsule: agent,
+        owner,
+        contextId,
+        startOffset: at.offset,
+        createdAt,
+        closed: false,
+      });
+      return ok(
+        c,
+        { conversation_id: id, agent_id: agent, state: 'active', created_at: iso(createdAt) },
+        201,
+      );
+    }),
+  );
+
+  app.get(
+    `${A}/conversations/:id`,
+    handle(async (c) => {
+      const { owner, agent } = guardAgent(deps, c);
+      const channel = await guardChannel(registry, agent, c.req.param('id') ?? '', 'conversation', owner);
+      return ok(c, {
+        conversation_id: channel.id,
+        agent_id: agent,
+        context_id: channel.contextId,
+        state: channel.closed ? 'closed' : 'active',
+        created_at: iso(channel.createdAt),
+      });
+    }),
+  );
+
+  app.delete(
+    `${A}/conversations/:id`,
+    handle(async (c) => {
+      const { owner, agent } = guardAgent(deps, c);
+      const channel = await guardChannel(registry, agent, c.req.param('id') ?? '', 'conversation', owner);
+      if (!channel.closed) {
+        channel.closed = true;
+        await core.append(
+          agent,
+          beeosEntry(owner, channel.contextId, randomUUID(), {
+            op: 'close',
+            channelId: channel.id,
+            reason: 'delete',
+          }),
+        );
+      }
+      return c.body(null, 204);
+    }),
+  );
+
+  app.post(
+    `${A}/conversations/:id/messages`,
+    handle(async (c) => {
+      const { owner, agent } = guardAgent(deps, c);
+      const channel = await guardChannel(registry, agent, c.req.param('id') ?? '', 'conversation', owner);
+      const body = await parseBody(c, messageBodySchema, { required: ['message'] });
+      if (channel.closed) throw new BeeosError('conflict', 'conversation is closed');
+      const sub = await submitMessage(deps, agent, owner, channel.contextId, body.message, {
+        op: 'message',
+        channelId: channel.id,
+      });
+      const error = outcomeError(sub.result.outcome);
+      if (error) {
+        await recordOutcome(deps, agent, owner, channel.contextId, channel.id, sub);
+        throw error;
+      }
+      return ok(c, { message_id: sub.messageId, created_at: iso(sub.receivedAt) }, 202);
+    }),
+  );
+
+  for (const kind of ['task', 'conversation'] as const) {
+    const base = `${A}/${kind}s/:id`;
+    app.get(
+      `${base}/events`,
+      handle(async (c) => {
+        const { owner, agent } = guardAgent(deps, c);
+        const since = parseSince(c);
+        const includeDeltas = parseIncludeDeltas(c);
+        const channel = await guardChannel(registry, agent, c.req.param('id') ?? '', kind, owner);
+        return sse(c, await openChannelStream(deps, channel, since, includeDeltas, c.req.raw.signal));
+      }),
+    );
+    app.get(
+      `${base}/messages`,
+      handle(async (c) => {
+        const { owner, agent } = guardAgent(deps, c);
+        const since = parseSince(c);
+        const limit = parseLimit(c);
+        const includeDeltas = parseIncludeDeltas(c);
+        const channel = await guardChannel(registry, agent, c.req.param('id') ?? '', kind, owner);
+        const messages: Envelope[] = [];
+        let more = false;
+        const projector = await projectChannel(deps, channel, (p) => {
+          if (p.envelope.offset <= since || (p.delta && !includeDeltas)) return;
+          if (messages.length < limit) messages.push(p.envelope);
+          else more = true;
+        });
+        return ok(c, { messages, latest_offset: projector.latestOffset, has_more: more });
+      }),
+    );
+  }
+};

@@ -1,0 +1,82 @@
+/**
+ * Submitting a caller message through core.submit for tasks, conversation turns and invoke, and
+ * turning a refused or failed submission into a durable `outcome` record plus the contract's error.
+ */
+import { randomUUID } from 'node:crypto';
+import type { SubmitOutcome, SubmitResult } from '../../src/core/types.js';
+import type { AdapterDeps } from '../../src/http/adapter-deps.js';
+import { BeeosError } from './errors.js';
+import type { BeeosErrorCode } from './errors.js';
+import { beeosEntry } from './records.js';
+import type { BeeosMeta } from './records.js';
+
+export interface Submitted {
+  result: SubmitResult;
+  messageId: string;
+  receivedAt: number;
+}
+
+export const submitMessage = async (
+  deps: AdapterDeps,
+  capsule: string,
+  owner: string,
+  contextId: string,
+  text: string,
+  meta: BeeosMeta,
+): Promise<Submitted> => {
+  const messageId = randomUUID();
+  const receivedAt = Date.now();
+  const result = await deps.core.submit(capsule, {
+    text,
+    contextId,
+    messageId,
+    record: { protocol: 'beeos', owner, meta: { beeos: meta } },
+  });
+  return { result, messageId, receivedAt };
+};
+
+const OUTCOME_ERROR: Record<Exclude<SubmitOutcome['kind'], 'accepted'>, [BeeosErrorCode, string]> = {
+  rejected: ['conflict', 'agent is busy and refused the message'],
+  'method-not-found': ['conflict', 'agent does not accept tasks'],
+  unreachable: ['agent_service_unavailable', 'agent service is unavailable'],
+  invalid: ['internal_error', 'internal error'],
+};
+
+/** The error a non-accepted outcome answers with (before any streaming). */
+export const outcomeError = (outcome: SubmitOutcome): BeeosError | null => {
+  if (outcome.kind === 'accepted') return null;
+  const [code, message] = OUTCOME_ERROR[outcome.kind];
+  return new BeeosError(code, message);
+};
+
+/**
+ * Record a non-accepted outcome in the channel (so its stream shows `agent_busy` /
+ * `agent_reply_error` and a task ends `task_terminal`), best effort.
+ */
+export const recordOutcome = async (
+  deps: AdapterDeps,
+  capsule: string,
+  owner: string,
+  contextId: string,
+  channelId: string,
+  submitted: Submitted,
+): Promise<void> => {
+  const outcome = submitted.result.outcome;
+  if (outcome.kind === 'accepted') return;
+  const err = outcomeError(outcome);
+  try {
+    await deps.core.append(
+      capsule,
+      beeosEntry(owner, contextId, randomUUID(), {
+        op: 'outcome',
+        channelId,
+        outcome: outcome.kind,
+        code: err?.code ?? 'internal_error',
+        message: err?.message ?? 'internal error',
+        inReplyTo: submitted.messageId,
+      }),
+    );
+  } catch (e) {
+    deps.logger.warn({ err: e, capsule, channelId }, 'beeos: could not record a submission outcome');
+  }
+};
