@@ -2,7 +2,7 @@
 // params errors, tasks/get and tasks/cancel.
 import { afterEach, describe, expect, it } from 'vitest';
 import { startSimulator, type SimulatedCapsule, type SimulatorOptions } from '../../src/simulator/index.js';
-import { JSON_CT, messageBody, post, rawRequest, rpc } from './raw-client.js';
+import { JSON_CT, messageBody, post, rawRequest, rpc, type RawRequest } from './raw-client.js';
 
 const started: SimulatedCapsule[] = [];
 const start = async (opts: SimulatorOptions = {}): Promise<SimulatedCapsule> => {
@@ -38,9 +38,9 @@ describe('404 rule', () => {
     ['empty body', { body: '', headers: JSON_CT }],
     ['another path', { body: rpc('stream/watch'), headers: JSON_CT, path: '/stream' }],
     ['GET /', { body: '', headers: JSON_CT, method: 'GET' }],
-  ])('%s → 404 Not Found', async (_name, req) => {
+  ] as [string, RawRequest][])('%s → 404 Not Found', async (_name, req) => {
     const c = await start();
-    const res = await exchange(c.port, req.body, req.headers, req.path, req.method);
+    const res = await exchange(c.port, req.body ?? '', req.headers, req.path, req.method);
     expect(res.head.split('\r\n')[0]).toBe('HTTP/1.1 404 Not Found');
   });
 
