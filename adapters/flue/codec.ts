@@ -1,0 +1,43 @@
+/**
+ * Pure encodings of the Flue wire: offsets (§Offsets, with the store epoch as the first component,
+ * see MAPPING.md) and SSE frames (§live=sse). Decisions about what to send live in live.ts/routes.ts.
+ */
+import { encodeComment, encodeSse } from '../../src/http/sse.js';
+import type { FlueChunk } from './chunks.js';
+import { HEARTBEAT_COMMENT, ORIGIN_OFFSET, SSE_EVENT } from './constants.js';
+
+const pad16 = (n: number): string => String(n).padStart(16, '0');
+
+/** `EEEEEEEEEEEEEEEE_OOOOOOOOOOOOOOOO`: store epoch, then log offset. */
+export const formatOffset = (epoch: number, offset: number): string => `${pad16(epoch)}_${pad16(offset)}`;
+
+export type ParsedOffset = { kind: 'origin' } | { kind: 'at'; epoch: number; offset: number };
+
+const OFFSET_RE = /^(\d{16})_(\d{16})$/;
+
+/** Parse a client offset; null when malformed (→ 400 invalid_request). */
+export const parseOffset = (raw: string): ParsedOffset | null => {
+  if (raw === ORIGIN_OFFSET) return { kind: 'origin' };
+  const m = OFFSET_RE.exec(raw);
+  if (!m || !m[1] || !m[2]) return null;
+  const epoch = Number(m[1]);
+  const offset = Number(m[2]);
+  if (!Number.isSafeInteger(epoch) || !Number.isSafeInteger(offset)) return null;
+  return { kind: 'at', epoch, offset };
+};
+
+/** `event: data` with the cycle's chunk array; Flue writes `data:` with no space. */
+export const encodeDataEvent = (chunks: readonly FlueChunk[]): string =>
+  encodeSse({ event: SSE_EVENT.data, data: JSON.stringify(chunks) }, '');
+
+/** `event: control` after every read cycle; `upToDate` only ever present as `true`. */
+export const encodeControlEvent = (streamNextOffset: string, upToDate: boolean): string =>
+  encodeSse(
+    {
+      event: SSE_EVENT.control,
+      data: JSON.stringify(upToDate ? { streamNextOffset, upToDate: true } : { streamNextOffset }),
+    },
+    '',
+  );
+
+export const encodeHeartbeat = (): string => encodeComment(HEARTBEAT_COMMENT);

@@ -1,0 +1,97 @@
+/**
+ * Per-capsule index of Flue conversations kept in memory and refreshed incrementally from the log:
+ * which context ids exist (their first admitted message), their uid, and idempotency receipts. It
+ * is rebuilt from scratch when the store epoch changes, so it is correct across generations.
+ */
+import type { GatewayCore } from '../../src/core/types.js';
+import { SCAN_PAGE } from './constants.js';
+import { messageMetaOf } from './projection.js';
+
+export interface ConversationEntry {
+  uid: string;
+  createdAt: number;
+}
+
+export interface Receipt {
+  submissionId: string;
+  uid: string;
+  offset: number;
+  fingerprint: string;
+}
+
+interface CapsuleIndex {
+  epoch: number;
+  through: number;
+  conversations: Map<string, ConversationEntry>;
+  receipts: Map<string, Receipt>;
+}
+
+export interface IndexView {
+  epoch: number;
+  head: number;
+  conversation: ConversationEntry | undefined;
+  receipt: (key: string) => Receipt | undefined;
+}
+
+const receiptKey = (conversationId: string, key: string): string => `${conversationId}\u0000${key}`;
+
+export class ConversationIndex {
+  private readonly capsules = new Map<string, CapsuleIndex>();
+  private readonly running = new Map<string, Promise<CapsuleIndex>>();
+
+  constructor(private readonly core: GatewayCore) {}
+
+  /** Bring the capsule's index up to the log head and look one conversation up. */
+  async lookup(capsule: string, conversationId: string): Promise<IndexView> {
+    const index = await this.refresh(capsule);
+    return {
+      epoch: index.epoch,
+      head: index.through,
+      conversation: index.conversations.get(conversationId),
+      receipt: (key) => index.receipts.get(receiptKey(conversationId, key)),
+    };
+  }
+
+  /** One refresh at a time per capsule; callers arriving meanwhile chain onto it. */
+  private refresh(capsule: string): Promise<CapsuleIndex> {
+    const previous = this.running.get(capsule) ?? Promise.resolve(undefined);
+    const next = previous.catch(() => undefined).then(() => this.scan(capsule));
+    this.running.set(capsule, next);
+    void next.finally(() => {
+      if (this.running.get(capsule) === next) this.running.delete(capsule);
+    });
+    return next;
+  }
+
+  private async scan(capsule: string): Promise<CapsuleIndex> {
+    const position = await this.core.position(capsule);
+    let index = this.capsules.get(capsule);
+    if (!index || index.epoch !== position.epoch || index.through > position.head) {
+      index = { epoch: position.epoch, through: 0, conversations: new Map(), receipts: new Map() };
+      this.capsules.set(capsule, index);
+    }
+    // Bounded: each page advances `through`; stops at the head seen when the refresh began.
+    while (index.through < position.head) {
+      const { records, position: now } = await this.core.read(capsule, index.through, SCAN_PAGE);
+      if (now.epoch !== index.epoch) return this.scan(capsule);
+      if (records.length === 0) break;
+      for (const record of records) {
+        index.through = record.offset;
+        if (record.kind !== 'submission') continue;
+        const meta = messageMetaOf(record);
+        if (!meta) continue;
+        if (!index.conversations.has(record.contextId))
+          index.conversations.set(record.contextId, { uid: meta.uid, createdAt: record.offset });
+        if (meta.idempotencyKey !== undefined)
+          index.receipts.set(receiptKey(record.contextId, meta.idempotencyKey), {
+            submissionId: meta.submissionId,
+            uid: meta.uid,
+            offset: record.offset,
+            fingerprint: meta.fingerprint ?? '',
+          });
+      }
+    }
+    index.through = Math.max(index.through, position.head);
+    return index;
+  }
+}

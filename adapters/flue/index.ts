@@ -1,0 +1,6 @@
+/** The Flue surface (flue-streaming-protocol.md) as Hono routes with full paths under `/flue/`. */
+import type { Hono } from 'hono';
+import type { AdapterDeps } from '../../src/http/adapter-deps.js';
+import { createRoutes } from './routes.js';
+
+export const createFlueRoutes = (deps: AdapterDeps): Hono => createRoutes(deps);

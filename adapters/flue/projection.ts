@@ -1,0 +1,305 @@
+/**
+ * Pure projection of one capsule log into one Flue conversation's update chunks (table in
+ * MAPPING.md). Feed every record of the capsule log in offset order; records of other contexts
+ * project to nothing. No I/O: reading the log and serving HTTP are conversation-reader.ts / routes.ts.
+ */
+import { ContextTracker, viewFrame } from '../../src/log/frame-view.js';
+import type { LogRecord, SubmissionEntry } from '../../src/log/record.js';
+import type { ChunkBody, FlueChunk, FlueMessage, FlueSnapshot, SettlementOutcome } from './chunks.js';
+import { formatOffset } from './codec.js';
+import { INPUT_PART, RECORD_KIND } from './constants.js';
+import { applyChunk, emptyState, type ConversationState } from './snapshot.js';
+
+/** `meta` of a Flue message submission record (written by admission.ts). */
+export interface MessageMeta {
+  flue: typeof RECORD_KIND.message;
+  submissionId: string;
+  uid: string;
+  kind: 'user' | 'signal';
+  /** The body as the client sent it (the capsule got `text`, which wraps signals). */
+  body: string;
+  signal?: { type: string; tagName?: string; attributes?: Record<string, string> };
+  idempotencyKey?: string;
+  fingerprint?: string;
+}
+
+/** `meta` of the surface's settlement record, appended when a submission never reached a task. */
+export interface SettlementMeta {
+  flue: typeof RECORD_KIND.settlement;
+  submissionId: string;
+  outcome: SettlementOutcome;
+  error?: unknown;
+}
+
+export const messageMetaOf = (record: SubmissionEntry): MessageMeta | null =>
+  record.protocol === 'flue' && record.meta?.flue === RECORD_KIND.message
+    ? (record.meta as unknown as MessageMeta)
+    : null;
+
+const settlementMetaOf = (record: SubmissionEntry): SettlementMeta | null =>
+  record.protocol === 'flue' && record.meta?.flue === RECORD_KIND.settlement
+    ? (record.meta as unknown as SettlementMeta)
+    : null;
+
+interface TaskState {
+  messageId: string;
+  submissionId: string | null;
+  open: boolean;
+  prompt: string | null;
+}
+
+/** The snapshot message of an admitted submission (§message-appended: user turn or system signal). */
+export const messageOf = (meta: MessageMeta, messageId: string): FlueMessage =>
+  meta.kind === 'user'
+    ? {
+        id: messageId,
+        role: 'user',
+        purpose: 'user',
+        display: 'visible',
+        submissionId: meta.submissionId,
+        parts: [{ type: 'text', text: meta.body, state: 'done' }],
+      }
+    : {
+        id: messageId,
+        role: 'system',
+        purpose: 'dispatch',
+        display: 'diagnostic',
+        submissionId: meta.submissionId,
+        signal: {
+          tagName: meta.signal?.tagName ?? meta.signal?.type ?? '',
+          ...(meta.signal?.attributes ? { attributes: meta.signal.attributes } : {}),
+        },
+        parts: [{ type: 'text', text: meta.body, state: 'done' }],
+      };
+
+const iso = (ms: number): string => new Date(ms).toISOString();
+
+/** Folds a capsule log into one conversation; `project` returns each record's chunks. */
+export class ConversationProjector {
+  readonly state: ConversationState;
+  /** Offset of the first admitted Flue message of this context (0 = not created yet). */
+  createdAt = 0;
+  private readonly tracker = new ContextTracker();
+  /** Admitted submissions still waiting for their task, oldest first (capsules run tasks in order). */
+  private readonly pending: string[] = [];
+  private readonly tasks = new Map<string, TaskState>();
+  /** Tasks of this context that began before the conversation existed: not part of it. */
+  private readonly foreign = new Set<string>();
+  private readonly settled = new Set<string>();
+  private readonly toolIds = new Set<string>();
+
+  constructor(
+    readonly conversationId: string,
+    readonly epoch: number,
+  ) {
+    this.state = emptyState(conversationId);
+  }
+
+  get created(): boolean {
+    return this.createdAt > 0;
+  }
+
+  /** The snapshot after the last projected record, stamped with `offset` (a log offset). */
+  snapshot(offset: number): FlueSnapshot {
+    return {
+      v: 1,
+      conversationId: this.conversationId,
+      offset: formatOffset(this.epoch, offset),
+      messages: this.state.messages,
+      settlements: this.state.settlements,
+    };
+  }
+
+  /** Ids of tasks that started in this conversation and have not ended (for abort). */
+  openTasks(): string[] {
+    return [...this.tasks].filter(([, t]) => t.open).map(([id]) => id);
+  }
+
+  /** Whether the task was ever seen in this conversation. */
+  knowsTask(taskId: string): boolean {
+    return this.tasks.has(taskId);
+  }
+
+  /** Submissions admitted but not yet matched to a task nor settled (for abort). */
+  pendingSubmissions(): readonly string[] {
+    return this.pending;
+  }
+
+  /** Project one record (in offset order) and apply its chunks to `state`. */
+  project(record: LogRecord): FlueChunk[] {
+    const context = this.tracker.contextOf(record);
+    let bodies: ChunkBody[] = [];
+    if (record.kind === 'fact') {
+      if (record.fact === 'capsule-session-started') bodies = this.loseOpenTasks(record.receivedAt);
+    } else if (context === this.conversationId) {
+      bodies = record.kind === 'submission' ? this.submission(record) : this.frame(record);
+    }
+    const chunks = bodies.map(
+      (body, index) =>
+        ({
+          ...body,
+          conversationId: this.conversationId,
+          position: { batch: record.offset, index },
+        }) as FlueChunk,
+    );
+    for (const chunk of chunks) applyChunk(this.state, chunk);
+    return this.createdAt === record.offset ? this.reset(record.offset) : chunks;
+  }
+
+  /** §conversation-reset: creation is a structural boundary; the reset subsumes its batch. */
+  private reset(offset: number): FlueChunk[] {
+    const snapshot = structuredClone(this.snapshot(offset));
+    return [
+      {
+        type: 'conversation-reset',
+        conversationId: this.conversationId,
+        snapshot,
+        position: { batch: offset, index: 0 },
+      },
+    ];
+  }
+
+  private submission(record: SubmissionEntry & { offset: number }): ChunkBody[] {
+    const message = messageMetaOf(record);
+    if (message) {
+      if (!this.created) this.createdAt = record.offset;
+      this.pending.push(message.submissionId);
+      return [{ type: 'message-appended', message: messageOf(message, record.messageId) }];
+    }
+    const settlement = settlementMetaOf(record);
+    if (!settlement || !this.created) return [];
+    const i = this.pending.indexOf(settlement.submissionId);
+    if (i >= 0) this.pending.splice(i, 1);
+    return this.settle(settlement.submissionId, settlement.outcome, settlement.error, record.receivedAt);
+  }
+
+  private settle(
+    submissionId: string | null,
+    outcome: SettlementOutcome,
+    error: unknown,
+    at: number,
+  ): ChunkBody[] {
+    if (!submissionId || this.settled.has(submissionId)) return [];
+    this.settled.add(submissionId);
+    return [
+      {
+        type: 'submission-settled',
+        submissionId,
+        outcome,
+        ...(error === undefined ? {} : { error }),
+        timestamp: iso(at),
+      },
+    ];
+  }
+
+  private frame(record: LogRecord): ChunkBody[] {
+    const view = viewFrame(record);
+    if (!view?.taskId || record.kind !== 'frame') return [];
+    const taskId = view.taskId;
+    if (!this.created) {
+      this.foreign.add(taskId);
+      return [];
+    }
+    if (this.foreign.has(taskId)) return [];
+    const at = iso(record.receivedAt);
+    const out: ChunkBody[] = [];
+    let task = this.tasks.get(taskId);
+    if (!task) {
+      // A task's first frame opens the assistant message of the oldest waiting submission.
+      const submissionId = this.pending.shift() ?? null;
+      task = { messageId: `asst_${submissionId ?? taskId}`, submissionId, open: true, prompt: null };
+      this.tasks.set(taskId, task);
+      out.push({
+        type: 'message-started',
+        messageId: task.messageId,
+        ...(submissionId ? { submissionId } : {}),
+        timestamp: at,
+      });
+    }
+    const messageId = task.messageId;
+    const input = (state: string): ChunkBody => ({
+      type: 'data-part',
+      messageId,
+      name: INPUT_PART,
+      data: { prompt: task.prompt, state },
+    });
+    switch (view.event) {
+      case 'status': {
+        const state = view.state;
+        if (state === 'working') {
+          task.open = true;
+          if (view.message === 'resumed' && task.prompt !== null) out.push(input('answered'));
+        } else if (state === 'input-required') {
+          task.prompt = view.message ?? '';
+          out.push(input('waiting'));
+        } else if (state === 'failed' && view.message === 'input-timeout') {
+          // Not an end: the tool fails and the task goes on to its own final status (Murmur §status).
+          out.push(input('timeout'));
+        } else if (
+          state === 'completed' ||
+          state === 'failed' ||
+          state === 'canceled' ||
+          state === 'rejected'
+        ) {
+          task.open = false;
+          out.push({ type: 'message-completed', messageId, timestamp: at });
+          const outcome: SettlementOutcome =
+            state === 'completed' ? 'completed' : state === 'canceled' ? 'aborted' : 'failed';
+          const error = outcome === 'completed' ? undefined : { message: view.message ?? state };
+          out.push(...this.settle(task.submissionId, outcome, error, record.receivedAt));
+        }
+        return out;
+      }
+      case 'text':
+      case 'thinking': {
+        // Chunks stream; a `text` final:true with text is the whole reply when no chunk came.
+        if (view.text) {
+          task.open = true;
+          out.push({
+            type: 'message-delta',
+            messageId,
+            kind: view.event === 'text' ? 'text' : 'reasoning',
+            delta: view.text,
+          });
+        }
+        return out;
+      }
+      case 'artifact': {
+        const a = view.artifact;
+        if (!a) return out;
+        const given = typeof a.tool_call_id === 'string' && a.tool_call_id ? a.tool_call_id : null;
+        const toolCallId = given && !this.toolIds.has(given) ? given : `${taskId}:${record.offset}`;
+        this.toolIds.add(toolCallId);
+        const durationMs = typeof a.duration_ms === 'number' ? { durationMs: a.duration_ms } : {};
+        out.push({
+          type: 'tool-input',
+          messageId,
+          toolCallId,
+          toolName: a.tool_name,
+          input: null,
+          timestamp: at,
+        });
+        out.push(
+          a.is_error
+            ? { type: 'tool-output-error', toolCallId, errorText: a.content, ...durationMs, timestamp: at }
+            : { type: 'tool-output', toolCallId, output: a.content, ...durationMs, timestamp: at },
+        );
+        return out;
+      }
+      default:
+        return out;
+    }
+  }
+
+  /** A new capsule session: tasks of the old one are gone and will never write a final status. */
+  private loseOpenTasks(at: number): ChunkBody[] {
+    const out: ChunkBody[] = [];
+    for (const task of this.tasks.values()) {
+      if (!task.open) continue;
+      task.open = false;
+      out.push({ type: 'message-completed', messageId: task.messageId, timestamp: iso(at) });
+      out.push(...this.settle(task.submissionId, 'failed', { message: 'capsule restarted: task lost' }, at));
+    }
+    return out;
+  }
+}
