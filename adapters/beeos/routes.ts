@@ -173,7 +173,8 @@ export const registerBeeosRoutes = (app: Hono<Env>, deps: AdapterDeps, options: 
       const { projector } = await taskData(channel);
       if (!channel.closed) {
         channel.closed = true;
-        if (!projector.terminal) for (const taskId of projector.taskIds()) await core.cancel(agent, taskId);
+        // The close record goes first so the stream ends `channel_closed` (beeos-streaming.md §3),
+        // not `task_terminal` on the capsule's `canceled` status that follows.
         await core.append(
           agent,
           beeosEntry(owner, channel.contextId, randomUUID(), {
@@ -182,6 +183,7 @@ export const registerBeeosRoutes = (app: Hono<Env>, deps: AdapterDeps, options: 
             reason: 'cancel',
           }),
         );
+        if (!projector.terminal) for (const taskId of projector.taskIds()) await core.cancel(agent, taskId);
       }
       const status = projector.terminal ? projector.status : 'canceled';
       return ok(c, { task_id: channel.id, agent_id: agent, status });
