@@ -1,0 +1,199 @@
+/**
+ * One capsule's live channel: the single store reader (tail loop) of this process for that capsule,
+ * fanning each batch out to every listener. Catch-up, queues and waiting rules are the listeners'.
+ */
+import type { Logger } from 'pino';
+import type { LogRecord } from '../log/record.js';
+import type { LogPosition, LogStore } from '../log/store.js';
+
+/** Something attached to a channel: a subscriber or a parked long-poll waiter. */
+export interface ChannelListener {
+  readonly kind: 'subscriber' | 'waiter';
+  /**
+   * A batch from the tail loop, called synchronously: the SAME array (and record objects) goes to
+   * every listener, so per-record encodings can be cached. Must be cheap: it runs on the tail loop.
+   */
+  push(records: readonly LogRecord[], position: LogPosition): void;
+  /** The store lost the log (new epoch): offsets restarted, so the listener's cursor means nothing. */
+  reset(position: LogPosition): void;
+  /** The hub is closing. */
+  shutdown(): void;
+}
+
+export interface ChannelOptions {
+  pageSize: number;
+  /** How long one store.waitAfter may park before the loop asks again. */
+  tailWaitMs: number;
+  /** How long the loop lingers after the last listener leaves (a reconnecting client finds it warm). */
+  dissolveMs: number;
+  /** Pause after a store error before the tail loop retries. */
+  retryMs: number;
+  logger: Logger;
+}
+
+export class CapsuleChannel {
+  private readonly listeners = new Set<ChannelListener>();
+  private lastSeen = 0;
+  private currentEpoch = 0;
+  /** Bumped on every epoch reset: results of store calls started before it are stale. */
+  private gen = 0;
+  private latest: LogPosition | null = null;
+  private stopped = false;
+  private waitAbort: AbortController | null = null;
+  private dissolveTimer: NodeJS.Timeout | null = null;
+  private retryTimer: { timer: NodeJS.Timeout; wake: () => void } | null = null;
+  /** Resolves once the loop knows where the log stands; listeners read the store only after it. */
+  readonly ready: Promise<void>;
+  /** Settles when the tail loop has exited. */
+  readonly done: Promise<void>;
+
+  constructor(
+    readonly capsule: string,
+    private readonly store: LogStore,
+    private readonly options: ChannelOptions,
+    private readonly onStop: (channel: CapsuleChannel) => void,
+  ) {
+    this.ready = this.init();
+    // Listeners handle an init failure themselves; this keeps it from being an unhandled rejection.
+    this.ready.catch(() => this.stop());
+    this.done = this.ready.then(
+      () => this.loop(),
+      () => undefined,
+    );
+  }
+
+  get epoch(): number {
+    return this.currentEpoch;
+  }
+
+  get generation(): number {
+    return this.gen;
+  }
+
+  /** The last position the tail loop (or a listener's read) reported, if any. */
+  get position(): LogPosition | null {
+    return this.latest;
+  }
+
+  get running(): boolean {
+    return !this.stopped;
+  }
+
+  count(kind: ChannelListener['kind']): number {
+    let n = 0;
+    for (const listener of this.listeners) if (listener.kind === kind) n++;
+    return n;
+  }
+
+  join(listener: ChannelListener): void {
+    if (this.dissolveTimer) {
+      clearTimeout(this.dissolveTimer);
+      this.dissolveTimer = null;
+    }
+    this.listeners.add(listener);
+  }
+
+  leave(listener: ChannelListener): void {
+    if (!this.listeners.delete(listener) || this.listeners.size > 0 || this.stopped) return;
+    // Centrifuge-style delayed dissolve: a client that reconnects at once finds the reader running.
+    this.dissolveTimer = setTimeout(() => {
+      this.dissolveTimer = null;
+      if (this.listeners.size === 0) this.stop();
+    }, this.options.dissolveMs);
+    this.dissolveTimer.unref();
+  }
+
+  /**
+   * A listener's own store read saw `position`; `generation` is the channel generation when that read
+   * started. A different epoch means the store lost the log: reset now rather than at the next tail
+   * wake-up. Returns true when the position is consistent with the channel.
+   */
+  observe(position: LogPosition, generation: number): boolean {
+    if (generation !== this.gen || this.stopped) return false;
+    if (position.epoch === this.currentEpoch) return true;
+    this.reset(position);
+    return false;
+  }
+
+  /** Stop the tail loop and end every listener as the hub shuts down. */
+  shutdown(): void {
+    for (const listener of [...this.listeners]) listener.shutdown();
+    this.stop();
+  }
+
+  stop(): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.dissolveTimer) clearTimeout(this.dissolveTimer);
+    this.waitAbort?.abort();
+    this.retryTimer?.wake();
+    this.onStop(this);
+  }
+
+  private async init(): Promise<void> {
+    const position = await this.store.position(this.capsule);
+    this.latest = position;
+    this.currentEpoch = position.epoch;
+    // Live delivery starts after the head as of now: a listener's first store read happens after this,
+    // so everything its reads do not return is delivered live (no gap at the seam).
+    this.lastSeen = position.head;
+  }
+
+  private async loop(): Promise<void> {
+    const { pageSize, tailWaitMs, logger } = this.options;
+    while (!this.stopped) {
+      const gen = this.gen;
+      const abort = new AbortController();
+      this.waitAbort = abort;
+      let result;
+      try {
+        result = await this.store.waitAfter(this.capsule, this.lastSeen, pageSize, tailWaitMs, abort.signal);
+      } catch (err) {
+        if (this.stopped) break;
+        logger.warn({ capsule: this.capsule, err }, 'hub tail read failed; retrying');
+        await this.pause();
+        continue;
+      } finally {
+        this.waitAbort = null;
+      }
+      if (this.stopped) break;
+      if (gen !== this.gen) continue; // a reset happened while this wait was in flight
+      const { records, position } = result;
+      if (position.epoch !== this.currentEpoch || position.head < this.lastSeen) {
+        this.reset(position);
+        continue;
+      }
+      this.latest = position;
+      const last = records[records.length - 1];
+      if (!last) continue;
+      this.lastSeen = last.offset;
+      for (const listener of [...this.listeners]) listener.push(records, position);
+    }
+  }
+
+  /** The store lost the log: every listener ends, and the loop follows the new epoch from its head. */
+  private reset(position: LogPosition): void {
+    this.options.logger.warn(
+      { capsule: this.capsule, oldEpoch: this.currentEpoch, epoch: position.epoch, head: position.head },
+      'hub: log epoch changed; ending subscribers of the old epoch',
+    );
+    this.gen++;
+    this.currentEpoch = position.epoch;
+    this.lastSeen = position.head;
+    this.latest = position;
+    this.waitAbort?.abort();
+    for (const listener of [...this.listeners]) listener.reset(position);
+  }
+
+  private pause(): Promise<void> {
+    return new Promise((resolve) => {
+      const wake = (): void => {
+        clearTimeout(timer);
+        this.retryTimer = null;
+        resolve();
+      };
+      const timer = setTimeout(wake, this.options.retryMs);
+      this.retryTimer = { timer, wake };
+    });
+  }
+}

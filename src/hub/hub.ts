@@ -1,0 +1,167 @@
+/**
+ * The hub: the read side of GatewayCore. One tail reader per capsule per process (`capsule-channel`),
+ * fanned out to subscribers (`subscriber`) and long-poll waiters (`waiter`). Writing is the log's.
+ */
+import pino, { type Logger } from 'pino';
+import type { LogRecord } from '../log/record.js';
+import type { LogPosition, LogStore } from '../log/store.js';
+import type { CursorStatus, GatewayCore, SubscribeOptions, Subscription, WaitResult } from '../core/types.js';
+import { CapsuleChannel } from './capsule-channel.js';
+import { Subscriber } from './subscriber.js';
+import { waitOnChannel } from './waiter.js';
+
+export interface HubOptions {
+  /** Records per store read, for the tail loop and catch-up pages. */
+  pageSize?: number;
+  /** Default bound on a subscriber's queue (SubscribeOptions.maxQueuedRecords overrides it). */
+  maxQueuedRecords?: number;
+  /** How long one tail wait parks in the store before it is renewed. */
+  tailWaitMs?: number;
+  /** How long a capsule's tail loop outlives its last listener. */
+  dissolveMs?: number;
+  /** Pause before the tail loop retries after a store error. */
+  retryMs?: number;
+  logger?: Logger;
+}
+
+/** The part of GatewayCore the hub implements. */
+export type HubReadSide = Pick<GatewayCore, 'position' | 'cursorStatus' | 'read' | 'waitAfter' | 'subscribe'>;
+
+export interface CapsuleHubStats {
+  subscribers: number;
+  waiters: number;
+  /** Whether this capsule's tail loop is running (at most one per capsule). */
+  tailLoop: boolean;
+}
+
+export interface HubStats {
+  tailLoops: number;
+  subscribers: number;
+  waiters: number;
+  capsules: Record<string, CapsuleHubStats>;
+}
+
+const DEFAULTS = {
+  pageSize: 500,
+  maxQueuedRecords: 10_000,
+  tailWaitMs: 15_000,
+  dissolveMs: 5_000,
+  retryMs: 1_000,
+};
+
+export class Hub implements HubReadSide {
+  private readonly channels = new Map<string, CapsuleChannel>();
+  private readonly settings: Required<Omit<HubOptions, 'logger'>> & { logger: Logger };
+  private closed = false;
+
+  constructor(
+    private readonly store: LogStore,
+    options: HubOptions = {},
+  ) {
+    this.settings = {
+      pageSize: options.pageSize ?? DEFAULTS.pageSize,
+      maxQueuedRecords: options.maxQueuedRecords ?? DEFAULTS.maxQueuedRecords,
+      tailWaitMs: options.tailWaitMs ?? DEFAULTS.tailWaitMs,
+      dissolveMs: options.dissolveMs ?? DEFAULTS.dissolveMs,
+      retryMs: options.retryMs ?? DEFAULTS.retryMs,
+      logger: options.logger ?? pino({ level: 'silent' }),
+    };
+  }
+
+  position(capsule: string): Promise<LogPosition> {
+    return this.store.position(capsule);
+  }
+
+  async cursorStatus(
+    capsule: string,
+    after: number,
+  ): Promise<{ status: CursorStatus; position: LogPosition }> {
+    const position = await this.store.position(capsule);
+    return { status: cursorStatusAt(position, after), position };
+  }
+
+  read(
+    capsule: string,
+    after: number,
+    limit: number,
+  ): Promise<{ records: LogRecord[]; position: LogPosition }> {
+    return this.store.read(capsule, after, limit);
+  }
+
+  async waitAfter(
+    capsule: string,
+    after: number,
+    limit: number,
+    timeoutMs: number,
+    signal?: AbortSignal,
+  ): Promise<WaitResult> {
+    if (this.closed) {
+      return { records: [], timedOut: false, position: await this.store.position(capsule) };
+    }
+    return waitOnChannel(this.channel(capsule), this.store, { after, limit, timeoutMs, signal });
+  }
+
+  subscribe(capsule: string, options: SubscribeOptions): Subscription {
+    if (this.closed) {
+      queueMicrotask(() => options.onEnd('shutdown'));
+      return { close: () => undefined };
+    }
+    const subscriber = new Subscriber(this.channel(capsule), this.store, options, {
+      pageSize: this.settings.pageSize,
+      maxQueuedRecords: this.settings.maxQueuedRecords,
+      logger: this.settings.logger,
+    });
+    subscriber.start();
+    return subscriber;
+  }
+
+  /** Counts for /capsules and /metrics. */
+  stats(): HubStats {
+    const stats: HubStats = { tailLoops: 0, subscribers: 0, waiters: 0, capsules: {} };
+    for (const [capsule, channel] of this.channels) {
+      const entry = this.capsuleStats(capsule);
+      stats.capsules[capsule] = entry;
+      stats.subscribers += entry.subscribers;
+      stats.waiters += entry.waiters;
+      if (channel.running) stats.tailLoops++;
+    }
+    return stats;
+  }
+
+  capsuleStats(capsule: string): CapsuleHubStats {
+    const channel = this.channels.get(capsule);
+    if (!channel) return { subscribers: 0, waiters: 0, tailLoop: false };
+    return {
+      subscribers: channel.count('subscriber'),
+      waiters: channel.count('waiter'),
+      tailLoop: channel.running,
+    };
+  }
+
+  /** End every subscription with 'shutdown', answer every waiter, stop every tail loop. */
+  async close(): Promise<void> {
+    this.closed = true;
+    const channels = [...this.channels.values()];
+    for (const channel of channels) channel.shutdown();
+    await Promise.all(channels.map((channel) => channel.done));
+  }
+
+  /** The capsule's channel, started on first use; a stopped one has already left the map. */
+  private channel(capsule: string): CapsuleChannel {
+    let channel = this.channels.get(capsule);
+    if (!channel) {
+      channel = new CapsuleChannel(capsule, this.store, this.settings, (stopped) => {
+        if (this.channels.get(capsule) === stopped) this.channels.delete(capsule);
+      });
+      this.channels.set(capsule, channel);
+    }
+    return channel;
+  }
+}
+
+/** 'gone' when records after `after` were trimmed, 'ahead' when `after` is beyond the head. */
+export const cursorStatusAt = (position: LogPosition, after: number): CursorStatus => {
+  if (after < position.first - 1) return 'gone';
+  if (after > position.head) return 'ahead';
+  return 'ok';
+};

@@ -1,0 +1,224 @@
+/**
+ * One subscription: catch-up from the store in pages, then live batches from its channel, delivered
+ * strictly in offset order, one batch at a time, with a bounded queue. The channel owns the store tail.
+ */
+import type { Logger } from 'pino';
+import type { LogRecord } from '../log/record.js';
+import type { LogPosition, LogStore, ReadResult } from '../log/store.js';
+import type { SubscribeOptions, Subscription, SubscriptionEnd } from '../core/types.js';
+import type { CapsuleChannel, ChannelListener } from './capsule-channel.js';
+
+export interface SubscriberSettings {
+  pageSize: number;
+  maxQueuedRecords: number;
+  logger: Logger;
+}
+
+export class Subscriber implements ChannelListener, Subscription {
+  readonly kind = 'subscriber' as const;
+  /** Highest offset handed to onRecords (or the `after` asked for). */
+  private cursor: number;
+  private readonly queue: (readonly LogRecord[])[] = [];
+  private queued = 0;
+  /** True once a store read came back empty or a live batch followed on directly: we are live. */
+  private caughtUp = false;
+  private started = false;
+  private pumping = false;
+  private ended = false;
+  private epoch = 0;
+  private generation = 0;
+  /** The first read may start past `after` (the caller reported that gap); later jumps may not. */
+  private firstRead = true;
+  private readonly maxQueued: number;
+  private readonly onAbort = (): void => this.end('closed');
+
+  constructor(
+    private readonly channel: CapsuleChannel,
+    private readonly store: LogStore,
+    private readonly options: SubscribeOptions,
+    private readonly settings: SubscriberSettings,
+  ) {
+    this.cursor = options.after;
+    this.maxQueued = options.maxQueuedRecords ?? settings.maxQueuedRecords;
+  }
+
+  /** Join the live set first, then catch up: whatever the catch-up reads miss arrives live. */
+  start(): void {
+    const { signal } = this.options;
+    // Join even when already aborted: leaving then schedules the channel's dissolve as usual.
+    this.channel.join(this);
+    if (signal?.aborted) {
+      queueMicrotask(() => this.end('closed'));
+      return;
+    }
+    signal?.addEventListener('abort', this.onAbort, { once: true });
+    this.channel.ready.then(
+      () => {
+        if (this.ended) return;
+        this.epoch = this.channel.epoch;
+        this.generation = this.channel.generation;
+        this.started = true;
+        this.kick();
+      },
+      () => this.end('store_error'),
+    );
+  }
+
+  close(): void {
+    this.end('closed');
+  }
+
+  push(records: readonly LogRecord[]): void {
+    if (this.ended) return;
+    if (this.queued + records.length > this.maxQueued) {
+      if (this.caughtUp) {
+        // Live and unable to keep up: end it (it resumes from its cursor), never skip silently.
+        this.end('slow');
+        return;
+      }
+      // Still catching up from the store, which holds these records too: drop the live buffer and
+      // let the catch-up (and hole filling) read them when this subscriber gets there.
+      this.queue.length = 0;
+      this.queued = 0;
+      return;
+    }
+    this.queue.push(records);
+    this.queued += records.length;
+    this.kick();
+  }
+
+  reset(_position: LogPosition): void {
+    this.end('store_error');
+  }
+
+  shutdown(): void {
+    this.end('shutdown');
+  }
+
+  private end(reason: SubscriptionEnd): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.queue.length = 0;
+    this.queued = 0;
+    this.options.signal?.removeEventListener('abort', this.onAbort);
+    this.channel.leave(this);
+    try {
+      this.options.onEnd(reason);
+    } catch (err) {
+      this.settings.logger.error({ err, capsule: this.channel.capsule }, 'hub: onEnd threw');
+    }
+  }
+
+  private kick(): void {
+    if (this.pumping || !this.started || this.ended) return;
+    this.pumping = true;
+    void this.pump();
+  }
+
+  /**
+   * The one delivery loop of this subscriber (so onRecords never runs concurrently). `pumping` is
+   * cleared synchronously with the decision to stop, so a push racing the exit always restarts it.
+   */
+  private async pump(): Promise<void> {
+    for (;;) {
+      if (this.ended) {
+        this.pumping = false;
+        return;
+      }
+      const batch = this.queue[0];
+      if (!batch) {
+        if (this.caughtUp) {
+          this.pumping = false;
+          return;
+        }
+        const page = await this.read(this.cursor, this.settings.pageSize);
+        if (!page) continue; // ended
+        if (page.records.length === 0) this.caughtUp = true;
+        else await this.deliver(page.records);
+        continue;
+      }
+      const fresh = this.after(batch, this.cursor);
+      const first = fresh[0];
+      if (!first) {
+        this.dequeue(batch);
+        continue;
+      }
+      if (first.offset > this.cursor + 1) {
+        // A hole between what we delivered and this batch (catch-up still running, or the live
+        // buffer was dropped): fill it from the store, never skip it.
+        const holeSize = first.offset - 1 - this.cursor;
+        const page = await this.read(this.cursor, Math.min(this.settings.pageSize, holeSize));
+        if (!page) continue;
+        const filler = page.records.filter((r) => r.offset < first.offset);
+        if (filler.length > 0) {
+          await this.deliver(filler);
+          continue;
+        }
+        if (this.queue[0] !== batch) continue; // the queue changed while we read
+        // Retention trimmed the hole before this subscriber read it; read() ended it as slow.
+        if (this.ended) continue;
+      }
+      this.dequeue(batch);
+      this.caughtUp = true;
+      await this.deliver(fresh);
+    }
+  }
+
+  private dequeue(batch: readonly LogRecord[]): void {
+    this.queue.shift();
+    this.queued -= batch.length;
+  }
+
+  /** Records of `batch` after `cursor`: the same array when all are new (the common live case). */
+  private after(batch: readonly LogRecord[], cursor: number): readonly LogRecord[] {
+    const head = batch[0];
+    if (!head || head.offset > cursor) return batch;
+    return batch.filter((r) => r.offset > cursor);
+  }
+
+  /** A store read; null when the subscription ended (store error, or the log changed epoch). */
+  private async read(after: number, limit: number): Promise<ReadResult | null> {
+    let page: ReadResult;
+    try {
+      page = await this.store.read(this.channel.capsule, after, limit);
+    } catch (err) {
+      this.settings.logger.warn({ err, capsule: this.channel.capsule }, 'hub: catch-up read failed');
+      this.end('store_error');
+      return null;
+    }
+    if (this.ended) return null;
+    const firstRead = this.firstRead;
+    this.firstRead = false;
+    if (page.position.epoch !== this.epoch) {
+      // The store lost the log; offsets of the old epoch mean nothing now. Tell the channel (which
+      // ends every listener of the old epoch), and end this one in any case.
+      this.channel.observe(page.position, this.generation);
+      this.end('store_error');
+      return null;
+    }
+    const firstOffset = page.records[0]?.offset ?? page.position.first;
+    if (!firstRead && firstOffset > after + 1) {
+      // Retention trimmed records this subscriber had not read yet: it fell too far behind. End it;
+      // it resumes from its cursor and its surface reports the gap (never skip silently).
+      this.settings.logger.info(
+        { capsule: this.channel.capsule, cursor: after, first: firstOffset },
+        'hub: subscriber fell behind retention',
+      );
+      this.end('slow');
+      return null;
+    }
+    return page;
+  }
+
+  private async deliver(records: readonly LogRecord[]): Promise<void> {
+    const last = records[records.length - 1];
+    if (!last || this.ended) return;
+    this.cursor = last.offset;
+    try {
+      await this.options.onRecords(records);
+    } catch (err) {
+      this.settings.logger.warn({ err, capsule: this.channel.capsule }, 'hub: onRecords failed');
+      this.end('closed');
+    }
+  }
+}
