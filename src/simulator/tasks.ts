@@ -113,6 +113,10 @@ export class TaskRunner {
       this.deps.write(statusFrame({ taskId, contextId, state: 'canceled', message }, task.counter.next()));
       this.finish(task, 'canceled', message);
       task.abort.abort();
+      // The capsule is free at once: the aborted loop only unwinds, and the next queued task starts.
+      this.current = null;
+      this.settle(task);
+      this.startNext();
       return { ok: true, task };
     }
     const message = 'task canceled before it started';
@@ -120,6 +124,7 @@ export class TaskRunner {
     const id = this.deps.queuedCancel.next();
     this.deps.write(statusFrame({ taskId, contextId, state: 'canceled', message }, id));
     this.finish(task, 'canceled', message);
+    this.settle(task);
     this.notifyIdle();
     return { ok: true, task };
   }
@@ -135,6 +140,7 @@ export class TaskRunner {
     this.dead = true;
     for (const task of [...(this.current ? [this.current] : []), ...this.queue]) {
       this.finish(task, 'lost', 'capsule process exited');
+      this.settle(task);
       task.abort.abort();
     }
     this.current = null;
@@ -174,6 +180,11 @@ export class TaskRunner {
     task.state = state;
     task.message = message;
     if (response !== undefined) task.response = response;
+  }
+
+  /** Resolve `done` (only once the runner no longer counts the task as running). */
+  private settle(task: InternalTask): void {
+    const { state, response } = task;
     task.resolve(response === undefined ? { state } : { state, response });
   }
 
@@ -183,6 +194,8 @@ export class TaskRunner {
     if (!next) return this.notifyIdle();
     void this.run(next).finally(() => {
       if (this.dead || this.current !== next) return;
+      this.current = null;
+      this.settle(next);
       this.startNext();
     });
   }
