@@ -4,6 +4,7 @@
  * until / beside the lead's startTestGateway + simulator conformance run.
  */
 import { randomUUID } from 'node:crypto';
+import type { Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import pino from 'pino';
@@ -204,7 +205,7 @@ export const startHarness = async (
     close: async () => {
       shutdown.abort();
       for (const h of held.values()) h();
-      server.closeAllConnections?.();
+      (server as HttpServer).closeAllConnections();
       await new Promise<void>((r) => server.close(() => r()));
       await hub.close();
       await store.close();
