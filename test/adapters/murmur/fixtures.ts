@@ -69,3 +69,18 @@ export const useGateways = () => {
 
   return { setup, track, waitForRecord, allRecords, cleanups: () => cleanups };
 };
+
+/**
+ * What a watcher must read for these records, by the gateway contract: each frame with its offset
+ * as id (none when the capsule wrote none), each possibly-missing fact as a gap naming the next offset.
+ */
+export const expectedBlocks = (records: readonly LogRecord[]): string[] => {
+  const out: string[] = [];
+  for (const r of records) {
+    if (r.kind === 'frame' && r.event !== 'connection-ack')
+      out.push(`${r.upstreamId === null ? '' : `id: ${r.offset}\n`}event: ${r.event}\ndata: ${r.data}`);
+    if (r.kind === 'fact' && r.fact === 'frames-possibly-missing')
+      out.push(`event: gap\ndata: {"first_available_id":${r.offset + 1},"reason":"${r.reason}"}`);
+  }
+  return out;
+};
