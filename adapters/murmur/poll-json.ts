@@ -1,0 +1,125 @@
+/**
+ * The long-poll response body (pure): log records as JSON, the next cursor, and the gap, if any.
+ * Each record is serialised once and cached, since one batch answers every parked poller.
+ */
+import type { LogRecord } from '../../src/log/record.js';
+import type { LogPosition } from '../../src/log/store.js';
+
+export type PollGap =
+  /** Records after the cursor were trimmed; the records start at `first_available`. */
+  | { reason: 'retention'; first_available: number }
+  /** The cursor is beyond the head (or from an older epoch): start over from `first_available - 1`. */
+  | { reason: 'ahead'; first_available: number }
+  /**
+   * The log records that frames may be missing at `fact_offset` (a frames-possibly-missing fact in
+   * this page, the earliest one): frames before `first_available` may be gone.
+   */
+  | {
+      reason: 'possibly_missing';
+      first_available: number;
+      fact_offset: number;
+      missing_reason: string;
+      count?: number;
+    };
+
+export interface PollBody {
+  records: unknown[];
+  next_cursor: number;
+  head: number;
+  epoch: number;
+  gap: PollGap | null;
+}
+
+const iso = (ms: number): string => new Date(ms).toISOString();
+
+const snake = (key: string): string => key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+
+/** One record as the long-poll shows it (see poll.ts for the documented shape). */
+export const recordJson = (record: LogRecord): Record<string, unknown> => {
+  switch (record.kind) {
+    case 'frame':
+      return {
+        offset: record.offset,
+        kind: 'frame',
+        event: record.event,
+        id: record.upstreamId,
+        data: record.data,
+        received_at: iso(record.receivedAt),
+      };
+    case 'submission': {
+      const json: Record<string, unknown> = {
+        offset: record.offset,
+        kind: 'submission',
+        protocol: record.protocol,
+        owner: record.owner,
+        context_id: record.contextId,
+        message_id: record.messageId,
+        text: record.text,
+      };
+      if (record.meta !== undefined) json.meta = record.meta;
+      json.received_at = iso(record.receivedAt);
+      return json;
+    }
+    case 'fact': {
+      // Facts differ in their fields (ack, attempt, reason, count, firstAvailableId): all in snake_case.
+      const json: Record<string, unknown> = { offset: record.offset, kind: 'fact' };
+      for (const [key, value] of Object.entries(record)) {
+        if (key === 'offset' || key === 'kind' || key === 'receivedAt' || value === undefined) continue;
+        json[snake(key)] = value;
+      }
+      json.received_at = iso(record.receivedAt);
+      return json;
+    }
+  }
+};
+
+const encoded = new WeakMap<LogRecord, string>();
+
+/** A record's JSON text, computed once per record object. */
+export const recordText = (record: LogRecord): string => {
+  let text = encoded.get(record);
+  if (text === undefined) {
+    text = JSON.stringify(recordJson(record));
+    encoded.set(record, text);
+  }
+  return text;
+};
+
+/** The gap for a page of `records` read after `after` at `position`, the most severe first. */
+export const pollGap = (
+  after: number,
+  records: readonly LogRecord[],
+  position: LogPosition,
+): PollGap | null => {
+  const first = records[0];
+  if (first && first.offset > after + 1) return { reason: 'retention', first_available: first.offset };
+  if (!first && after < position.first - 1) return { reason: 'retention', first_available: position.first };
+  if (!first && after > position.head) return { reason: 'ahead', first_available: position.first };
+  for (const record of records) {
+    if (record.kind === 'fact' && record.fact === 'frames-possibly-missing') {
+      const gap: PollGap = {
+        reason: 'possibly_missing',
+        first_available: record.offset + 1,
+        fact_offset: record.offset,
+        missing_reason: record.reason,
+      };
+      if (record.count !== undefined) gap.count = record.count;
+      return gap;
+    }
+  }
+  return null;
+};
+
+/**
+ * The response body text. `next_cursor` is the last record's offset; with no records, the cursor
+ * itself, or `first_available - 1` under a retention or ahead gap, so a client that follows it
+ * starts over from what the log still holds.
+ */
+export const pollBodyText = (after: number, records: readonly LogRecord[], position: LogPosition): string => {
+  const gap = pollGap(after, records, position);
+  const last = records[records.length - 1];
+  const restart = gap && gap.reason !== 'possibly_missing' ? gap.first_available - 1 : after;
+  const nextCursor = last ? last.offset : restart;
+  const rest = JSON.stringify({ next_cursor: nextCursor, head: position.head, epoch: position.epoch, gap });
+  return `{"records":[${records.map(recordText).join(',')}],${rest.slice(1)}`;
+};
