@@ -14,6 +14,8 @@ export interface LogWriterOptions {
   maxQueuedEntries?: number;
   /** Entries per store call. */
   maxBatch?: number;
+  /** Approximate bytes per store call (a batch always holds at least one entry). */
+  maxBatchBytes?: number;
   logger?: Logger;
   /** Retry backoff after a failed batch: base * 2^attempt, capped, jittered. */
   retryBaseMs?: number;
@@ -65,6 +67,14 @@ interface Lane extends Omit<WriterStats, 'queued'> {
 
 const noop = (): void => {};
 
+/** A cheap size estimate of an encoded entry: its variable text plus the JSON around it. */
+const approxBytes = (entry: LogEntry): number =>
+  entry.kind === 'frame'
+    ? entry.data.length + 120
+    : entry.kind === 'submission'
+      ? entry.text.length + 300
+      : 200;
+
 export class LogWriter {
   readonly writerId = randomUUID();
   private seq = 0;
@@ -73,6 +83,7 @@ export class LogWriter {
   private closed = false;
   private readonly maxQueued: number;
   private readonly maxBatch: number;
+  private readonly maxBatchBytes: number;
   private readonly retryBaseMs: number;
   private readonly retryMaxMs: number;
   private readonly trimIntervalMs: number;
@@ -84,6 +95,8 @@ export class LogWriter {
   ) {
     this.maxQueued = options.maxQueuedEntries ?? 100_000;
     this.maxBatch = options.maxBatch ?? 1000;
+    // Large tool artifacts: one Lua call must stay short (it blocks Redis while it runs).
+    this.maxBatchBytes = options.maxBatchBytes ?? 4 * 1024 * 1024;
     this.retryBaseMs = options.retryBaseMs ?? 50;
     this.retryMaxMs = options.retryMaxMs ?? 2000;
     this.trimIntervalMs = options.trimIntervalMs ?? 60_000;
@@ -201,7 +214,13 @@ export class LogWriter {
 
   private sendNext(lane: Lane): void {
     if (this.closed || lane.inFlight || lane.retryTimer || this.waitingCount(lane) === 0) return;
-    const end = Math.min(lane.waiting.length, lane.start + this.maxBatch);
+    const limit = Math.min(lane.waiting.length, lane.start + this.maxBatch);
+    let end = lane.start + 1;
+    let bytes = approxBytes(lane.waiting[lane.start]!.entry);
+    for (; end < limit; end++) {
+      bytes += approxBytes(lane.waiting[end]!.entry);
+      if (bytes > this.maxBatchBytes) break;
+    }
     const items = lane.waiting.slice(lane.start, end);
     lane.start = end;
     if (lane.start > 4096 && lane.start * 2 > lane.waiting.length) {

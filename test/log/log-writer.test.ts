@@ -76,6 +76,17 @@ describe('LogWriter on the memory store', () => {
     expect(writer.stats().batches).toBeLessThan(15_000); // grouped, not one call per entry
   });
 
+  it('splits batches by size so one huge artifact does not make a huge store call', async () => {
+    const store = new MemoryStore();
+    const writer = newWriter(store, { maxBatchBytes: 2500 });
+    const cap = uniqueCapsule();
+    const big = (l: string) => ({ ...frame(l), data: 'x'.repeat(1000) });
+    const got = await Promise.all(['a', 'b', 'c', 'd', 'e', 'f'].map((l) => writer.append(cap, big(l))));
+    expect(got.map((a) => a.offset)).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(writer.stats().batches).toBe(3); // two ~1.1 kB entries per 2.5 kB batch
+    expect((await readAll(store, cap)).map(label)).toEqual(['a', 'b', 'c', 'd', 'e', 'f']);
+  });
+
   it('retries while the store is down and flushes everything in order when it returns', async () => {
     const store = new SwitchedStore();
     const writer = newWriter(store);
