@@ -59,6 +59,7 @@ class SimCapsule extends EventEmitter implements SimulatedCapsule, DoorHost {
   private readonly tracked = new Set<Connection>();
   private readonly live = new Set<Connection>();
   private stopped = false;
+  private boundPort: number | undefined;
 
   constructor(
     private readonly server: Server,
@@ -85,8 +86,10 @@ class SimCapsule extends EventEmitter implements SimulatedCapsule, DoorHost {
     });
   }
 
+  /** The bound port (kept after stop() so a test can check that nothing listens there any more). */
   get port(): number {
-    return (this.server.address() as AddressInfo).port;
+    this.boundPort ??= (this.server.address() as AddressInfo).port;
+    return this.boundPort;
   }
 
   get url(): string {

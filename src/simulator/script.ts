@@ -87,17 +87,19 @@ export const parseScript = (text: string): Script => {
   const s = spec as Record<string, unknown>;
   const chunkCount = num(s.chunks, 0);
   const chunkBytes = num(s.chunkBytes, 0);
-  const chunks = Array.from({ length: chunkCount }, (_, i) => {
-    const base = `chunk ${i + 1}${i < chunkCount - 1 ? ' ' : ''}`;
-    return chunkBytes > base.length ? base + 'x'.repeat(chunkBytes - base.length) : base;
-  });
+  // Extension: `chunkBytes` pads every chunk (reply and thinking) to that size, for backpressure tests.
+  const pad = (base: string): string =>
+    chunkBytes > base.length ? base + 'x'.repeat(chunkBytes - base.length) : base;
+  const chunks = Array.from({ length: chunkCount }, (_, i) =>
+    pad(`chunk ${i + 1}${i < chunkCount - 1 ? ' ' : ''}`),
+  );
   const reply = typeof s.reply === 'string' ? s.reply : null;
   const tools = num(s.tools, 0);
   const input = parseInput(s.input);
   const needsSecondTurn = tools > 0 || input !== null;
   return {
     turns: Math.max(num(s.turns, 1), needsSecondTurn ? 2 : 1, 1),
-    thinking: Array.from({ length: num(s.thinking, 0) }, (_, i) => `thought ${i + 1}`),
+    thinking: Array.from({ length: num(s.thinking, 0) }, (_, i) => pad(`thought ${i + 1}`)),
     chunks: reply === null ? chunks : [],
     reply,
     tools,

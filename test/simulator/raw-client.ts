@@ -152,9 +152,11 @@ export class RawResponse {
 
   private pushText(text: string): void {
     this.body += text;
+    // Scan only the new text (plus one char) so a huge frame arriving in pieces stays linear.
+    const from = Math.max(0, this.pendingText.length - 1);
     this.pendingText += text;
-    let idx: number;
-    while ((idx = this.pendingText.indexOf('\n\n')) >= 0) {
+    let idx = this.pendingText.indexOf('\n\n', from);
+    for (; idx >= 0; idx = this.pendingText.indexOf('\n\n')) {
       const raw = this.pendingText.slice(0, idx);
       this.pendingText = this.pendingText.slice(idx + 2);
       const block: RawBlock = { raw };
