@@ -20,10 +20,8 @@ export const parseOffset = (raw: string): ParsedOffset | null => {
   if (raw === ORIGIN_OFFSET) return { kind: 'origin' };
   const m = OFFSET_RE.exec(raw);
   if (!m || !m[1] || !m[2]) return null;
-  const epoch = Number(m[1]);
-  const offset = Number(m[2]);
-  if (!Number.isSafeInteger(epoch) || !Number.isSafeInteger(offset)) return null;
-  return { kind: 'at', epoch, offset };
+  // Well-formed but huge values stay numbers that compare beyond any head/epoch (→ 416, not 400).
+  return { kind: 'at', epoch: Number(m[1]), offset: Number(m[2]) };
 };
 
 /** `event: data` with the cycle's chunk array; Flue writes `data:` with no space. */
