@@ -24,8 +24,9 @@ export interface HttpAppOptions {
   logger: Logger;
   corsOrigins: string[];
   storeReady: () => Promise<boolean>;
-  /** Each adapter's routes, with full paths. */
-  surfaces: Hono[];
+  /** Each adapter's routes, with full paths (each adapter may carry its own context variables). */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  surfaces: Hono<any, any, any>[];
 }
 
 export interface HttpApp {

@@ -1,0 +1,146 @@
+/**
+ * The composition root: config → store → log writer → one upstream per capsule → hub → core → adapters
+ * → HTTP server. Used by the CLI, the demo and the tests; owns start order and drain order.
+ */
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import { serve } from '@hono/node-server';
+import type { Logger } from 'pino';
+import { createBeeosRoutes, beeosSurfaceIsOpen } from '../adapters/beeos/index.js';
+import { createFlueRoutes } from '../adapters/flue/index.js';
+import { createMurmurRoutes } from '../adapters/murmur/index.js';
+import type { GatewayConfig } from './config/schema.js';
+import { GatewayCoreImpl } from './core/gateway-core.js';
+import type { GatewayCore } from './core/types.js';
+import { Hub } from './hub/hub.js';
+import type { AdapterConfig, AdapterDeps } from './http/adapter-deps.js';
+import { createHttpApp } from './http/app.js';
+import { LogWriter } from './log/log-writer.js';
+import { MemoryStore } from './log/memory-store.js';
+import { RedisStore } from './log/redis-store.js';
+import type { LogStore } from './log/store.js';
+import { CapsuleUpstream } from './upstream/capsule-upstream.js';
+
+export interface RunningGateway {
+  /** `http://host:port` as bound (host 0.0.0.0 is reported as 127.0.0.1). */
+  url: string;
+  port: number;
+  core: GatewayCore;
+  store: LogStore;
+  writer: LogWriter;
+  hub: Hub;
+  upstreams: Map<string, CapsuleUpstream>;
+  /** Drain: stop accepting, end live streams, flush pending appends (bounded), stop upstreams. */
+  close(options?: { flushTimeoutMs?: number }): Promise<void>;
+}
+
+export const adapterConfigOf = (config: GatewayConfig): AdapterConfig => ({
+  heartbeatMs: config.heartbeatSeconds * 1000,
+  longPollMaxMs: config.longPollSeconds * 1000,
+  idleControlMs: config.idleControlSeconds * 1000,
+  bodyLimitBytes: config.bodyLimitBytes,
+  publicUrl: config.publicUrl,
+  beeosKeys: config.apiKeys,
+  maxQueuedRecords: config.maxQueuedRecords,
+});
+
+const createStore = (config: GatewayConfig, logger: Logger): LogStore => {
+  const retention = {
+    maxRecords: config.retention.maxRecords,
+    maxAgeMs: config.retention.maxAgeSeconds * 1000,
+  };
+  if (config.redis) return new RedisStore(config.redis, { retention, logger: logger.child({ room: 'log' }) });
+  logger.warn('no Redis configured: using the embedded in-memory store; nothing survives a restart');
+  return new MemoryStore(retention);
+};
+
+export const startGateway = async (config: GatewayConfig, logger: Logger): Promise<RunningGateway> => {
+  const store = createStore(config, logger);
+  const writer = new LogWriter(store, {
+    maxQueuedEntries: config.maxPendingAppends,
+    logger: logger.child({ room: 'log' }),
+  });
+  const upstreams = new Map<string, CapsuleUpstream>();
+  for (const capsule of config.capsules) {
+    upstreams.set(
+      capsule.id,
+      new CapsuleUpstream({
+        capsule: capsule.id,
+        url: capsule.url,
+        doorToken: capsule.doorToken ?? null,
+        writer,
+        store,
+        logger: logger.child({ room: 'upstream', capsule: capsule.id }),
+      }),
+    );
+  }
+  const hub = new Hub(store, {
+    maxQueuedRecords: config.maxQueuedRecords,
+    logger: logger.child({ room: 'hub' }),
+  });
+  const shutdown = new AbortController();
+  const core = new GatewayCoreImpl({ hub, writer, upstreams, shutdownSignal: shutdown.signal });
+
+  const deps: AdapterDeps = { core, config: adapterConfigOf(config), logger: logger.child({ room: 'http' }) };
+  if (beeosSurfaceIsOpen(deps.config)) {
+    logger.warn('no API keys configured: the BeeOS surface is open to every caller');
+  }
+  const { app } = createHttpApp({
+    core,
+    logger,
+    corsOrigins: config.cors.origins,
+    storeReady: () => store.ping(),
+    surfaces: [createMurmurRoutes(deps), createBeeosRoutes(deps), createFlueRoutes(deps)],
+  });
+
+  for (const upstream of upstreams.values()) upstream.start();
+
+  const server = await new Promise<Server>((resolve, reject) => {
+    const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () =>
+      resolve(s as Server),
+    );
+    (s as Server).once('error', reject);
+  });
+  // Long-lived streams must not be cut by Node's request timeouts; heartbeats keep them honest.
+  server.requestTimeout = 0;
+  server.headersTimeout = 60_000;
+  const port = (server.address() as AddressInfo).port;
+  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+
+  let closing: Promise<void> | null = null;
+  const close = (options: { flushTimeoutMs?: number } = {}): Promise<void> => {
+    closing ??= (async () => {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      // Streams end with each protocol's own end signal, then their sockets close.
+      shutdown.abort();
+      await hub.close();
+      server.closeIdleConnections();
+      await Promise.all([...upstreams.values()].map((u) => u.stop()));
+      const flushed = await Promise.race([
+        writer.flush().then(() => true),
+        new Promise<boolean>((r) => setTimeout(() => r(false), options.flushTimeoutMs ?? 10_000).unref()),
+      ]);
+      if (!flushed)
+        logger.warn({ pending: writer.stats().queued }, 'drain: pending appends not flushed in time');
+      await writer.close();
+      // Give ended streams a moment to flush their last bytes, then cut whatever remains.
+      const forced = setTimeout(() => server.closeAllConnections(), 2_000);
+      forced.unref();
+      await closed;
+      clearTimeout(forced);
+      await store.close();
+    })();
+    return closing;
+  };
+
+  return {
+    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    port,
+    core,
+    store,
+    writer,
+    hub,
+    upstreams,
+    close,
+  };
+};

@@ -1,0 +1,61 @@
+/**
+ * Runs the gateway as a process: logger, optional demo capsules, start, a banner saying where to
+ * look, and the drain on SIGTERM/SIGINT (exit 0 once drained).
+ */
+import type { GatewayConfig } from './config/schema.js';
+import { startDemo, type Demo } from './demo.js';
+import { startGateway } from './gateway.js';
+import { createLogger } from './logger.js';
+
+const banner = (base: string, capsules: string[], demo: boolean): string => {
+  const first = capsules[0] ?? '<capsule>';
+  const lines = [
+    '',
+    `murmur-gateway listening on ${base}${demo ? ' (demo: embedded store, simulated capsules)' : ''}`,
+    `  capsules:        ${base}/capsules   (${capsules.join(', ') || 'none configured'})`,
+    `  native Murmur:   curl -N ${base}/murmur/${first}/events`,
+    `  long-poll JSON:  curl '${base}/murmur/${first}/poll?after=0&limit=20'`,
+    `  BeeOS invoke:    curl -N -X POST ${base}/api/v1/agents/${first}/invoke -H 'Accept: text/event-stream' -H 'Content-Type: application/json' -d '{"message":"hello"}'`,
+    `  Flue:            curl -X POST ${base}/flue/${first}/conv-1 -H 'Content-Type: application/json' -d '{"kind":"user","body":"hello"}'`,
+    `                   curl '${base}/flue/${first}/conv-1?view=updates&offset=-1&live=long-poll'`,
+    `  metrics:         ${base}/metrics`,
+    '',
+  ];
+  return lines.join('\n');
+};
+
+export const runGatewayProcess = async (config: GatewayConfig): Promise<void> => {
+  const logger = createLogger(config.logLevel);
+  let demo: Demo | null = null;
+  let effective = config;
+  if (config.demo) {
+    demo = await startDemo();
+    effective = { ...config, capsules: [...config.capsules, ...demo.capsules] };
+  }
+  const gateway = await startGateway(effective, logger);
+  process.stdout.write(
+    banner(
+      gateway.url,
+      effective.capsules.map((c) => c.id),
+      config.demo,
+    ) + '\n',
+  );
+
+  let draining = false;
+  const drain = (signal: string): void => {
+    if (draining) return;
+    draining = true;
+    logger.info({ signal }, 'draining');
+    void (async () => {
+      await gateway.close();
+      await demo?.stop();
+      logger.info('drained');
+      process.exit(0);
+    })().catch((err: unknown) => {
+      logger.error({ err }, 'drain failed');
+      process.exit(1);
+    });
+  };
+  process.once('SIGTERM', () => drain('SIGTERM'));
+  process.once('SIGINT', () => drain('SIGINT'));
+};
