@@ -128,6 +128,11 @@ export class RedisStore implements LogStore {
     if (now.records.length > 0 || timeoutMs <= 0 || signal?.aborted || this.closed) return now;
     const empty: ReadResult = { records: [], position: now.position };
     const blocker = await this.blocker();
+    // The signal may have fired while connecting: a listener added now would never run.
+    if (signal?.aborted || this.closed) {
+      this.release(blocker);
+      return empty;
+    }
     let aborted = false;
     const onAbort = (): void => {
       aborted = true;

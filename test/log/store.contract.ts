@@ -256,6 +256,11 @@ export const runStoreContract = (name: string, factory: StoreFactory, skip = fal
       setTimeout(() => ac.abort(), 50);
       expect((await waiting).records).toEqual([]);
       expect((await store.waitAfter(cap, 1, 10, 60_000, ac.signal)).records).toEqual([]);
+      // Aborted while the store is still reading or connecting (before any wait is parked).
+      const early = new AbortController();
+      const racing = store.waitAfter(cap, 1, 10, 60_000, early.signal);
+      early.abort();
+      expect((await racing).records).toEqual([]);
       // The store still works after an abort, and a later waiter still wakes.
       const again = store.waitAfter(cap, 1, 10, 60_000);
       await store.append(cap, [frame('b')]);
