@@ -84,6 +84,8 @@ export const runSimulatorCli = async (argv: string[]): Promise<SimulatedCapsule>
     process.exit(0);
   }
   const args = parseSimulateArgs(argv);
+  // A demo workload needs visible pacing; echo tasks have no delayMs of their own.
+  if (args.workload && args.options.frameDelayMs === undefined) args.options.frameDelayMs = 120;
   const capsule = await startSimulator(args.options);
   const workload = args.workload ? startWorkload(capsule, { seed: args.seed }) : null;
   process.stdout.write(

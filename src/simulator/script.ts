@@ -24,6 +24,7 @@ export interface Script {
   input: InputSpec | null;
   reopen: boolean;
   delayMs: number | null;
+  /** Write `working` "inference turn 1", then nothing more until tasks/cancel (so the task is visibly running). */
   hold: boolean;
   /** Extension: chunks a start hook emits before turn 1, numbered from the chunk counter as it stands. */
   startChunks: number;
