@@ -70,7 +70,7 @@ export const startGateway = async (config: GatewayConfig, logger: Logger): Promi
         doorToken: capsule.doorToken ?? null,
         writer,
         store,
-        logger: logger.child({ room: 'upstream', capsule: capsule.id }),
+        logger: logger.child({ room: 'upstream' }),
       }),
     );
   }

@@ -30,10 +30,15 @@ const describePath = (path: PropertyKey[]): string =>
     ? '(root)'
     : path.map((p, i) => (typeof p === 'number' ? `[${p}]` : `${i ? '.' : ''}${String(p)}`)).join('');
 
-/** One line per problem, each naming the field: `capsules[0].url: must be a URL`. */
-export const formatIssues = (issues: z.core.$ZodIssue[], source: string): string =>
-  `invalid configuration (${source}):\n` +
-  issues.map((i) => `  ${describePath(i.path)}: ${i.message}`).join('\n');
+/** One line per bad field, naming it: `capsules[0].url: must be an http:// or https:// URL`. */
+export const formatIssues = (issues: z.core.$ZodIssue[], source: string): string => {
+  const byField = new Map<string, string>();
+  for (const i of issues) {
+    const field = describePath(i.path);
+    if (!byField.has(field)) byField.set(field, i.message);
+  }
+  return `invalid configuration (${source}):\n` + [...byField].map(([f, m]) => `  ${f}: ${m}`).join('\n');
+};
 
 /** `ID=URL` → {id, url}; the URL itself is validated by the schema. */
 const parseCapsulePair = (pair: string, origin: string): { id: string; url: string } => {

@@ -7,10 +7,16 @@ import { z } from 'zod';
 /** Capsule ids as the contract fixes them. */
 export const CAPSULE_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
-const httpUrl = z
-  .string()
-  .url('must be a URL')
-  .refine((u) => /^https?:\/\//.test(u), 'must be an http:// or https:// URL');
+const isHttpUrl = (u: string): boolean => {
+  try {
+    const { protocol } = new URL(u);
+    return protocol === 'http:' || protocol === 'https:';
+  } catch {
+    return false;
+  }
+};
+
+const httpUrl = z.string().refine(isHttpUrl, 'must be an http:// or https:// URL');
 
 export const capsuleSchema = z.object({
   id: z.string().regex(CAPSULE_ID, 'must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}'),

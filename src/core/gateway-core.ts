@@ -3,7 +3,7 @@
  * submission and cancel to the capsule's upstream client. It decides nothing about protocols.
  */
 import { GatewayError } from '../errors.js';
-import type { LogEntry, SubmissionEntry } from '../log/record.js';
+import type { LogEntry, LogRecord, SubmissionEntry } from '../log/record.js';
 import type { LogPosition } from '../log/store.js';
 import type {
   CancelOutcome,
@@ -28,7 +28,7 @@ export interface HubPort {
     capsule: string,
     after: number,
     limit: number,
-  ): Promise<{ records: import('../log/record.js').LogRecord[]; position: LogPosition }>;
+  ): Promise<{ records: LogRecord[]; position: LogPosition }>;
   waitAfter(
     capsule: string,
     after: number,

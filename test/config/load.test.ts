@@ -81,7 +81,7 @@ describe('loadConfig', () => {
     [
       'a capsule URL that is not a URL',
       'capsules:\n  - id: alpha\n    url: nope\n',
-      'capsules[0].url: must be a URL',
+      'capsules[0].url: must be an http:// or https:// URL',
     ],
     ['a bad capsule id', 'capsules:\n  - id: "-bad"\n    url: http://h/\n', 'capsules[0].id: must match'],
     [

@@ -1,0 +1,146 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
+import { startRedisServer, type RedisServer } from '../support/redis-server.js';
+import { startTestGateway, type TestGateway } from '../support/gateway.js';
+import { redisServerAvailable } from '../support/redis-server.js';
+
+const requireRedis = process.env.REQUIRE_REDIS === '1';
+const haveRedis = redisServerAvailable();
+
+/** Poll a condition that is only observable over HTTP (no event to wait on from outside the process). */
+const eventually = async <T>(
+  probe: () => Promise<T | undefined>,
+  what: string,
+  timeoutMs = 10_000,
+): Promise<T> => {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+};
+
+describe('operations routes', () => {
+  let sim: SimulatedCapsule | null = null;
+  let gw: TestGateway | null = null;
+  let redis: RedisServer | null = null;
+
+  afterEach(async () => {
+    await gw?.close();
+    await sim?.stop();
+    await redis?.stop();
+    gw = null;
+    sim = null;
+    redis = null;
+  });
+
+  it('serves healthz, readyz, capsules and metrics', async () => {
+    sim = await startSimulator();
+    gw = await startTestGateway({ capsules: { alpha: sim.url } });
+    expect(await (await fetch(`${gw.baseUrl}/healthz`)).json()).toEqual({ status: 'ok' });
+    const ready = await fetch(`${gw.baseUrl}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toEqual({ status: 'ready' });
+
+    const task = sim.submit('hello ops');
+    await task.done;
+    const capsule = await eventually(async () => {
+      const body = (await (await fetch(`${gw!.baseUrl}/capsules`)).json()) as {
+        capsules: Record<string, unknown>[];
+      };
+      const c = body.capsules[0];
+      return c && c.upstream === 'connected' && (c.head_offset as number) > 3 ? c : undefined;
+    }, 'the capsule to be connected with frames logged');
+    expect(capsule).toMatchObject({
+      id: 'alpha',
+      url: sim.url,
+      upstream: 'connected',
+      reconnects: 0,
+      conversation_mode: 'stateless',
+      first_offset: 1,
+    });
+    expect(typeof capsule.epoch).toBe('number');
+    expect(typeof capsule.last_frame_at).toBe('string');
+
+    const metrics = await fetch(`${gw.baseUrl}/metrics`);
+    expect(metrics.headers.get('content-type')).toContain('text/plain');
+    const text = await metrics.text();
+    expect(text).toMatch(/murmur_gateway_log_head_offset\{capsule="alpha"\} \d+/);
+    expect(text).toContain('murmur_gateway_upstream_connected{capsule="alpha"} 1');
+  });
+
+  it('counts open downstream connections per capsule and surface', async () => {
+    sim = await startSimulator();
+    gw = await startTestGateway({ capsules: { alpha: sim.url } });
+    const ac = new AbortController();
+    const res = await fetch(`${gw.baseUrl}/murmur/alpha/events`, { signal: ac.signal });
+    expect(res.status).toBe(200);
+    const c = await eventually(async () => {
+      const body = (await (await fetch(`${gw!.baseUrl}/capsules`)).json()) as {
+        capsules: { connections: Record<string, number> }[];
+      };
+      return body.capsules[0]?.connections.murmur === 1 ? body.capsules[0] : undefined;
+    }, 'one murmur connection');
+    expect(c.connections).toEqual({ murmur: 1 });
+    ac.abort();
+    await eventually(async () => {
+      const body = (await (await fetch(`${gw!.baseUrl}/capsules`)).json()) as {
+        capsules: { connections: Record<string, number> }[];
+      };
+      return body.capsules[0]?.connections.murmur === 0 ? true : undefined;
+    }, 'the connection to be released');
+  });
+
+  it('answers unknown routes with a JSON 404', async () => {
+    sim = await startSimulator();
+    gw = await startTestGateway({ capsules: { alpha: sim.url } });
+    const res = await fetch(`${gw.baseUrl}/nowhere`);
+    expect(res.status).toBe(404);
+    expect(await res.json()).toEqual({ error: { code: 'not_found', message: 'no route for GET /nowhere' } });
+  });
+
+  it.skipIf(!haveRedis && !requireRedis)(
+    'readyz is 503 while Redis is unreachable, 200 again after',
+    async () => {
+      redis = await startRedisServer();
+      sim = await startSimulator();
+      gw = await startTestGateway({ capsules: { alpha: sim.url }, redisUrl: redis.url });
+      expect((await fetch(`${gw.baseUrl}/readyz`)).status).toBe(200);
+      await redis.stop();
+      const down = await eventually(async () => {
+        const res = await fetch(`${gw!.baseUrl}/readyz`);
+        return res.status === 503 ? res : undefined;
+      }, 'readyz 503');
+      expect(await down.json()).toEqual({ status: 'store_unreachable' });
+      await redis.start();
+      await eventually(
+        async () => ((await fetch(`${gw!.baseUrl}/readyz`)).status === 200 ? true : undefined),
+        'readyz 200',
+      );
+    },
+  );
+
+  it('applies CORS for configured origins only, exposing the coordination headers', async () => {
+    sim = await startSimulator();
+    gw = await startTestGateway({
+      capsules: { alpha: sim.url },
+      config: { corsOrigins: ['https://app.example'] },
+    });
+    const ok = await fetch(`${gw.baseUrl}/murmur/alpha/poll?after=0`, {
+      headers: { Origin: 'https://app.example' },
+    });
+    expect(ok.headers.get('access-control-allow-origin')).toBe('https://app.example');
+    expect(ok.headers.get('access-control-expose-headers')).toContain('Stream-Next-Offset');
+    const pre = await fetch(`${gw.baseUrl}/flue/alpha/c1`, {
+      method: 'OPTIONS',
+      headers: { Origin: 'https://app.example', 'Access-Control-Request-Method': 'POST' },
+    });
+    expect(pre.status).toBe(204);
+    const other = await fetch(`${gw.baseUrl}/murmur/alpha/poll?after=0`, {
+      headers: { Origin: 'https://evil.example' },
+    });
+    expect(other.headers.get('access-control-allow-origin')).toBeNull();
+  });
+});
