@@ -5,15 +5,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createFlueClient, FlueExecutionError } from '@flue/sdk';
 import { startSimulator, type SimulatedCapsule } from '../../../src/simulator/index.js';
-import { startFlueGateway, type FlueGateway } from './harness.js';
+import { startTestGateway, type TestGateway } from '../../support/gateway.js';
 
 let sim: SimulatedCapsule;
-let gw: FlueGateway;
+let gw: TestGateway;
 let base: string;
 
 beforeAll(async () => {
   sim = await startSimulator();
-  gw = await startFlueGateway({
+  gw = await startTestGateway({
     capsules: { cap: sim.url },
     config: { longPollMaxMs: 200, idleControlMs: 150, heartbeatMs: 100, bodyLimitBytes: 4096 },
   });
@@ -359,7 +359,7 @@ describe('admission', () => {
 describe('public URL', () => {
   it('streamUrl and Location use --public-url when configured', async () => {
     const sim2 = await startSimulator();
-    const gw2 = await startFlueGateway({
+    const gw2 = await startTestGateway({
       capsules: { cap: sim2.url },
       config: { publicUrl: 'https://gw.example.com/' },
     });
@@ -378,6 +378,29 @@ describe('public URL', () => {
     } finally {
       await gw2.close();
       await sim2.stop();
+    }
+  });
+});
+
+describe('browsers', () => {
+  it('CORS for configured origins exposes the coordination headers on Flue responses', async () => {
+    const sim3 = await startSimulator();
+    const gw3 = await startTestGateway({
+      capsules: { cap: sim3.url },
+      config: { corsOrigins: ['https://app.example'] },
+    });
+    try {
+      const res = await fetch(`${gw3.baseUrl}/flue/cap/never`, {
+        headers: { origin: 'https://app.example' },
+      });
+      expect(res.status).toBe(404);
+      expect(res.headers.get('access-control-allow-origin')).toBe('https://app.example');
+      const exposed = (res.headers.get('access-control-expose-headers') ?? '').toLowerCase();
+      for (const h of ['stream-next-offset', 'stream-up-to-date', 'stream-cursor', 'location'])
+        expect(exposed).toContain(h);
+    } finally {
+      await gw3.close();
+      await sim3.stop();
     }
   });
 });

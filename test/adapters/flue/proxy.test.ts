@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createFlueClient } from '@flue/sdk';
 import { startSimulator, type SimulatedCapsule } from '../../../src/simulator/index.js';
 import { startCuttingProxy, type CuttingProxy } from './cutting-proxy.js';
-import { startFlueGateway, type FlueGateway } from './harness.js';
+import { startTestGateway, type TestGateway } from '../../support/gateway.js';
 
 let closers: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -19,7 +19,7 @@ describe('@flue/sdk behind an SSE-cutting proxy', () => {
     it(`observe(sse) stays exact when SSE is cut every ${sseCutMs} ms`, async () => {
       const sim: SimulatedCapsule = await startSimulator({ frameDelayMs: 20 });
       closers.push(() => sim.stop());
-      const gw: FlueGateway = await startFlueGateway({
+      const gw: TestGateway = await startTestGateway({
         capsules: { cap: sim.url },
         config: { longPollMaxMs: 300, idleControlMs: 200, heartbeatMs: 100 },
       });

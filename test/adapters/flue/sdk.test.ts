@@ -3,13 +3,14 @@
  * simulated capsules. send → wait → read, observe over SSE and long-poll reaching history(), failed
  * tasks, abort.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createFlueClient, FlueExecutionError } from '@flue/sdk';
+import { testRedisUrl, uniqueCapsule } from '../../support/redis.js';
 import { startSimulator, type SimulatedCapsule } from '../../../src/simulator/index.js';
-import { startFlueGateway, type FlueGateway } from './harness.js';
+import { startTestGateway, type TestGateway } from '../../support/gateway.js';
 
 let sims: SimulatedCapsule[] = [];
-let gateways: FlueGateway[] = [];
+let gateways: TestGateway[] = [];
 
 afterEach(async () => {
   await Promise.all(gateways.map((g) => g.close()));
@@ -18,12 +19,20 @@ afterEach(async () => {
   sims = [];
 });
 
-const setup = async (config: Parameters<typeof startFlueGateway>[0]['config'] = {}) => {
+let redisUrl: string | undefined;
+
+const setup = async (config: Parameters<typeof startTestGateway>[0]['config'] = {}) => {
   const sim = await startSimulator({ taskAcceptance: 'single' });
   sims.push(sim);
-  const gw = await startFlueGateway({ capsules: { cap: sim.url }, config });
+  // A unique capsule id per test keeps Redis-backed runs apart.
+  const capsule = uniqueCapsule('flue');
+  const gw = await startTestGateway({
+    capsules: { [capsule]: sim.url },
+    config,
+    ...(redisUrl ? { redisUrl } : {}),
+  });
   gateways.push(gw);
-  return { sim, gw, url: (conv: string) => `${gw.baseUrl}/flue/cap/${conv}` };
+  return { sim, gw, url: (conv: string) => `${gw.baseUrl}/flue/${capsule}/${conv}` };
 };
 
 type Observation = ReturnType<ReturnType<typeof createFlueClient>['observe']>;
@@ -42,7 +51,13 @@ const until = (obs: Observation, done: (s: ReturnType<Observation['getSnapshot']
     check();
   });
 
-describe('@flue/sdk against the gateway', () => {
+describe.each(['memory', 'redis'] as const)('@flue/sdk against the gateway (%s store)', (store) => {
+  beforeAll(() => {
+    redisUrl = store === 'redis' ? testRedisUrl() : undefined;
+    if (store === 'redis' && !redisUrl && process.env.REQUIRE_REDIS === '1')
+      throw new Error('Redis required');
+  });
+
   it('send → wait → read returns the capsule reply', async () => {
     const { url } = await setup();
     const client = createFlueClient({ url: url('conv-a') });
