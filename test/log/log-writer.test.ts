@@ -202,8 +202,13 @@ describe.skipIf(skipRedis)('LogWriter on Redis through an outage', () => {
   afterAll(async () => {
     await server?.stop('SIGKILL');
   });
+  let verify: RedisStore | null = null;
+  /** A second store for checking the log, with the default (patient) command timeout. */
+  const reader = (): RedisStore => (verify ??= new RedisStore(server.url));
   afterEach(async () => {
     await store?.close();
+    await verify?.close();
+    verify = null;
   });
 
   /** Append `count` frames labelled `${prefix}${i}` in paced bursts; returns their promises. */
@@ -222,28 +227,28 @@ describe.skipIf(skipRedis)('LogWriter on Redis through an outage', () => {
   };
 
   it('loses nothing and duplicates nothing when Redis freezes for seconds mid-burst', async () => {
-    store = new RedisStore(server.url, { commandTimeoutMs: 200 });
+    store = new RedisStore(server.url, { commandTimeoutMs: 1000 });
     const writer = newWriter(store, { retryBaseMs: 20, retryMaxMs: 200 });
     const cap = uniqueCapsule();
     const before = await burst(writer, cap, 'a', 5000);
     server.pause();
     const during = await burst(writer, cap, 'b', 5000);
-    await failures(writer, 3);
-    await new Promise((r) => setTimeout(r, 1500)); // pacing only: keep the outage going a while
+    await failures(writer, 2);
+    await new Promise((r) => setTimeout(r, 1000)); // pacing only: keep the outage going a while
     server.resume();
     const afterwards = await burst(writer, cap, 'c', 5000);
     const got = await Promise.all([...before, ...during, ...afterwards]);
     const epoch = got[0]!.epoch;
     expect(got.every((a) => a.epoch === epoch)).toBe(true);
     expect(got.map((a) => a.offset)).toEqual(Array.from({ length: 15_000 }, (_, i) => i + 1));
-    const records = await readAll(store, cap, 1000);
+    const records = await readAll(reader(), cap, 1000);
     const expected = ['a', 'b', 'c'].flatMap((p) => Array.from({ length: 5000 }, (_, i) => `${p}${i}`));
     expect(records.map(label)).toEqual(expected);
     expect(writer.stats()).toMatchObject({ queued: 0, dropped: 0, lastError: null });
   });
 
   it('keeps everything appended after Redis is killed; the restarted Redis has a new epoch', async () => {
-    store = new RedisStore(server.url, { commandTimeoutMs: 200 });
+    store = new RedisStore(server.url, { commandTimeoutMs: 1000 });
     const writer = newWriter(store, { retryBaseMs: 20, retryMaxMs: 200 });
     const cap = uniqueCapsule();
     const old = await Promise.all(await burst(writer, cap, 'old', 1000));
@@ -256,12 +261,12 @@ describe.skipIf(skipRedis)('LogWriter on Redis through an outage', () => {
     expect(got.every((a) => a.epoch === got[0]!.epoch)).toBe(true);
     expect(got[0]!.epoch).not.toBe(old[0]!.epoch);
     expect(got.map((a) => a.offset)).toEqual(Array.from({ length: 4000 }, (_, i) => i + 1));
-    const records = await readAll(store, cap, 1000);
+    const records = await readAll(reader(), cap, 1000);
     const expected = [
       ...Array.from({ length: 2000 }, (_, i) => `down${i}`),
       ...Array.from({ length: 2000 }, (_, i) => `up${i}`),
     ];
     expect(records.map(label)).toEqual(expected);
-    expect((await store.position(cap)).epoch).toBe(got[0]!.epoch);
+    expect((await reader().position(cap)).epoch).toBe(got[0]!.epoch);
   });
 });
