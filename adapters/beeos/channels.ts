@@ -20,6 +20,12 @@ export interface Channel {
   idempotencyKey?: string;
   /** The task's message text, to tell a reused idempotency key with another body (409). */
   text?: string;
+  /**
+   * Capsule task ids this process learnt from an accepted submission. A cancel right after creation
+   * must reach the capsule before its first frame is in the log; after a restart the projection's
+   * task ids (frames already ingested) stand in.
+   */
+  upstreamTaskIds?: string[];
   /** Settles when a task's submission has its outcome (idempotent retries wait on it). */
   pending?: Promise<unknown>;
 }

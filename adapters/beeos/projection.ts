@@ -84,6 +84,8 @@ export class ChannelProjector {
   error: string | null = null;
   terminal = false;
   closed = false;
+  /** A cancel was recorded: later non-final frames (ingested late) no longer make it `running`. */
+  private cancelled = false;
   updatedAt: number | null = null;
 
   constructor(private readonly spec: ChannelSpec) {}
@@ -120,6 +122,7 @@ export class ChannelProjector {
       this.closed = true;
       const items: Projected[] = [];
       if (meta.reason === 'cancel') {
+        this.cancelled = true;
         if (!this.terminal) this.status = 'canceled';
         items.push({
           delta: false,
@@ -296,7 +299,7 @@ export class ChannelProjector {
     const payload = { task_state: view.state, message };
     switch (view.state) {
       case 'input-required': {
-        this.status = 'input_required';
+        this.running('input_required');
         const at = iso(record.receivedAt);
         const envelope: Envelope = {
           type: 'agent.input_required',
@@ -323,7 +326,7 @@ export class ChannelProjector {
       case 'failed':
         if (message === 'input-timeout') {
           // Not the task's end: the waiting tool fails and the task goes on (murmur spec `status`).
-          this.status = 'running';
+          this.running('running');
           return this.out([this.replyEnvelope(record, r, 'streaming', { payload })]);
         }
         r.ended = true;
@@ -349,8 +352,16 @@ export class ChannelProjector {
           this.replyEnvelope(record, r, 'refused', { type: 'agent_busy', stop_reason: 'refused', payload }),
         ]);
       default:
-        this.status = 'running';
+        this.running('running');
         return this.out([this.replyEnvelope(record, r, 'streaming', { payload })]);
     }
+  }
+
+  /**
+   * A non-final status. After a recorded cancel the task reads `canceled` even when frames the
+   * capsule wrote before it stopped are ingested after the close record.
+   */
+  private running(status: 'running' | 'input_required'): void {
+    if (!this.cancelled) this.status = status;
   }
 }

@@ -148,6 +148,7 @@ export const registerBeeosRoutes = (app: Hono<Env>, deps: AdapterDeps, options: 
         await recordOutcome(deps, agent, owner, channel.contextId, id, sub);
         throw error;
       }
+      if (sub.result.outcome.kind === 'accepted') channel.upstreamTaskIds = [sub.result.outcome.taskId];
       return ok(
         c,
         { task_id: id, agent_id: agent, status: 'queued', created_at: iso(channel.createdAt) },
@@ -183,7 +184,10 @@ export const registerBeeosRoutes = (app: Hono<Env>, deps: AdapterDeps, options: 
             reason: 'cancel',
           }),
         );
-        if (!projector.terminal) for (const taskId of projector.taskIds()) await core.cancel(agent, taskId);
+        if (!projector.terminal) {
+          const taskIds = new Set([...(channel.upstreamTaskIds ?? []), ...projector.taskIds()]);
+          for (const taskId of taskIds) await core.cancel(agent, taskId);
+        }
       }
       const status = projector.terminal ? projector.status : 'canceled';
       return ok(c, { task_id: channel.id, agent_id: agent, status });
