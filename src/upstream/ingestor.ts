@@ -7,7 +7,7 @@ import http from 'node:http';
 import type { Logger } from 'pino';
 import type { FactEntry, LogEntry, LogRecord } from '../log/record.js';
 import type { UpstreamStateName } from '../core/types.js';
-import { reconcile, type AlignFrame } from './reconcile.js';
+import { IdZeroTracker, reconcile, type AlignFrame, type MissingFact } from './reconcile.js';
 import type { SseFrame } from './sse-frames.js';
 import { runWatch, type WatchEnd } from './watch-connection.js';
 
@@ -35,9 +35,12 @@ export interface IngestorOptions {
   /** A connection that lasted this long resets the backoff. */
   healthyAfterMs?: number;
   replayQuietMs?: number;
+  replayMaxMs?: number;
   connectTimeoutMs?: number;
   /** Observe each frame appended (capsule-client uses it to find a task whose stream closed early). */
   onFrame?: (frame: SseFrame) => void;
+  /** Observe state changes (tests and metrics; pino gets one line per change regardless). */
+  onState?: (state: IngestorState) => void;
 }
 
 export interface IngestorState {
@@ -54,7 +57,7 @@ export class CapsuleIngestor {
   private readonly opts: Required<
     Pick<
       IngestorOptions,
-      'bufferSize' | 'backoffBaseMs' | 'backoffCapMs' | 'healthyAfterMs' | 'replayQuietMs'
+      'bufferSize' | 'backoffBaseMs' | 'backoffCapMs' | 'healthyAfterMs' | 'replayQuietMs' | 'replayMaxMs'
     >
   >;
   private readonly agent = new http.Agent({ keepAlive: true, keepAliveMsecs: 15_000 });
@@ -63,6 +66,10 @@ export class CapsuleIngestor {
   /** Last `bufferSize` id-bearing frames appended for the current capsule session, oldest first. */
   private tail: AlignFrame[] = [];
   private hasHistory = false;
+  /** Each task's latest task-counter id, to spot attempts whose id-0 frame never reached us. */
+  private readonly idZero = new IdZeroTracker();
+  /** Whether the log held anything before this connection's own `upstream-connected` fact. */
+  private historyAtConnect = false;
   private connections = 0;
   private loop: Promise<void> | null = null;
   private wakeBackoff: (() => void) | null = null;
@@ -74,6 +81,7 @@ export class CapsuleIngestor {
       backoffCapMs: options.backoffCapMs ?? 30_000,
       healthyAfterMs: options.healthyAfterMs ?? 5_000,
       replayQuietMs: options.replayQuietMs ?? 50,
+      replayMaxMs: options.replayMaxMs ?? 1000,
     };
   }
 
@@ -117,6 +125,7 @@ export class CapsuleIngestor {
         agent: this.agent,
         signal: this.abort.signal,
         replayQuietMs: this.opts.replayQuietMs,
+        replayMaxMs: this.opts.replayMaxMs,
         connectTimeoutMs: this.options.connectTimeoutMs ?? 10_000,
         handlers: {
           onAck: (ack) => this.onAck(ack),
@@ -142,12 +151,14 @@ export class CapsuleIngestor {
     for (const r of records.slice(from)) {
       if (r.kind === 'frame' && isBufferedFrame(r)) {
         this.remember({ event: r.event, upstreamId: r.upstreamId, data: r.data });
+        this.idZero.note(r);
       }
     }
   }
 
   private onAck(ack: string | null): void {
     this.connections++;
+    this.historyAtConnect = this.hasHistory;
     if (this.connections > 1) this.current.reconnects++;
     this.current.ack = ack ?? this.current.ack;
     this.fact({ fact: 'upstream-connected', ack: ack ?? '', attempt: this.connections });
@@ -157,26 +168,27 @@ export class CapsuleIngestor {
   private onReplay(gap: { firstAvailableId: string } | null, frames: SseFrame[]): void {
     const result = reconcile({
       storedTail: this.tail,
-      hasHistory: this.hasHistory,
+      hasHistory: this.historyAtConnect,
       lastEventId: '0',
       gap,
       replay: frames,
       bufferSize: this.opts.bufferSize,
     });
     for (const m of result.missing) {
-      this.fact({
-        fact: 'frames-possibly-missing',
-        reason: m.reason,
-        ...(m.firstAvailableId !== undefined ? { firstAvailableId: m.firstAvailableId } : {}),
-        ...(m.count !== undefined ? { count: m.count } : {}),
-      });
+      this.missing(m);
       if (m.reason === 'capsule-restarted') {
         this.fact({ fact: 'capsule-session-started', reason: 'replay does not continue the stored session' });
         this.tail = [];
+        this.idZero.reset();
         this.options.logger?.info({ capsule: this.capsule }, 'capsule session restarted');
       }
     }
-    for (const f of result.append) this.frame(f);
+    let next = 0;
+    result.append.forEach((f, i) => {
+      for (; result.missingAt[next]?.index === i; next++) this.missing(result.missingAt[next]!.fact);
+      this.idZero.note(f); // already accounted for by reconcile
+      this.frame(f);
+    });
     this.options.logger?.debug(
       {
         capsule: this.capsule,
@@ -194,6 +206,7 @@ export class CapsuleIngestor {
       if (frame.event === 'gap') this.fact({ fact: 'frames-possibly-missing', reason: 'gap' });
       return;
     }
+    if (this.idZero.note(frame)) this.missing({ reason: 'id-zero-unreplayable', count: 1 });
     this.frame(frame);
   }
 
@@ -227,6 +240,15 @@ export class CapsuleIngestor {
     this.wakeBackoff = null;
   }
 
+  private missing(m: MissingFact): void {
+    this.fact({
+      fact: 'frames-possibly-missing',
+      reason: m.reason,
+      ...(m.firstAvailableId !== undefined ? { firstAvailableId: m.firstAvailableId } : {}),
+      ...(m.count !== undefined ? { count: m.count } : {}),
+    });
+  }
+
   private frame(f: SseFrame | AlignFrame): void {
     const receivedAt = Date.now();
     this.current.lastFrameAt = receivedAt;
@@ -258,6 +280,7 @@ export class CapsuleIngestor {
     if (from === state) return;
     this.current.state = state;
     this.options.logger?.info({ capsule: this.capsule, from, to: state, reason }, 'upstream state');
+    this.options.onState?.(this.state());
   }
 }
 

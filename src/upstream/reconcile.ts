@@ -48,6 +48,11 @@ export interface ReconcileResult {
   append: AlignFrame[];
   /** Facts to record before `append`, in order. */
   missing: MissingFact[];
+  /**
+   * Facts to record just before `append[index]` (index ascending): an id-0 frame the replay cannot
+   * hold, placed where it was written, right before the frame that reveals it.
+   */
+  missingAt: { index: number; fact: MissingFact }[];
   /** True when the replay shows a new capsule session: the caller records the boundary, resets its tail. */
   newSession: boolean;
   /** How many replay frames matched the stored tail (and were dropped as already stored). */
@@ -102,7 +107,11 @@ export const overlapLengths = (stored: readonly AlignFrame[], replay: readonly A
   return out;
 };
 
+const TASK_PREFIX = /^\{"id":"([^"\\]*)"/;
+
 const taskOf = (f: AlignFrame): string | null => {
+  const fast = TASK_PREFIX.exec(f.data); // the capsule writes `id` first (spec examples)
+  if (fast) return fast[1]!;
   try {
     const parsed = JSON.parse(f.data) as { id?: unknown };
     return typeof parsed.id === 'string' ? parsed.id : null;
@@ -114,28 +123,70 @@ const taskOf = (f: AlignFrame): string | null => {
 /**
  * Count id-0 frames the appended part implies but nobody holds. A frame with id `1` is the second
  * frame of a task attempt (the task counter starts at 0 per attempt, spec "Event ids"); its attempt's
- * id-0 `working` status is held only if the task's latest task-counter frame before it is id 0.
+ * id-0 `working` status is held only if the task's latest task-counter frame before it is id 0 (or 1:
+ * ids may repeat); a task-counter frame right after the task's final status opens a reopened attempt.
  * Otherwise the attempt started while we were away and a replay from 0 cannot contain its id-0 frame.
  */
 export const countUnreplayedIdZero = (
   stored: readonly AlignFrame[],
   appended: readonly AlignFrame[],
-): number => {
-  const lastTaskCounterId = new Map<string, bigint>();
-  const note = (f: AlignFrame): string | null => {
-    const id = idValue(f.upstreamId);
-    if (id === null || id >= TASK_COUNTER_LIMIT) return null;
-    const task = taskOf(f);
-    if (task === null) return null;
-    const before = lastTaskCounterId.get(task);
-    lastTaskCounterId.set(task, id);
-    return id === 1n && before !== 0n ? task : null;
-  };
-  for (const f of stored) note(f);
-  let missing = 0;
-  for (const f of appended) if (note(f) !== null) missing++;
-  return missing;
+): number => unreplayedIdZeroAt(stored, appended).length;
+
+/** Indexes into `appended` of the frames that reveal an unreplayed id-0 frame just before them. */
+export const unreplayedIdZeroAt = (
+  stored: readonly AlignFrame[],
+  appended: readonly AlignFrame[],
+): number[] => {
+  const tracker = new IdZeroTracker(Number.MAX_SAFE_INTEGER);
+  for (const f of stored) tracker.note(f);
+  const at: number[] = [];
+  appended.forEach((f, i) => {
+    if (tracker.note(f)) at.push(i);
+  });
+  return at;
 };
+
+/**
+ * The same rule, kept up to date frame by frame, for frames that arrive live after a reconnect: an
+ * attempt that began while we were away shows itself only when its id-1 frame arrives.
+ */
+export class IdZeroTracker {
+  /** Per task: the latest task-counter id, and whether that frame was a final status. */
+  private readonly last = new Map<string, { id: bigint; final: boolean }>();
+
+  constructor(private readonly maxTasks = 4096) {}
+
+  /** Record a frame; true when it reveals an id-0 frame we never received. */
+  note(f: AlignFrame): boolean {
+    const id = idValue(f.upstreamId);
+    if (id === null || id >= TASK_COUNTER_LIMIT) return false;
+    const task = taskOf(f);
+    if (task === null) return false;
+    const before = this.last.get(task);
+    this.last.delete(task); // re-insert: the map iterates oldest task first
+    this.last.set(task, { id, final: f.event === 'status' && f.data.includes('"final":true') });
+    if (this.last.size > this.maxTasks) this.last.delete(this.last.keys().next().value!);
+    if (id === 0n) return false;
+    // A task-counter frame after the task's final status starts a reopened attempt (spec "status":
+    // ids start again at 0); ids may repeat within an attempt (a whole-reply `text` and the status
+    // after it can share one), so otherwise only a fall back to 1, or a task never seen, marks one.
+    if (before === undefined) return id === 1n;
+    return before.final || (id === 1n && before.id > 1n);
+  }
+
+  reset(): void {
+    this.last.clear();
+  }
+}
+
+const idZeroFacts = (
+  stored: readonly AlignFrame[],
+  appended: readonly AlignFrame[],
+): { index: number; fact: MissingFact }[] =>
+  unreplayedIdZeroAt(stored, appended).map((index) => ({
+    index,
+    fact: { reason: 'id-zero-unreplayable', count: 1 },
+  }));
 
 /**
  * Whether the replay is provably the session's whole history: the buffer never evicted. The buffer
@@ -156,20 +207,63 @@ export const replayIsWholeSession = (
   return replay.length + 2 * tasks.size + 1 < bufferSize;
 };
 
+/**
+ * The replay after the aligned part, from `from`. Stored frames after our last aligned one can only be
+ * frames the alignment skips (id ≤ N, received live); a `gap` replay holds them again right here, so
+ * those are dropped in order, and any other id ≤ N frame is new to us and kept.
+ */
+const afterOverlap = (
+  stored: readonly AlignFrame[],
+  replay: readonly AlignFrame[],
+  from: number,
+  keep: (f: AlignFrame) => boolean,
+): AlignFrame[] => {
+  let lastKey = stored.length - 1;
+  while (lastKey >= 0 && !keep(stored[lastKey]!)) lastKey--;
+  const trailing = stored.slice(lastKey + 1).map(frameKey);
+  const out: AlignFrame[] = [];
+  let t = 0;
+  let pastKey = false; // the trailing frames come before the replay's next key frame
+  for (let i = from; i < replay.length; i++) {
+    const f = replay[i]!;
+    pastKey ||= keep(f);
+    if (!pastKey && t < trailing.length && frameKey(f) === trailing[t]) {
+      t++;
+      continue;
+    }
+    out.push(f);
+  }
+  return out;
+};
+
 /** Reconcile one (re)connection's replay against what we stored. Pure; see the module header. */
 export const reconcile = (input: ReconcileInput): ReconcileResult => {
   const { replay, gap, bufferSize } = input;
-  const keep = replayPredicate(input.lastEventId, gap !== null);
+  const keep = replayPredicate(input.lastEventId, false);
   const gapFact = (reason: MissingReason): MissingFact =>
     gap ? { reason, firstAvailableId: gap.firstAvailableId } : { reason };
 
   // First contact: nothing to align with. Frames before the buffer and id-0 frames are unknown.
   if (!input.hasHistory) {
-    return { append: [...replay], missing: [gapFact('cold-attach')], newSession: false, overlap: 0 };
+    return {
+      append: [...replay],
+      missing: [gapFact('cold-attach')],
+      missingAt: [],
+      newSession: false,
+      overlap: 0,
+    };
   }
 
+  // Align on the frames every replay from N holds (id > N). A `gap` replay also holds the id ≤ N
+  // frames, some of which we never had (an earlier replay could not hold them), so they cannot take
+  // part in an exact alignment; they are placed after it (see `afterOverlap`).
   const filtered = input.storedTail.filter(keep);
-  const ks = overlapLengths(filtered, replay);
+  const keyIndex: number[] = [];
+  replay.forEach((f, i) => {
+    if (keep(f)) keyIndex.push(i);
+  });
+  const replayKeys = keyIndex.map((i) => replay[i]!);
+  const ks = overlapLengths(filtered, replayKeys);
   const k = ks[0] ?? 0;
   const whole = replayIsWholeSession(replay, gap !== null, bufferSize);
 
@@ -181,13 +275,16 @@ export const reconcile = (input: ReconcileInput): ReconcileResult => {
   //    session's history.
   const restarted = gap === null && filtered.length > 0 && (replay.length === 0 || (k === 0 && whole));
   if (restarted) {
-    const missing: MissingFact[] = [{ reason: 'capsule-restarted' }];
-    const lostZero = countUnreplayedIdZero([], replay);
-    if (lostZero > 0) missing.push({ reason: 'id-zero-unreplayable', count: lostZero });
-    return { append: [...replay], missing, newSession: true, overlap: 0 };
+    return {
+      append: [...replay],
+      missing: [{ reason: 'capsule-restarted' }],
+      missingAt: idZeroFacts([], replay),
+      newSession: true,
+      overlap: 0,
+    };
   }
 
-  const append = replay.slice(k);
+  const append = k === 0 ? [...replay] : afterOverlap(input.storedTail, replay, keyIndex[k - 1]! + 1, keep);
   const missing: MissingFact[] = [];
   if (k === 0 && replay.length > 0) {
     if (gap) missing.push(gapFact('gap'));
@@ -199,7 +296,11 @@ export const reconcile = (input: ReconcileInput): ReconcileResult => {
     // (never a duplicate); a shorter one would mean frames we now skip were new: say so.
     missing.push({ reason: 'no-overlap' });
   }
-  const lostZero = countUnreplayedIdZero(input.storedTail, append);
-  if (lostZero > 0) missing.push({ reason: 'id-zero-unreplayable', count: lostZero });
-  return { append, missing, newSession: false, overlap: k };
+  return {
+    append,
+    missing,
+    missingAt: idZeroFacts(input.storedTail, append),
+    newSession: false,
+    overlap: replay.length - append.length,
+  };
 };

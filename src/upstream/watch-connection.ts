@@ -7,9 +7,12 @@
  * is every id-bearing frame (after an optional leading `gap`) until the socket has been quiet for
  * `replayQuietMs`, or until something that cannot be in a replay arrives (a heartbeat comment, a frame
  * without an id, the end of the stream). Limits: a live frame written within the quiet window joins
- * the replay, which is harmless (alignment finds it new and appends it in order); a replay split by a
- * network stall longer than the window would make its tail look live (duplicates), so keep the window
- * above the link's round-trip time. On loopback and a LAN the default is ample.
+ * the replay, which is harmless (alignment finds it new and appends it in order); so does every live
+ * frame while a busy capsule never pauses, which is why the window also closes `replayMaxMs` after
+ * the ack. A replay split by a network stall longer than the quiet window would make its tail look
+ * live (duplicates), so keep the window above the link's round-trip time; on loopback and a LAN the
+ * defaults are ample. A connection that ends inside the window delivers no replay at all (it may be
+ * truncated): the next connection replays those frames again.
  */
 import http from 'node:http';
 import https from 'node:https';
@@ -39,6 +42,8 @@ export interface WatchOptions {
   signal?: AbortSignal;
   /** Quiet time that ends the replay burst (ms). */
   replayQuietMs?: number;
+  /** Longest replay window after the ack, however busy the capsule (ms). */
+  replayMaxMs?: number;
   /** Time allowed until response headers; after them there is no idle timeout (silence ≠ death). */
   connectTimeoutMs?: number;
   handlers: WatchHandlers;
@@ -64,14 +69,18 @@ export const runWatch = (options: WatchOptions): Promise<WatchEnd> =>
     let gap: { firstAvailableId: string } | null = null;
     let replay: SseFrame[] = [];
     let quietTimer: NodeJS.Timeout | undefined;
+    let maxTimer: NodeJS.Timeout | undefined;
 
     const finish = (end: WatchEnd): void => {
       if (settled) return;
       settled = true;
       if (quietTimer) clearTimeout(quietTimer);
+      if (maxTimer) clearTimeout(maxTimer);
       clearTimeout(connectTimer);
       options.signal?.removeEventListener('abort', onAbort);
-      if (phase === 'replay') endReplay();
+      // A connection that ends inside the replay burst may have cut it short: reconciling a truncated
+      // replay would read its frames as new. Drop it; the next connection replays them again.
+      replay = [];
       req.destroy();
       resolve(end);
     };
@@ -79,6 +88,7 @@ export const runWatch = (options: WatchOptions): Promise<WatchEnd> =>
       if (phase !== 'replay') return;
       phase = 'live';
       if (quietTimer) clearTimeout(quietTimer);
+      if (maxTimer) clearTimeout(maxTimer);
       const frames = replay;
       replay = [];
       handlers.onReplay(gap, frames);
@@ -96,6 +106,7 @@ export const runWatch = (options: WatchOptions): Promise<WatchEnd> =>
         if (settled) return;
         if (phase === 'ack') {
           phase = 'replay';
+          maxTimer = setTimeout(endReplay, options.replayMaxMs ?? 1000);
           if (frame.event === 'connection-ack' && frame.upstreamId === null) {
             acked = true;
             handlers.onAck(frame.data);

@@ -1,0 +1,185 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { MemoryStore } from '../../src/log/memory-store.js';
+import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
+import { uniqueCapsule } from '../support/redis.js';
+import { afterWrites, settle, startRig, waitForRecord, type Rig } from './harness.js';
+import { compareLog, readAll } from './log-vs-written.js';
+
+const SCRIPTS = [
+  'hello world',
+  '#sim {"chunks":8,"thinking":3,"tools":2,"turns":2}',
+  '#sim {"tools":1,"toolError":true,"turns":2}',
+  '#sim {"fail":"boom"}',
+  '#sim {"input":{"prompt":"ok?","outcome":"answer","afterMs":2},"turns":2}',
+  '#sim {"input":{"prompt":"ok?","outcome":"timeout","afterMs":2},"turns":2}',
+  '#sim {"reopen":true,"chunks":3}',
+  '#sim {"reply":"the whole reply"}',
+  '#sim {"chunks":20,"delayMs":0}',
+  '#sim {"tools":3,"chunks":2,"thinking":2,"turns":3}',
+  '#sim {"reopen":true,"reply":"r"}',
+  '#sim {"input":{"prompt":"p","outcome":"timeout","afterMs":1},"tools":2,"turns":3}',
+];
+
+let sim: SimulatedCapsule | undefined;
+const rigs: Rig[] = [];
+afterEach(async () => {
+  for (const r of rigs.splice(0)) await r.stop();
+  await sim?.stop();
+  sim = undefined;
+});
+
+/** Submit `count` tasks one after another, cycling through SCRIPTS. */
+const workload = async (s: SimulatedCapsule, count: number, stop?: () => boolean): Promise<void> => {
+  for (let n = 0; n < count && !stop?.(); n++) await s.submit(SCRIPTS[n % SCRIPTS.length]!).done;
+};
+
+const facts = async (store: MemoryStore, capsule: string, fact: string): Promise<number> =>
+  (await readAll(store, capsule)).filter((r) => r.kind === 'fact' && r.fact === fact).length;
+
+describe('CapsuleIngestor against the simulator', () => {
+  it('a long varied workload without faults: the log equals what the capsule wrote', async () => {
+    sim = await startSimulator({ taskAcceptance: 'queue', frameDelayMs: 0 });
+    const store = new MemoryStore();
+    const capsule = uniqueCapsule('ing');
+    const rig = startRig(sim, store, capsule);
+    rigs.push(rig);
+    await rig.connected();
+    await workload(sim, 60);
+    await settle(sim, store, capsule, rig);
+    const records = await readAll(store, capsule);
+    const cmp = compareLog(records, sim.written);
+    expect(cmp.problems).toEqual([]);
+    expect(cmp.covered).toEqual([]);
+    expect(cmp.matched).toBe(sim.written.length);
+    const missing = records.filter((r) => r.kind === 'fact' && r.fact === 'frames-possibly-missing');
+    expect(missing.map((r) => (r as { reason: string }).reason)).toEqual(['cold-attach']);
+  });
+
+  it('20+ connection cuts during bursts: identical except unreplayable frames, each covered', async () => {
+    sim = await startSimulator({ taskAcceptance: 'queue', frameDelayMs: 1, heartbeatMs: 500 });
+    const s = sim;
+    const store = new MemoryStore();
+    const capsule = uniqueCapsule('cut');
+    const rig = startRig(s, store, capsule);
+    rigs.push(rig);
+    await rig.connected();
+    let done = false;
+    const producer = workload(s, 10_000, () => done);
+    let cuts = 0;
+    for (; cuts < 24; cuts++) {
+      const before = rig.ingestor.state().reconnects;
+      await afterWrites(s, 1 + Math.floor(Math.random() * 40));
+      s.cutConnections();
+      await rig.reconnectedAfter(before);
+    }
+    done = true;
+    await producer;
+    await settle(s, store, capsule, rig);
+    const cmp = compareLog(await readAll(store, capsule), s.written);
+    expect(cmp.problems).toEqual([]);
+    expect(cmp.matched + cmp.covered.length).toBe(s.written.length);
+    expect(rig.ingestor.state().reconnects).toBeGreaterThanOrEqual(cuts);
+  });
+
+  it('a reopened task repeating its frames byte for byte is kept, also across a cut', async () => {
+    sim = await startSimulator({ taskAcceptance: 'queue' });
+    const store = new MemoryStore();
+    const capsule = uniqueCapsule('reo');
+    const rig = startRig(sim, store, capsule);
+    rigs.push(rig);
+    await rig.connected();
+    await sim.submit('#sim {"reopen":true,"chunks":4}').done;
+    // Second reopen task: cut after its first attempt completed, before the second attempt is read.
+    const h = sim.submit('#sim {"reopen":true,"chunks":4,"delayMs":15}');
+    const firstCompleted = new Promise<void>((resolve) => {
+      const on = (w: { data: string }): void => {
+        if (w.data.includes(h.taskId) && w.data.includes('"completed"')) {
+          sim?.off('written', on);
+          sim?.cutConnections();
+          resolve();
+        }
+      };
+      sim!.on('written', on);
+    });
+    await firstCompleted;
+    await h.done;
+    await settle(sim, store, capsule, rig);
+    const records = await readAll(store, capsule);
+    const cmp = compareLog(records, sim.written);
+    expect(cmp.problems).toEqual([]);
+    // Only the second attempt's id-0 `working` can be missing (a replay from 0 skips it).
+    expect(cmp.covered.every((c) => c.frame.id === '0')).toBe(true);
+    const reopened = sim.written.filter((w) => w.data.includes(h.taskId) && w.id !== '0');
+    const logged = records.filter(
+      (r) => r.kind === 'frame' && r.data.includes(h.taskId) && r.upstreamId !== '0',
+    );
+    expect(logged.length).toBe(reopened.length);
+    expect(new Set(reopened.map((w) => w.data)).size).toBeLessThan(reopened.length); // repeats exist
+  });
+
+  it('a capsule restart is recorded as a new session', async () => {
+    sim = await startSimulator({ taskAcceptance: 'queue' });
+    const store = new MemoryStore();
+    const capsule = uniqueCapsule('rst');
+    const rig = startRig(sim, store, capsule);
+    rigs.push(rig);
+    await rig.connected();
+    await workload(sim, 3);
+    await settle(sim, store, capsule, rig);
+    await sim.restart();
+    await waitForRecord(store, capsule, (r) => r.kind === 'fact' && r.fact === 'capsule-session-started');
+    await workload(sim, 3);
+    await settle(sim, store, capsule, rig);
+    const records = await readAll(store, capsule);
+    expect(compareLog(records, sim.written).problems).toEqual([]);
+    expect(await facts(store, capsule, 'capsule-session-started')).toBe(1);
+    const reasons = records.flatMap((r) =>
+      r.kind === 'fact' && r.fact === 'frames-possibly-missing' ? [r.reason] : [],
+    );
+    expect(reasons).toContain('capsule-restarted');
+  });
+
+  it('capsule-closed is recorded and the ingestor reconnects', async () => {
+    sim = await startSimulator({ taskAcceptance: 'queue' });
+    const store = new MemoryStore();
+    const capsule = uniqueCapsule('cls');
+    const rig = startRig(sim, store, capsule);
+    rigs.push(rig);
+    await rig.connected();
+    sim.closeStream();
+    await waitForRecord(store, capsule, (r) => r.kind === 'fact' && r.fact === 'capsule-closed');
+    await waitForRecord(
+      store,
+      capsule,
+      (r) => r.kind === 'fact' && r.fact === 'upstream-connected' && r.attempt === 2,
+    );
+    await workload(sim, 2);
+    await settle(sim, store, capsule, rig);
+    expect(compareLog(await readAll(store, capsule), sim.written).problems).toEqual([]);
+  });
+
+  it('a second ingestor on the same store (gateway restart) does not duplicate the replayed buffer', async () => {
+    sim = await startSimulator({ taskAcceptance: 'queue' });
+    const store = new MemoryStore();
+    const capsule = uniqueCapsule('gw');
+    const first = startRig(sim, store, capsule);
+    await first.connected();
+    await workload(sim, 12);
+    await settle(sim, store, capsule, first);
+    await first.stop();
+    const second = startRig(sim, store, capsule);
+    rigs.push(second);
+    await second.connected();
+    await workload(sim, 4);
+    await settle(sim, store, capsule, second);
+    const records = await readAll(store, capsule);
+    const cmp = compareLog(records, sim.written);
+    expect(cmp.problems).toEqual([]);
+    expect(cmp.covered).toEqual([]);
+    expect(await facts(store, capsule, 'capsule-session-started')).toBe(0);
+    const reasons = records.flatMap((r) =>
+      r.kind === 'fact' && r.fact === 'frames-possibly-missing' ? [r.reason] : [],
+    );
+    expect(reasons).toEqual(['cold-attach']);
+  });
+});
