@@ -19,6 +19,8 @@ export interface InvokeTarget {
   /** Offset of the submission record: the task's frames come after it. */
   after: number;
   timeoutMs: number;
+  /** How long the capsule may stay lost (upstream-lost, no upstream-connected) before a 503. */
+  lostGraceMs: number;
 }
 
 type Sink = (frame: InvokeFrame) => void;
@@ -48,11 +50,31 @@ export const followInvoke = (
       for (const f of frames) sink(f);
       cleanup();
     };
+    // The capsule became unreachable mid-task: a network blip heals with a reconnect (and the
+    // replay brings the missed frames), so only a capsule still lost after the grace is an error.
+    let lostTimer: NodeJS.Timeout | null = null;
+    const unavailable = (why: string): void => finish(transportError('agent_service_unavailable', why));
+    const onFact = (record: LogRecord & { kind: 'fact' }): void => {
+      if (record.fact === 'capsule-closed') unavailable('agent closed its stream');
+      else if (record.fact === 'upstream-lost')
+        lostTimer ??= setTimeout(() => unavailable('agent became unreachable'), target.lostGraceMs);
+      else if (record.fact === 'upstream-connected' && lostTimer) {
+        clearTimeout(lostTimer);
+        lostTimer = null;
+      } else if (
+        record.fact === 'capsule-session-started' ||
+        (record.fact === 'frames-possibly-missing' && record.reason === 'capsule-restarted')
+      )
+        // A new capsule session: the task died with the old process and will never end.
+        unavailable('agent restarted and lost the task');
+    };
     const onRecords = (records: readonly LogRecord[]): void => {
       for (const record of records) {
         if (finished) return;
-        if (record.kind === 'fact' && record.fact === 'capsule-closed')
-          return finish(transportError('agent_service_unavailable', 'agent closed its stream'));
+        if (record.kind === 'fact') {
+          onFact(record);
+          continue;
+        }
         const view = viewFrame(record);
         if (!view || view.taskId !== target.taskId) continue;
         if (view.event === 'text' && view.text) sink({ type: 'delta', text: view.text });
@@ -94,6 +116,7 @@ export const followInvoke = (
     if (core.shutdownSignal.aborted) queueMicrotask(onShutdown);
     function cleanup(): void {
       clearTimeout(timer);
+      if (lostTimer) clearTimeout(lostTimer);
       core.shutdownSignal.removeEventListener('abort', onShutdown);
       signal.removeEventListener('abort', onAbort);
       abort.abort();

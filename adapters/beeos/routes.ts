@@ -32,6 +32,8 @@ import { SSE_HEADERS } from './sse-writer.js';
 export interface BeeosRouteOptions {
   /** How long invoke waits for the final status before `service_timeout`. */
   invokeTimeoutMs?: number;
+  /** How long invoke waits for a lost capsule to come back before 503 (default: one heartbeat, ≥ 2 s). */
+  upstreamLostGraceMs?: number;
 }
 
 const iso = (ms: number): string => new Date(ms).toISOString();
@@ -63,6 +65,7 @@ export const registerBeeosRoutes = (app: Hono<Env>, deps: AdapterDeps, options: 
         contextId,
         after: sub.result.recorded.offset,
         timeoutMs: invokeTimeoutMs,
+        lostGraceMs: options.upstreamLostGraceMs ?? Math.max(2_000, deps.config.heartbeatMs),
       };
       if (wantsSse(c)) return sse(c, streamInvoke(deps, target, c.req.raw.signal));
       const r = await collectInvoke(deps, target, c.req.raw.signal);
