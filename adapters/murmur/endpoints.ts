@@ -20,17 +20,27 @@ export interface StreamContext {
 
 const retryMsOf = (deps: AdapterDeps): number => Math.min(1000, deps.config.heartbeatMs);
 
+/** Open connections per shutdown signal: one abort listener for all of them, not one each. */
+const openBySignal = new WeakMap<AbortSignal, Set<SseConnection>>();
+
+const endOnShutdown = (shutdown: AbortSignal, conn: SseConnection): void => {
+  if (shutdown.aborted) return conn.end();
+  let open = openBySignal.get(shutdown);
+  if (!open) {
+    const set = new Set<SseConnection>();
+    open = set;
+    openBySignal.set(shutdown, set);
+    // Draining: end every stream as a capsule going away would (clients resume with Last-Event-ID).
+    shutdown.addEventListener('abort', () => [...set].forEach((c) => c.end()), { once: true });
+  }
+  open.add(conn);
+  void conn.done.then(() => open.delete(conn));
+};
+
 /** Open a connection: heartbeats start now (spec "Heartbeat": measured from connection open). */
 const openConnection = ({ deps, signal }: StreamContext): SseConnection => {
   const conn = new SseConnection({ heartbeatMs: deps.config.heartbeatMs, signal });
-  // Draining: end every stream as a capsule going away would (clients resume with Last-Event-ID).
-  const shutdown = deps.core.shutdownSignal;
-  const onShutdown = (): void => conn.end();
-  if (shutdown.aborted) conn.end();
-  else {
-    shutdown.addEventListener('abort', onShutdown, { once: true });
-    void conn.done.then(() => shutdown.removeEventListener('abort', onShutdown));
-  }
+  endOnShutdown(deps.core.shutdownSignal, conn);
   return conn;
 };
 
