@@ -90,6 +90,7 @@ export const startGateway = async (config: GatewayConfig, logger: Logger): Promi
     logger,
     corsOrigins: config.cors.origins,
     storeReady: () => store.ping(),
+    internals: () => ({ hub: hub.stats(), writer: writer.stats() }),
     surfaces: [createMurmurRoutes(deps), createBeeosRoutes(deps), createFlueRoutes(deps)],
   });
 

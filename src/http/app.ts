@@ -7,7 +7,7 @@ import { Hono } from 'hono';
 import { cors } from 'hono/cors';
 import type { Logger } from 'pino';
 import type { GatewayCore } from '../core/types.js';
-import { createMetrics, type MetricsRegistry } from './metrics.js';
+import { createMetrics, type InternalStats, type MetricsRegistry } from './metrics.js';
 import { createOpsRoutes } from './ops-routes.js';
 
 /** Headers browsers must be allowed to read cross-origin (Flue and BeeOS coordination headers). */
@@ -24,6 +24,8 @@ export interface HttpAppOptions {
   logger: Logger;
   corsOrigins: string[];
   storeReady: () => Promise<boolean>;
+  /** Hub and writer counters for /metrics. */
+  internals?: () => InternalStats;
   /** Each adapter's routes, with full paths (each adapter may carry its own context variables). */
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   surfaces: Hono<any, any, any>[];
@@ -57,7 +59,7 @@ export const createHttpApp = (options: HttpAppOptions): HttpApp => {
   const connections = (): Record<string, Record<string, number>> =>
     Object.fromEntries([...open].map(([capsule, m]) => [capsule, Object.fromEntries(m)]));
 
-  const metrics = createMetrics(options.core, connections);
+  const metrics = createMetrics(options.core, connections, options.internals);
   const app = new Hono();
 
   if (options.corsOrigins.length > 0) {

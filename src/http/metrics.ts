@@ -12,9 +12,16 @@ export interface MetricsRegistry {
   readonly connectionsOpened: Counter<'surface'>;
 }
 
+/** Internal counters of the hub and the log writer, read at scrape time. */
+export interface InternalStats {
+  hub: { tailLoops: number; subscribers: number; waiters: number };
+  writer: { queued: number; dropped: number; batches: number; failures: number };
+}
+
 export const createMetrics = (
   core: GatewayCore,
   connections: () => Record<string, Record<string, number>>,
+  internals?: () => InternalStats,
 ): MetricsRegistry => {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'murmur_gateway_' });
@@ -60,6 +67,29 @@ export const createMetrics = (
       }
     },
   });
+  if (internals) {
+    const gauge = (name: string, help: string, read: (s: InternalStats) => number): void => {
+      new Gauge({
+        name: `murmur_gateway_${name}`,
+        help,
+        registers: [registry],
+        collect() {
+          this.set(read(internals()));
+        },
+      });
+    };
+    gauge('hub_tail_readers', 'Store readers (one per capsule with listeners)', (s) => s.hub.tailLoops);
+    gauge('hub_subscribers', 'Live subscribers', (s) => s.hub.subscribers);
+    gauge('hub_waiters', 'Parked long-polls', (s) => s.hub.waiters);
+    gauge('log_pending_appends', 'Entries queued or in flight to the store', (s) => s.writer.queued);
+    gauge(
+      'log_dropped_frames',
+      'Frames dropped while the store was unavailable (each run recorded as a fact)',
+      (s) => s.writer.dropped,
+    );
+    gauge('log_batches', 'Batches made durable', (s) => s.writer.batches);
+    gauge('log_store_failures', 'Failed store calls (retried)', (s) => s.writer.failures);
+  }
   const connectionsOpened = new Counter({
     name: 'murmur_gateway_connections_opened_total',
     help: 'Downstream connections opened',

@@ -26,6 +26,8 @@ export interface Script {
   delayMs: number | null;
   /** Write `working` "inference turn 1", then nothing more until tasks/cancel (so the task is visibly running). */
   hold: boolean;
+  /** Write frames back to back without yielding between them: a burst, as a busy capsule emits one. */
+  burst: boolean;
   /** Extension: chunks a start hook emits before turn 1, numbered from the chunk counter as it stands. */
   startChunks: number;
   /** The task's result text (`status.response` on completed). */
@@ -57,6 +59,7 @@ export const defaultScript = (text: string): Script => {
     reopen: false,
     delayMs: null,
     hold: false,
+    burst: false,
     startChunks: 0,
     response,
   };
@@ -110,6 +113,7 @@ export const parseScript = (text: string): Script => {
     reopen: s.reopen === true,
     delayMs: typeof s.delayMs === 'number' ? num(s.delayMs, 0) : null,
     hold: s.hold === true,
+    burst: s.burst === true,
     startChunks: num(s.startChunks, 0),
     response: reply ?? chunks.join(''),
   };

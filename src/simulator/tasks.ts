@@ -203,13 +203,15 @@ export class TaskRunner {
   private async run(task: InternalTask): Promise<void> {
     const signal = task.abort.signal;
     const delay = task.script.delayMs ?? this.deps.frameDelayMs;
+    let burstCount = 0;
     const ctx: AttemptContext = {
       taskId: task.taskId,
       contextId: task.contextId,
       counter: task.counter,
       chunk: this.deps.chunk,
       emit: async (build) => {
-        await pause(delay, signal);
+        // A burst yields only every 256 frames, so readers run but the capsule is never idle.
+        if (!task.script.burst || ++burstCount % 256 === 0) await pause(delay, signal);
         if (signal.aborted || this.dead) throw CANCELED;
         this.deps.write(build());
       },

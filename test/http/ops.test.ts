@@ -69,6 +69,8 @@ describe('operations routes', () => {
     const text = await metrics.text();
     expect(text).toMatch(/murmur_gateway_log_head_offset\{capsule="alpha"\} \d+/);
     expect(text).toContain('murmur_gateway_upstream_connected{capsule="alpha"} 1');
+    expect(text).toMatch(/murmur_gateway_log_batches [1-9]/);
+    expect(text).toContain('murmur_gateway_log_dropped_frames 0');
   });
 
   it('counts open downstream connections per capsule and surface', async () => {

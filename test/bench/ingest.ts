@@ -1,0 +1,130 @@
+/**
+ * End-to-end ingest: a capsule simulator in its own process (as a real capsule would be) bursts one
+ * task of N text chunks; the figure is frames/s from submitting the task to every frame durable in the
+ * store, through the real watch connection, reconciliation and log writer. Frames the capsule dropped
+ * because the gateway lagged (the spec's 128-frame rule) are counted as lost.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { createInterface } from 'node:readline';
+import { LogWriter } from '../../src/log/log-writer.js';
+import { MemoryStore } from '../../src/log/memory-store.js';
+import { RedisStore } from '../../src/log/redis-store.js';
+import type { LogStore } from '../../src/log/store.js';
+import { viewFrame } from '../../src/log/frame-view.js';
+import { CapsuleUpstream } from '../../src/upstream/capsule-upstream.js';
+
+export interface IngestResult {
+  store: string;
+  framesPerSec: number;
+  /** Chunks the capsule wrote that never reached the log, over all runs. */
+  lost: number;
+}
+
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+const startSimulatorProcess = async (): Promise<{ url: string; child: ChildProcess }> => {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'simulate', '--port', '0'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const lines = createInterface({ input: child.stdout! });
+  for await (const line of lines) {
+    const m = /"url":"([^"]+)"/.exec(line);
+    if (m?.[1]) return { url: m[1], child };
+  }
+  throw new Error('simulator process printed no url');
+};
+
+/** Submit with message/stream; resolves with the task id (from its first frame) and the drained end. */
+const submit = async (url: string, text: string): Promise<{ taskId: string; drained: Promise<void> }> => {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'message/stream',
+      params: { message: { messageId: randomUUID(), role: 'user', parts: [{ text }] } },
+    }),
+  });
+  const reader = res.body!.getReader();
+  const decoder = new TextDecoder();
+  let buffered = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error('message/stream ended before the task started');
+    buffered += decoder.decode(value, { stream: true });
+    const m = /"id":"(tsk_[0-9a-f]+)"/.exec(buffered);
+    if (m?.[1]) {
+      // Drain to the end in the background: the capsule closes message/stream after the final status.
+      const drained = (async () => {
+        while (!(await reader.read()).done);
+      })();
+      return { taskId: m[1], drained };
+    }
+  }
+};
+
+const runOnce = async (
+  store: LogStore,
+  url: string,
+  chunks: number,
+): Promise<{ fps: number; lost: number }> => {
+  const capsule = `ingest-${randomUUID().slice(0, 8)}`;
+  const writer = new LogWriter(store, { trimIntervalMs: 0 });
+  const upstream = new CapsuleUpstream({ capsule, url, writer, store });
+  upstream.start();
+  let head = 0;
+  // Attached: the first `upstream-connected` fact is durable (waitAfter wakes on the append).
+  while (head === 0) head = (await store.waitAfter(capsule, 0, 1, 1_000)).position.head;
+  const start = performance.now();
+  // Only this task's frames count: a cold attach replays earlier runs' frames from the capsule buffer.
+  const { taskId, drained } = await submit(url, `#sim {"chunks":${chunks},"burst":true}`);
+  let seen = 0;
+  let done = false;
+  while (!done) {
+    const r = await store.waitAfter(capsule, head, 10_000, 5_000);
+    if (r.records.length === 0) break; // quiet for 5 s: whatever is missing was lost
+    for (const rec of r.records) {
+      const v = viewFrame(rec);
+      if (v?.taskId !== taskId) continue;
+      if (v.event === 'text' && !v.final) seen++;
+      if (v.event === 'status' && v.state === 'completed') done = true;
+    }
+    head = r.records[r.records.length - 1]!.offset;
+  }
+  const elapsed = (performance.now() - start) / 1000;
+  await drained;
+  await upstream.stop();
+  await writer.flush();
+  await writer.close();
+  return { fps: seen / elapsed, lost: chunks - seen };
+};
+
+export const benchIngest = async (opts: {
+  redisUrl?: string;
+  chunks: number;
+  runs: number;
+}): Promise<IngestResult[]> => {
+  const out: IngestResult[] = [];
+  const stores: [string, () => LogStore][] = [['memory', () => new MemoryStore()]];
+  if (opts.redisUrl) stores.push(['redis', () => new RedisStore(opts.redisUrl!)]);
+  const sim = await startSimulatorProcess();
+  try {
+    for (const [name, make] of stores) {
+      const fps: number[] = [];
+      let lost = 0;
+      for (let i = 0; i < opts.runs; i++) {
+        const store = make();
+        const r = await runOnce(store, sim.url, opts.chunks);
+        await store.close();
+        fps.push(r.fps);
+        lost += r.lost;
+      }
+      out.push({ store: name, framesPerSec: Math.round(median(fps)), lost });
+    }
+  } finally {
+    sim.child.kill('SIGTERM');
+  }
+  return out;
+};

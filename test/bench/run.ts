@@ -1,0 +1,40 @@
+/**
+ * `npm run bench`: every benchmark, bounded, medians of several runs, printed as a table. Starts its
+ * own redis-server on a free port when one is installed. Figures are noisy on shared machines:
+ * compare ratios within one run, not absolutes across runs.
+ */
+import { benchIngest } from './ingest.js';
+import { benchStoreAppend } from './store-append.js';
+import { redisServerAvailable, startRedisServer } from '../support/redis-server.js';
+
+const runs = Number(process.env.BENCH_RUNS ?? 5);
+
+const main = async (): Promise<void> => {
+  const redis = redisServerAvailable() ? await startRedisServer() : null;
+  if (!redis) console.warn('redis-server not installed: Redis figures are skipped');
+  const redisUrl = redis?.url;
+  try {
+    console.log(`\n# store append (LogWriter → store), median of ${runs} runs`);
+    console.table(await benchStoreAppend({ ...(redisUrl ? { redisUrl } : {}), frames: 100_000, runs }));
+
+    console.log(`\n# ingest (simulated burst → watch → reconcile → durable append), median of ${runs} runs`);
+    console.table(await benchIngest({ ...(redisUrl ? { redisUrl } : {}), chunks: 20_000, runs }));
+
+    for (const extra of ['./murmur-fanout.js', './hub-fanout.js']) {
+      const mod = (await import(extra).catch(() => null)) as {
+        runBench?: (o: { redisUrl?: string; runs: number }) => Promise<void>;
+      } | null;
+      if (mod?.runBench) await mod.runBench({ ...(redisUrl ? { redisUrl } : {}), runs });
+    }
+  } finally {
+    await redis?.stop('SIGTERM');
+  }
+};
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  },
+);
