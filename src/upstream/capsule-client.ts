@@ -8,6 +8,7 @@ import https from 'node:https';
 import { GatewayError } from '../errors.js';
 import type { CancelOutcome, RpcForwardResult, SubmitOutcome } from '../core/types.js';
 import { SseFrameReader, type SseFrame } from './sse-frames.js';
+import { ownStart, WatchTap } from './task-start.js';
 
 export interface CapsuleClientOptions {
   url: string;
@@ -19,6 +20,12 @@ export interface CapsuleClientOptions {
   callTimeoutMs?: number;
   /** Largest JSON answer read (bytes). */
   maxBodyBytes?: number;
+  /**
+   * Frames the capsule's watch delivers (the ingestor's), as a subscription returning its unsubscribe.
+   * `message/stream` closes on the first final status of ANY task (spec "Endpoints"), so a queued task
+   * may start after its submit connection closed; the watch still shows its first frame.
+   */
+  watchFrames?: (listener: (frame: SseFrame) => void) => () => void;
 }
 
 export interface SubmitParams {
@@ -86,6 +93,21 @@ export class CapsuleClient {
         },
       });
     const timeoutMs = this.options.submitTimeoutMs ?? 60_000;
+    // Watch for our task before sending: its first frame may reach the watch before our headers.
+    const watch = new WatchTap(params.contextId, this.options.watchFrames);
+    try {
+      return await this.submitOnce(body, params.contextId, timeoutMs, watch);
+    } finally {
+      watch.close();
+    }
+  }
+
+  private async submitOnce(
+    body: string,
+    contextId: string,
+    timeoutMs: number,
+    watch: WatchTap,
+  ): Promise<SubmitOutcome> {
     let raw: Raw;
     try {
       // A fresh socket: the SSE body ends only when the capsule closes the connection.
@@ -109,7 +131,7 @@ export class CapsuleClient {
       raw.res.resume();
       return { kind: 'unreachable', reason: `unexpected content-type ${raw.contentType}` };
     }
-    return this.readOutcome(raw.res, params.contextId, timeoutMs);
+    return this.readOutcome(raw.res, contextId, timeoutMs, watch);
   }
 
   /**
@@ -122,6 +144,7 @@ export class CapsuleClient {
     res: http.IncomingMessage,
     contextId: string,
     timeoutMs: number,
+    watch: WatchTap,
   ): Promise<SubmitOutcome> {
     return new Promise<SubmitOutcome>((resolve) => {
       let done = false;
@@ -131,6 +154,11 @@ export class CapsuleClient {
         clearTimeout(timer);
         resolve(outcome);
       };
+      const onWatch = (frame: SseFrame): void => {
+        const taskId = ownStart(frame, contextId);
+        if (taskId !== null) settle({ kind: 'accepted', taskId, contextId });
+      };
+      watch.onStart((taskId) => settle({ kind: 'accepted', taskId, contextId }));
       const timer = setTimeout(() => {
         settle({ kind: 'unreachable', reason: 'timeout waiting for the task to start' });
         res.destroy();
@@ -144,9 +172,7 @@ export class CapsuleClient {
         if (status?.state === 'rejected') {
           return settle({ kind: 'rejected', frame: { id: frame.upstreamId, data: frame.data } });
         }
-        if (status?.state === 'working' && data?.context_id === contextId && typeof data.id === 'string') {
-          settle({ kind: 'accepted', taskId: data.id, contextId });
-        }
+        onWatch(frame);
       };
       const reader = new SseFrameReader({ onFrame });
       // After the outcome the stream is drained to its end in the background (ingestion reads the watch).
@@ -154,7 +180,11 @@ export class CapsuleClient {
         if (!done) reader.push(chunk);
       });
       res.on('error', (err) => settle({ kind: 'unreachable', reason: reasonOf(err) }));
-      res.on('close', () => settle({ kind: 'unreachable', reason: 'stream closed before the task started' }));
+      res.on('close', () => {
+        // A clean end after another task's final status: our task is queued; the watch will show it.
+        if (res.complete && watch.active) return;
+        settle({ kind: 'unreachable', reason: 'stream closed before the task started' });
+      });
     });
   }
 

@@ -7,6 +7,7 @@ import type { UpstreamPort } from '../core/gateway-core.js';
 import type { CancelOutcome, RpcForwardResult, SubmitOutcome } from '../core/types.js';
 import { CapsuleClient, type CapsuleClientOptions, type SubmitParams } from './capsule-client.js';
 import { CapsuleIngestor, type IngestorOptions, type IngestorState } from './ingestor.js';
+import type { SseFrame } from './sse-frames.js';
 
 export interface CapsuleUpstreamOptions
   extends Omit<IngestorOptions, 'logger'>, Omit<CapsuleClientOptions, 'url' | 'doorToken'> {
@@ -17,9 +18,25 @@ export class CapsuleUpstream implements UpstreamPort {
   readonly ingestor: CapsuleIngestor;
   readonly client: CapsuleClient;
 
+  private readonly frameListeners = new Set<(frame: SseFrame) => void>();
+
   constructor(options: CapsuleUpstreamOptions) {
-    this.ingestor = new CapsuleIngestor(options);
-    this.client = new CapsuleClient({ ...options, url: options.url, doorToken: options.doorToken ?? null });
+    this.ingestor = new CapsuleIngestor({
+      ...options,
+      onFrame: (frame) => {
+        options.onFrame?.(frame);
+        for (const l of this.frameListeners) l(frame);
+      },
+    });
+    this.client = new CapsuleClient({
+      ...options,
+      url: options.url,
+      doorToken: options.doorToken ?? null,
+      watchFrames: (listener) => {
+        this.frameListeners.add(listener);
+        return () => this.frameListeners.delete(listener);
+      },
+    });
   }
 
   get url(): string {

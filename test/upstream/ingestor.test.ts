@@ -1,7 +1,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { MemoryStore } from '../../src/log/memory-store.js';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
-import { uniqueCapsule } from '../support/redis.js';
+import { RedisStore } from '../../src/log/redis-store.js';
+import type { LogStore } from '../../src/log/store.js';
+import { testRedisUrl, uniqueCapsule } from '../support/redis.js';
 import { afterWrites, settle, startRig, waitForRecord, type Rig } from './harness.js';
 import { compareLog, readAll } from './log-vs-written.js';
 
@@ -33,7 +35,7 @@ const workload = async (s: SimulatedCapsule, count: number, stop?: () => boolean
   for (let n = 0; n < count && !stop?.(); n++) await s.submit(SCRIPTS[n % SCRIPTS.length]!).done;
 };
 
-const facts = async (store: MemoryStore, capsule: string, fact: string): Promise<number> =>
+const facts = async (store: LogStore, capsule: string, fact: string): Promise<number> =>
   (await readAll(store, capsule)).filter((r) => r.kind === 'fact' && r.fact === fact).length;
 
 describe('CapsuleIngestor against the simulator', () => {
@@ -182,4 +184,38 @@ describe('CapsuleIngestor against the simulator', () => {
     );
     expect(reasons).toEqual(['cold-attach']);
   });
+
+  it.skipIf(!testRedisUrl())(
+    'on Redis: a gateway restart neither duplicates the buffer nor loses frames',
+    async () => {
+      sim = await startSimulator({ taskAcceptance: 'queue' });
+      const capsule = uniqueCapsule('rgw');
+      const storeA = new RedisStore(testRedisUrl()!);
+      const first = startRig(sim, storeA, capsule);
+      await first.connected();
+      await workload(sim, 12);
+      await settle(sim, storeA, capsule, first);
+      await first.stop();
+      await storeA.close();
+      sim.submit('#sim {"chunks":5}'); // written while no gateway runs: recovered from the replay
+      await sim.idle();
+      const storeB = new RedisStore(testRedisUrl()!); // a new process on the same Redis
+      try {
+        const second = startRig(sim, storeB, capsule);
+        rigs.push(second);
+        await second.connected();
+        await workload(sim, 3);
+        await settle(sim, storeB, capsule, second);
+        const records = await readAll(storeB, capsule);
+        const cmp = compareLog(records, sim.written);
+        expect(cmp.problems).toEqual([]);
+        // Only the task that ran while no gateway was up lost its id-0 frame (a replay from 0 skips it).
+        expect(cmp.covered.map((c) => c.frame.id)).toEqual(['0']);
+        expect(await facts(storeB, capsule, 'capsule-session-started')).toBe(0);
+      } finally {
+        for (const r of rigs.splice(0)) await r.stop();
+        await storeB.close();
+      }
+    },
+  );
 });
