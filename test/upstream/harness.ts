@@ -20,12 +20,18 @@ export interface Rig {
 }
 
 /** Start an ingestor for `sim` into `store` with fast backoff for tests. */
-export const startRig = (sim: SimulatedCapsule, store: LogStore, capsule: string): Rig => {
+export const startRig = (
+  sim: SimulatedCapsule,
+  store: LogStore,
+  capsule: string,
+  doorToken: string | null = null,
+): Rig => {
   const states = new EventEmitter();
   const writer = new LogWriter(store);
   const ingestor = new CapsuleIngestor({
     capsule,
     url: sim.url,
+    doorToken,
     writer,
     store,
     backoffBaseMs: 10,

@@ -1,9 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { LogWriter } from '../../src/log/log-writer.js';
 import { MemoryStore } from '../../src/log/memory-store.js';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { RedisStore } from '../../src/log/redis-store.js';
 import type { LogStore } from '../../src/log/store.js';
 import { testRedisUrl, uniqueCapsule } from '../support/redis.js';
+import { CapsuleIngestor } from '../../src/upstream/ingestor.js';
 import { afterWrites, settle, startRig, waitForRecord, type Rig } from './harness.js';
 import { compareLog, readAll } from './log-vs-written.js';
 
@@ -218,4 +220,38 @@ describe('CapsuleIngestor against the simulator', () => {
       }
     },
   );
+
+  it('door token: refused without it (no log record), connected with it; the token is never in the log', async () => {
+    sim = await startSimulator({ doorToken: 'door-sekret' });
+    const store = new MemoryStore();
+    const capsule = uniqueCapsule('tok');
+    const writer = new LogWriter(store);
+    const states: string[] = [];
+    const refused = new CapsuleIngestor({
+      capsule,
+      url: sim.url,
+      writer,
+      store,
+      backoffBaseMs: 10,
+      backoffCapMs: 20,
+      onState: (st) => states.push(st.state),
+    });
+    refused.start();
+    await waitForCondition(() => states.filter((x) => x === 'backoff').length >= 2);
+    await refused.stop();
+    expect(await readAll(store, capsule)).toEqual([]);
+    const rig = startRig(sim, store, capsule, 'door-sekret');
+    rigs.push(rig);
+    await rig.connected();
+    await settle(sim, store, capsule, rig);
+    const records = await readAll(store, capsule);
+    expect(compareLog(records, sim.written).problems).toEqual([]);
+    expect(JSON.stringify(records)).not.toContain('door-sekret');
+  });
 });
+
+/** Bounded poll for a condition driven by callbacks already collected (paced, not timed). */
+const waitForCondition = async (cond: () => boolean): Promise<void> => {
+  for (let i = 0; i < 500 && !cond(); i++) await new Promise((r) => setTimeout(r, 10));
+  expect(cond()).toBe(true);
+};
