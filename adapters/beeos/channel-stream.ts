@@ -20,7 +20,13 @@ import type { Projected } from './projection.js';
 import { SseWriter } from './sse-writer.js';
 
 export const projectorFor = (channel: Channel, agentId: string): ChannelProjector =>
-  new ChannelProjector({ kind: channel.kind, agentId, contextId: channel.contextId, owner: channel.owner });
+  new ChannelProjector({
+    kind: channel.kind,
+    agentId,
+    contextId: channel.contextId,
+    owner: channel.owner,
+    taskIds: [...(channel.upstreamTaskIds ?? [])],
+  });
 
 /** Project the whole retained channel (JSON reads: status, messages). Bounded by the head at start. */
 export const projectChannel = async (
@@ -41,6 +47,23 @@ export const projectChannel = async (
     }
   }
   return projector;
+};
+
+/**
+ * Encoded envelopes per record object and (channel, projector state before it): the hub hands the
+ * same record objects to every subscriber of a capsule, so N readers of a channel encode each frame
+ * once (the cumulative `body` makes encoding the costly part). Entries die with their records.
+ */
+const encodedByRecord = new WeakMap<LogRecord, Map<string, string[]>>();
+
+const encodeStep = (record: LogRecord, key: string, envelopes: readonly Projected[]): readonly string[] => {
+  let byKey = encodedByRecord.get(record);
+  const hit = byKey?.get(key);
+  if (hit) return hit;
+  const texts = envelopes.map((p) => encodeEnvelope(p.envelope));
+  if (!byKey) encodedByRecord.set(record, (byKey = new Map()));
+  byKey.set(key, texts);
+  return texts;
 };
 
 const HINT_TRUNCATED =
@@ -92,10 +115,13 @@ export const openChannelStream = async (
   const onRecords = async (records: readonly LogRecord[]): Promise<void> => {
     for (const record of records) {
       if (ended || writer.closed) return;
+      const key = `${channel.id}\u0000${projector.stateKey()}`;
       const step = projector.project(record);
-      for (const p of step.envelopes) {
-        if (p.envelope.offset > since && (includeDeltas || !p.delta))
-          writer.write(encodeEnvelope(p.envelope));
+      if (step.envelopes.length > 0) {
+        const texts = encodeStep(record, key, step.envelopes);
+        step.envelopes.forEach((p, i) => {
+          if (p.envelope.offset > since && (includeDeltas || !p.delta)) writer.write(texts[i] ?? '');
+        });
       }
       if (step.end) return end(step.end);
       // A capsule that closes its stream ends every live channel stream; a closure already in the

@@ -50,6 +50,11 @@ export interface ChannelSpec {
   agentId: string;
   contextId: string;
   owner: string;
+  /**
+   * Capsule task ids known to belong to the channel (accepted submissions): their frames without
+   * `context_id` stay attributed when the task's first frame has aged out of retention.
+   */
+  taskIds?: readonly string[];
 }
 
 interface Reply {
@@ -88,7 +93,23 @@ export class ChannelProjector {
   private cancelled = false;
   updatedAt: number | null = null;
 
-  constructor(private readonly spec: ChannelSpec) {}
+  /** Digest of the in-context records projected so far (see stateKey). */
+  private seen = 0;
+  private h1 = 0x811c9dc5;
+  private h2 = 0x01000193;
+
+  constructor(private readonly spec: ChannelSpec) {
+    for (const id of spec.taskIds ?? []) this.tracker.link(id, spec.contextId);
+  }
+
+  /**
+   * Identifies the projector's state: two projectors of one channel that have projected the same
+   * in-context records (only those change the state) project the next record identically, so a
+   * reader may reuse another reader's encoding of it (channel-stream.ts).
+   */
+  stateKey(): string {
+    return `${this.spec.taskIds?.join(',') ?? ''}.${this.seen}.${this.h1}.${this.h2}`;
+  }
 
   /** Capsule task ids seen in the channel, in order of first appearance. */
   taskIds(): string[] {
@@ -99,6 +120,9 @@ export class ChannelProjector {
   project(record: LogRecord): ProjectionStep {
     const context = this.tracker.contextOf(record);
     if (context !== this.spec.contextId) return { envelopes: [] };
+    this.seen++;
+    this.h1 = Math.imul(this.h1 ^ record.offset, 0x01000193) >>> 0;
+    this.h2 = Math.imul(this.h2 ^ (record.receivedAt % 0x7fffffff), 0x5bd1e995) >>> 0;
     this.updatedAt = record.receivedAt;
     this.latestOffset = Math.max(this.latestOffset, record.offset * OFFSET_SLOTS);
     if (record.kind === 'submission') return this.submission(record);

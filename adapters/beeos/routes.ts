@@ -282,6 +282,8 @@ export const registerBeeosRoutes = (app: Hono<Env>, deps: AdapterDeps, options: 
         await recordOutcome(deps, agent, owner, channel.contextId, channel.id, sub);
         throw error;
       }
+      if (sub.result.outcome.kind === 'accepted')
+        (channel.upstreamTaskIds ??= []).push(sub.result.outcome.taskId);
       return ok(c, { message_id: sub.messageId, created_at: iso(sub.receivedAt) }, 202);
     }),
   );

@@ -171,4 +171,39 @@ describe('BeeOS conformance: tasks on the real gateway + simulator', () => {
     const status = await getJson<{ status: string }>(`${rig.api}/tasks/${t.taskId}`);
     expect(status.body.data.status).toBe('completed');
   });
+
+  it('readers sharing encodings stay exact: a full-history reader and a post-trim reader differ', async () => {
+    rig = await startRig({ retention: { maxRecords: 60, maxAgeMs: 3_600_000 } });
+    // A first task settles ingestion (the upstream's replay window after connecting holds frames
+    // back and appends them in one burst, larger than this retention), so the next one flows live.
+    const warm = await createTask(rig, 'warm up');
+    await collectSse(`${rig.api}/tasks/${warm.taskId}/events`, ALICE, (e) => e.event === 'end');
+    const t = await createTask(rig, '#sim {"chunks":200,"delayMs":4}');
+    const url = `${rig.api}/tasks/${t.taskId}/events`;
+    const a = await openSse(url, { headers: ALICE });
+    const twin = await openSse(url, { headers: ALICE }); // same state as `a`: shares its encodings
+    const twinDone = twin.rest();
+    const early = await a.until((e) => e.event === 'message' && JSON.parse(e.data).offset > 4 * 100);
+    const b = await openSse(`${url}?since=0`, { headers: ALICE });
+    const [restA, eventsTwin, eventsB] = await Promise.all([a.rest(), twinDone, b.rest()]);
+    expect(restA.at(-1)?.event).toBe('end');
+    const envA = envelopesOf<Envelope>([...early, ...restA]);
+    expect(envelopesOf(eventsTwin)).toEqual(envA);
+    expect(eventsB[0]?.event).toBe('backfill_truncated');
+    const response = finalResponse(rig, t.contextId) ?? '';
+    const byOffset = new Map(envA.map((e) => [e.offset, e]));
+    let compared = 0;
+    for (const e of envelopesOf<Envelope>(eventsB)) {
+      const twinOfB = byOffset.get(e.offset);
+      expect(twinOfB).toBeDefined();
+      if (e.state !== 'streaming' || !twinOfB?.body) continue;
+      // `a` folded the whole reply, `b` only what survived retention: same tail, shorter body.
+      expect(response.startsWith(twinOfB.body)).toBe(true);
+      expect(twinOfB.body.endsWith(e.body ?? '\u0000')).toBe(true);
+      expect((e.body ?? '').length).toBeLessThan(twinOfB.body.length);
+      compared++;
+    }
+    expect(compared).toBeGreaterThan(5);
+    expect(envelopesOf<Envelope>(eventsB).at(-1)?.body).toBe(response);
+  });
 });
