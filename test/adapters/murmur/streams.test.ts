@@ -148,18 +148,22 @@ describe('murmur surface: message/stream', () => {
     expect(s.blocks().filter((b) => b !== ':heartbeat')).toEqual(blocks);
   });
 
-  // Needs the capsule client to count a message/stream the capsule closed (on another task's final)
-  // before the queued task started as accepted, not unreachable (src/upstream/capsule-client.ts).
   it('without Last-Event-ID replays nothing and closes on the final of any task, even another one', async () => {
     const { gw, sim, capsule } = await setup({ taskAcceptance: 'queue' });
-    const other = sim.submit('#sim {"delayMs":30,"chunks":3}');
+    // The other task holds until canceled, so its final is, deterministically, the first live one.
+    const other = sim.submit(HOLD);
     await waitForRecord(gw, capsule, (r) => r.kind === 'frame' && r.data.includes(other.taskId));
-    const s = track(await rpcPost(gw.baseUrl, capsule, messageStream('queued after it')));
+    const pending = rpcPost(gw.baseUrl, capsule, messageStream('queued after it'));
+    // Our head is taken and the submission recorded (then queued by the capsule): end the other task.
+    await waitForRecord(gw, capsule, (r) => r.kind === 'submission' && r.text === 'queued after it');
+    await gw.core.cancel(capsule, other.taskId);
+    const s = track(await pending);
     await s.ended;
     const frames = s.frames();
     const last = frames[frames.length - 1]!;
     expect(isFinal(last), s.body()).toBe(true);
     expect(last.data).toContain(other.taskId);
+    expect(last.data).toContain('"state":"canceled"');
     expect(frames.filter(isFinal)).toHaveLength(1);
     const submissions = (await allRecords(gw, capsule)).filter((r) => r.kind === 'submission');
     expect(submissions).toHaveLength(1);
