@@ -3,59 +3,34 @@
  * Stateful per reader: feed every record from the channel's first record on, in offset order; the
  * cumulative `body`/`parts` of a reply are rebuilt from the log, never kept per client.
  */
-import { createHash } from 'node:crypto';
 import type { LogRecord } from '../../src/log/record.js';
 import { ContextTracker, viewFrame } from '../../src/log/frame-view.js';
 import type { FrameView } from '../../src/log/frame-view.js';
 import { OFFSET_SLOTS, SLOT_DELTA, SLOT_MAIN } from './constants.js';
 import type { EndReason } from './constants.js';
+import { stableUuid } from './envelope.js';
+import type {
+  ChannelSpec,
+  Envelope,
+  EnvelopeState,
+  Part,
+  Projected,
+  ProjectionStep,
+  TaskStatus,
+} from './envelope.js';
 import { beeosMeta } from './records.js';
 
-export type EnvelopeState = 'streaming' | 'completed' | 'failed' | 'refused' | 'cancelled';
-export type StopReason = 'end_turn' | 'error' | 'refused' | 'user_stop' | 'agent_lost';
-export type TaskStatus =
-  'queued' | 'running' | 'input_required' | 'completed' | 'failed' | 'canceled' | 'rejected';
-
-export type Part = Record<string, unknown> & { type: string };
-
-export interface Envelope {
-  type: string;
-  message_id: string;
-  offset: number;
-  in_reply_to?: string;
-  publisher_id: string;
-  state: EnvelopeState;
-  stop_reason?: StopReason;
-  body?: string;
-  parts?: Part[];
-  payload?: unknown;
-  created_at: string;
-  updated_at: string;
-}
-
-export interface Projected {
-  envelope: Envelope;
-  /** A legacy per-token chunk: shown only with include_deltas. */
-  delta: boolean;
-}
-
-export interface ProjectionStep {
-  envelopes: Projected[];
-  /** Set when this record ends the channel's stream (task terminal or channel closed). */
-  end?: EndReason;
-}
-
-export interface ChannelSpec {
-  kind: 'task' | 'conversation';
-  agentId: string;
-  contextId: string;
-  owner: string;
-  /**
-   * Capsule task ids known to belong to the channel (accepted submissions): their frames without
-   * `context_id` stay attributed when the task's first frame has aged out of retention.
-   */
-  taskIds?: readonly string[];
-}
+export type {
+  ChannelSpec,
+  Envelope,
+  EnvelopeState,
+  Part,
+  Projected,
+  ProjectionStep,
+  StopReason,
+  TaskStatus,
+} from './envelope.js';
+export { stableUuid } from './envelope.js';
 
 interface Reply {
   taskId: string;
@@ -67,12 +42,6 @@ interface Reply {
   ended: boolean;
   createdAt: string;
 }
-
-/** A deterministic UUID-shaped id: replays and reconnects see the same message_id. */
-export const stableUuid = (...parts: (string | number)[]): string => {
-  const h = createHash('sha256').update(parts.join('\u0000')).digest('hex');
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
-};
 
 const iso = (ms: number): string => new Date(ms).toISOString();
 
