@@ -158,11 +158,12 @@ export class CapsuleClient {
         const taskId = ownStart(frame, contextId);
         if (taskId !== null) settle({ kind: 'accepted', taskId, contextId });
       };
-      watch.onStart((taskId) => settle({ kind: 'accepted', taskId, contextId }));
       const timer = setTimeout(() => {
         settle({ kind: 'unreachable', reason: 'timeout waiting for the task to start' });
         res.destroy();
       }, timeoutMs);
+      // After the timer exists: onStart calls back at once when the watch already saw our task start.
+      watch.onStart((taskId) => settle({ kind: 'accepted', taskId, contextId }));
       const onFrame = (frame: SseFrame): void => {
         if (done) return;
         if (frame.event === 'error') return settle({ kind: 'invalid', data: frame.data });

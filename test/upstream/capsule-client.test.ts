@@ -79,6 +79,27 @@ describe('CapsuleClient.submit', () => {
     );
   });
 
+  it('accepted when the watch saw our task start before the submit answered (no crash, no timeout)', async () => {
+    sim = await startSimulator();
+    // A watch that already delivered our task's first frame when the submit subscribes to it: the
+    // outcome must settle from it at once (this once crashed on a timer used before it existed).
+    const early = JSON.stringify({
+      id: 'tsk_early',
+      context_id: 'ctx-early',
+      status: { state: 'working', message: 'inference turn 1' },
+      final: false,
+    });
+    client = new CapsuleClient({
+      url: sim.url,
+      watchFrames: (listener) => {
+        listener({ event: 'status', upstreamId: '0', data: early });
+        return () => {};
+      },
+    });
+    const outcome = await client.submit({ text: 'hi', contextId: 'ctx-early', messageId: 'm1' });
+    expect(outcome).toEqual({ kind: 'accepted', taskId: 'tsk_early', contextId: 'ctx-early' });
+  });
+
   it('rejected: the capsule is busy (single), the rejected frame byte for byte', async () => {
     sim = await startSimulator({ taskAcceptance: 'single' });
     client = new CapsuleClient({ url: sim.url });
