@@ -6,11 +6,14 @@ export interface CutProxy {
   url: string;
   /** Destroy every open connection, both sides (a network cut). */
   cutAll(): number;
+  /** Resolve once at least `n` connections are open (woken by each new connection, not polled). */
+  waitForConnections(n: number, timeoutMs?: number): Promise<void>;
   close(): Promise<void>;
 }
 
 export const startCutProxy = async (targetPort: number): Promise<CutProxy> => {
   const pairs = new Set<[net.Socket, net.Socket]>();
+  let onConnection: (() => void) | null = null;
   const server = net.createServer((client) => {
     const upstream = net.connect(targetPort, '127.0.0.1');
     const pair: [net.Socket, net.Socket] = [client, upstream];
@@ -24,6 +27,7 @@ export const startCutProxy = async (targetPort: number): Promise<CutProxy> => {
     upstream.on('error', drop).on('close', drop);
     client.pipe(upstream);
     upstream.pipe(client);
+    onConnection?.();
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
@@ -38,6 +42,20 @@ export const startCutProxy = async (targetPort: number): Promise<CutProxy> => {
       pairs.clear();
       return n;
     },
+    waitForConnections: (n, timeoutMs = 10_000) =>
+      new Promise<void>((resolve, reject) => {
+        if (pairs.size >= n) return resolve();
+        const timer = setTimeout(() => {
+          onConnection = null;
+          reject(new Error(`only ${pairs.size} of ${n} connections open after ${timeoutMs} ms`));
+        }, timeoutMs);
+        onConnection = () => {
+          if (pairs.size < n) return;
+          clearTimeout(timer);
+          onConnection = null;
+          resolve();
+        };
+      }),
     close: () =>
       new Promise<void>((resolve) => {
         for (const [a, b] of pairs) {

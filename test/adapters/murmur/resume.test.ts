@@ -94,6 +94,8 @@ describe('murmur surface: resume through cut connections', () => {
     let cuts = 0;
     for (let i = 0; i < CUTS * 4 && cuts < CUTS; i++) {
       const task = sim.submit(`#sim {"chunks":12,"thinking":2,"tools":1,"delayMs":1}`);
+      // Both clients are back (reconnected through the proxy) before each cut, so every cut counts.
+      await proxy.waitForConnections(2);
       await new Promise((r) => setTimeout(r, 5 + Math.floor(Math.random() * 20))); // paces the load only
       if (proxy.cutAll() >= 2) cuts++;
       await task.done;
