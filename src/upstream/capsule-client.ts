@@ -8,7 +8,7 @@ import https from 'node:https';
 import { GatewayError } from '../errors.js';
 import type { CancelOutcome, RpcForwardResult, SubmitOutcome } from '../core/types.js';
 import { SseFrameReader, type SseFrame } from './sse-frames.js';
-import { ownStart, WatchTap } from './task-start.js';
+import { WatchTap } from './task-start.js';
 
 export interface CapsuleClientOptions {
   url: string;
@@ -155,7 +155,7 @@ export class CapsuleClient {
         resolve(outcome);
       };
       const onWatch = (frame: SseFrame): void => {
-        const taskId = ownStart(frame, contextId);
+        const taskId = watch.detector.consider(frame);
         if (taskId !== null) settle({ kind: 'accepted', taskId, contextId });
       };
       const timer = setTimeout(() => {

@@ -1,6 +1,6 @@
 /**
- * Recognising the task a submit started: its first frame (a `working` status carrying the context id
- * we sent), seen on the submit connection or on the capsule's watch. Sending is capsule-client.ts's.
+ * Recognising the task a submit started: its first frame (`working` "inference turn 1", id 0, carrying
+ * the context id we sent), seen on the submit connection or on the capsule's watch. Sending is capsule-client.ts's.
  */
 import type { SseFrame } from './sse-frames.js';
 
@@ -13,26 +13,48 @@ const parseObject = (text: string): Record<string, unknown> | null => {
   }
 };
 
-/** The task id when `frame` is the first frame of the task submitted with `contextId`. */
-export const ownStart = (frame: SseFrame, contextId: string): string | null => {
-  if (frame.event !== 'status') return null;
-  const data = parseObject(frame.data);
-  const status = data?.status as { state?: unknown } | undefined;
-  return status?.state === 'working' && data?.context_id === contextId && typeof data.id === 'string'
-    ? data.id
-    : null;
-};
+/**
+ * Finds the task a submit started. A task's first frame is its `working` "inference turn 1" status
+ * from the task counter (id 0, spec "Event ids") carrying our context id. A context may already have
+ * a task running (a conversation's earlier turn): its frames carry the same context id, so any task
+ * seen doing anything else first is someone else's and is never taken for ours. One detector per
+ * submit, shared by the submit connection and the watch, which see the same tasks.
+ */
+export class StartDetector {
+  private readonly foreign = new Set<string>();
+
+  constructor(private readonly contextId: string) {}
+
+  /** The task id when `frame` is the first frame of the task submitted with our context id. */
+  consider(frame: SseFrame): string | null {
+    const data = parseObject(frame.data);
+    const taskId = typeof data?.id === 'string' ? data.id : null;
+    if (taskId === null || this.foreign.has(taskId)) return null;
+    const status = data?.status as { state?: unknown; message?: unknown } | undefined;
+    const isStart =
+      frame.event === 'status' &&
+      frame.upstreamId === '0' &&
+      status?.state === 'working' &&
+      status.message === 'inference turn 1' &&
+      data?.context_id === this.contextId;
+    if (isStart) return taskId;
+    this.foreign.add(taskId);
+    return null;
+  }
+}
 
 /** Our task's first frame as seen on the watch, remembered until someone asks. */
 export class WatchTap {
   private first: string | null = null;
   private listener: ((taskId: string) => void) | null = null;
   private readonly unsubscribe: (() => void) | null;
+  readonly detector: StartDetector;
 
   constructor(contextId: string, source?: (listener: (frame: SseFrame) => void) => () => void) {
+    this.detector = new StartDetector(contextId);
     this.unsubscribe =
       source?.((frame) => {
-        const taskId = this.first === null ? ownStart(frame, contextId) : null;
+        const taskId = this.first === null ? this.detector.consider(frame) : null;
         if (taskId === null) return;
         this.first = taskId;
         this.listener?.(taskId);

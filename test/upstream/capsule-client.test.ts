@@ -79,6 +79,32 @@ describe('CapsuleClient.submit', () => {
     );
   });
 
+  it('a running task of the SAME context is never taken for ours: busy single capsule → rejected', async () => {
+    sim = await startSimulator({ taskAcceptance: 'single' });
+    const store = new MemoryStore();
+    const capsule = uniqueCapsule('cu');
+    const upstream = new CapsuleUpstream({
+      capsule,
+      url: sim.url,
+      writer: new LogWriter(store),
+      store,
+    });
+    upstream.start();
+    stops.push(() => upstream.stop());
+    // An earlier turn of the same conversation keeps writing `working` statuses with our context id.
+    const earlier = sim.submit('#sim {"turns":400,"delayMs":1}', 'ctx-conv');
+    // Through the watch: a frame of its second turn is in the log (the watch delivers live frames).
+    for (let after = 0, found = false; !found;) {
+      const r = await store.waitAfter(capsule, after, 1000, 5000);
+      if (r.records.length === 0) throw new Error('the earlier task wrote nothing');
+      found = r.records.some((x) => x.kind === 'frame' && x.data.includes('inference turn 2'));
+      after = r.records[r.records.length - 1]!.offset;
+    }
+    const outcome = await upstream.submit({ text: 'next turn', contextId: 'ctx-conv', messageId: 'm2' });
+    expect(outcome.kind).toBe('rejected');
+    await earlier.done;
+  });
+
   it('accepted when the watch saw our task start before the submit answered (no crash, no timeout)', async () => {
     sim = await startSimulator();
     // A watch that already delivered our task's first frame when the submit subscribes to it: the
