@@ -92,7 +92,7 @@ describe('CapsuleClient.submit', () => {
     upstream.start();
     stops.push(() => upstream.stop());
     // An earlier turn of the same conversation keeps writing `working` statuses with our context id.
-    const earlier = sim.submit('#sim {"turns":400,"delayMs":1}', 'ctx-conv');
+    const earlier = sim.submit('#sim {"turns":100000,"delayMs":1}', 'ctx-conv');
     // Through the watch: a frame of its second turn is in the log (the watch delivers live frames).
     for (let after = 0, found = false; !found;) {
       const r = await store.waitAfter(capsule, after, 1000, 5000);
@@ -102,6 +102,8 @@ describe('CapsuleClient.submit', () => {
     }
     const outcome = await upstream.submit({ text: 'next turn', contextId: 'ctx-conv', messageId: 'm2' });
     expect(outcome.kind).toBe('rejected');
+    // Still running: it was never finished, so the rejection was the capsule's real answer.
+    expect((await upstream.cancel(earlier.taskId)).kind).toBe('canceled');
     await earlier.done;
   });
 
