@@ -20,8 +20,13 @@ export const startDemo = async (): Promise<Demo> => {
   const sims: SimulatedCapsule[] = [];
   const workloads: { stop(): void }[] = [];
   for (const spec of specs) {
-    // A human-visible pace: frames every 50-150 ms rather than a burst.
-    const sim = await startSimulator({ conversationMode: spec.mode, frameDelayMs: 80 });
+    // A human-visible pace (frames every ~80 ms), and `task_acceptance: queue` so a visitor's own
+    // invoke or Flue message waits behind the workload instead of being refused as busy.
+    const sim = await startSimulator({
+      conversationMode: spec.mode,
+      taskAcceptance: 'queue',
+      frameDelayMs: 80,
+    });
     sims.push(sim);
     workloads.push(startWorkload(sim, { seed: spec.seed }));
   }
