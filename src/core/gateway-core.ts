@@ -3,7 +3,7 @@
  * submission and cancel to the capsule's upstream client. It decides nothing about protocols.
  */
 import { GatewayError } from '../errors.js';
-import type { LogEntry, LogRecord, SubmissionEntry } from '../log/record.js';
+import type { LogEntry, SubmissionEntry } from '../log/record.js';
 import type { LogPosition } from '../log/store.js';
 import type {
   CancelOutcome,
@@ -20,24 +20,8 @@ import type {
   WaitResult,
 } from './types.js';
 
-/** The read side the hub provides. */
-export interface HubPort {
-  position(capsule: string): Promise<LogPosition>;
-  cursorStatus(capsule: string, after: number): Promise<{ status: CursorStatus; position: LogPosition }>;
-  read(
-    capsule: string,
-    after: number,
-    limit: number,
-  ): Promise<{ records: LogRecord[]; position: LogPosition }>;
-  waitAfter(
-    capsule: string,
-    after: number,
-    limit: number,
-    timeoutMs: number,
-    signal?: AbortSignal,
-  ): Promise<WaitResult>;
-  subscribe(capsule: string, options: SubscribeOptions): Subscription;
-}
+/** The read side the hub provides: exactly these methods of the core, answered by `src/hub`. */
+export type HubPort = Pick<GatewayCore, 'position' | 'cursorStatus' | 'read' | 'waitAfter' | 'subscribe'>;
 
 /** The log writer: enqueue without blocking, resolve when durable. */
 export interface WriterPort {
