@@ -10,5 +10,9 @@ export default defineConfig({
     hookTimeout: 30_000,
     // Two cores: integration files start servers; keep parallelism modest so event waits stay honest.
     maxWorkers: 2,
+    // CI also writes a JSON report, from which .ci/run prints a plain "N passed, N failed" line.
+    reporters: process.env.CI
+      ? ['default', ['json', { outputFile: '.tmp/vitest-results.json' }]]
+      : ['default'],
   },
 });
