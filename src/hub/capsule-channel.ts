@@ -4,7 +4,7 @@
  */
 import type { Logger } from 'pino';
 import type { LogRecord } from '../log/record.js';
-import type { LogPosition, LogStore } from '../log/store.js';
+import type { LogPosition, LogStore, ReadResult } from '../log/store.js';
 
 /** Something attached to a channel: a subscriber or a parked long-poll waiter. */
 export interface ChannelListener {
@@ -28,6 +28,8 @@ export interface ChannelOptions {
   dissolveMs: number;
   /** Pause after a store error before the tail loop retries. */
   retryMs: number;
+  /** Recent records kept in memory, so readers near the head are answered without a store read. */
+  recentRecords: number;
   logger: Logger;
 }
 
@@ -42,6 +44,13 @@ export class CapsuleChannel {
   private waitAbort: AbortController | null = null;
   private dissolveTimer: NodeJS.Timeout | null = null;
   private retryTimer: { timer: NodeJS.Timeout; wake: () => void } | null = null;
+  /**
+   * The most recent records the tail loop read, contiguous in offset (recent[start] is the oldest
+   * kept). Hundreds of long-polls or reconnecting watchers near the head are answered from here
+   * instead of each reading the store: the one reader per capsule stays one for catch-up too.
+   */
+  private recent: LogRecord[] = [];
+  private recentStart = 0;
   /** Resolves once the loop knows where the log stands; listeners read the store only after it. */
   readonly ready: Promise<void>;
   /** Settles when the tail loop has exited. */
@@ -77,6 +86,40 @@ export class CapsuleChannel {
 
   get running(): boolean {
     return !this.stopped;
+  }
+
+  /**
+   * Records after `after` from memory, or null when memory cannot answer (cursor older than what is
+   * kept, no tail read yet). At the head the answer is empty only when `emptyAtHead`: a listener
+   * attached to this channel gets the next batch pushed, a plain read must ask the store instead
+   * (it may follow a write the tail loop has not read back yet).
+   */
+  readRecent(after: number, limit: number, emptyAtHead: boolean): ReadResult | null {
+    const position = this.latest;
+    const oldest = this.recent[this.recentStart];
+    if (this.stopped || !position || position.epoch !== this.currentEpoch) return null;
+    if (after === this.lastSeen) return emptyAtHead ? { records: [], position } : null;
+    if (!oldest || after < oldest.offset - 1 || after > this.lastSeen) return null;
+    const from = this.recentStart + (after + 1 - oldest.offset);
+    return { records: this.recent.slice(from, from + limit), position };
+  }
+
+  private remember(records: readonly LogRecord[]): void {
+    const newest = this.recent[this.recent.length - 1];
+    // Offsets index into memory only while it is one contiguous run: a batch that does not continue
+    // it (retention trimmed records before the tail read them) starts a new run.
+    if (newest && records[0] && records[0].offset !== newest.offset + 1) {
+      this.recent = [];
+      this.recentStart = 0;
+    }
+    this.recent.push(...records);
+    const kept = this.recent.length - this.recentStart;
+    if (kept > this.options.recentRecords) this.recentStart += kept - this.options.recentRecords;
+    // Compact now and then, so dropping the oldest stays O(1) amortised.
+    if (this.recentStart > this.options.recentRecords) {
+      this.recent = this.recent.slice(this.recentStart);
+      this.recentStart = 0;
+    }
   }
 
   count(kind: ChannelListener['kind']): number {
@@ -167,6 +210,7 @@ export class CapsuleChannel {
       const last = records[records.length - 1];
       if (!last) continue;
       this.lastSeen = last.offset;
+      this.remember(records);
       for (const listener of [...this.listeners]) listener.push(records, position);
     }
   }
@@ -178,6 +222,8 @@ export class CapsuleChannel {
       'hub: log epoch changed; ending subscribers of the old epoch',
     );
     this.gen++;
+    this.recent = [];
+    this.recentStart = 0;
     this.currentEpoch = position.epoch;
     this.lastSeen = position.head;
     this.latest = position;

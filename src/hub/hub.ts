@@ -21,6 +21,8 @@ export interface HubOptions {
   dissolveMs?: number;
   /** Pause before the tail loop retries after a store error. */
   retryMs?: number;
+  /** Recent records per capsule kept in memory for readers near the head. */
+  recentRecords?: number;
   logger?: Logger;
 }
 
@@ -47,6 +49,7 @@ const DEFAULTS = {
   tailWaitMs: 15_000,
   dissolveMs: 5_000,
   retryMs: 1_000,
+  recentRecords: 10_000,
 };
 
 export class Hub implements HubReadSide {
@@ -64,6 +67,7 @@ export class Hub implements HubReadSide {
       tailWaitMs: options.tailWaitMs ?? DEFAULTS.tailWaitMs,
       dissolveMs: options.dissolveMs ?? DEFAULTS.dissolveMs,
       retryMs: options.retryMs ?? DEFAULTS.retryMs,
+      recentRecords: options.recentRecords ?? DEFAULTS.recentRecords,
       logger: options.logger ?? pino({ level: 'silent' }),
     };
   }
@@ -85,7 +89,10 @@ export class Hub implements HubReadSide {
     after: number,
     limit: number,
   ): Promise<{ records: LogRecord[]; position: LogPosition }> {
-    return this.store.read(capsule, after, limit);
+    const recent = this.channels.get(capsule)?.readRecent(after, limit, false);
+    return recent && recent.records.length > 0
+      ? Promise.resolve(recent)
+      : this.store.read(capsule, after, limit);
   }
 
   async waitAfter(

@@ -180,7 +180,10 @@ export class Subscriber implements ChannelListener, Subscription {
   private async read(after: number, limit: number): Promise<ReadResult | null> {
     let page: ReadResult;
     try {
-      page = await this.store.read(this.channel.capsule, after, limit);
+      // Near the head the channel answers from memory (empty at the head: live batches follow).
+      page =
+        this.channel.readRecent(after, limit, true) ??
+        (await this.store.read(this.channel.capsule, after, limit));
     } catch (err) {
       this.settings.logger.warn({ err, capsule: this.channel.capsule }, 'hub: catch-up read failed');
       this.end('store_error');

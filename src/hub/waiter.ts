@@ -59,7 +59,10 @@ export const waitOnChannel = (
     };
     /** A store read after `after`; answers the waiter when it returns records. */
     const readNow = (generation: number): void => {
-      store.read(channel.capsule, after, limit).then((page: ReadResult) => {
+      // Near the head the channel answers from memory; an empty answer there parks this waiter.
+      const recent = channel.readRecent(after, limit, true);
+      const read = recent ? Promise.resolve(recent) : store.read(channel.capsule, after, limit);
+      read.then((page: ReadResult) => {
         if (done) return;
         known = page.position;
         if (!channel.observe(page.position, generation)) {

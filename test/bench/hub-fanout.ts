@@ -21,7 +21,8 @@ const follow = async (base: string, after: number, until: number): Promise<numbe
   // Bounded: every request either advances the cursor or waits at most 5 s; 10,000 requests cap it.
   for (let i = 0; i < 10_000 && cursor < until; i++) {
     const res = await fetch(`${base}&after=${cursor}`);
-    const body = (await res.json()) as { records: unknown[]; next_cursor: number };
+    const body = (await res.json()) as { records?: unknown[]; next_cursor: number };
+    if (!body.records) throw new Error(`poll answered ${res.status}: ${JSON.stringify(body).slice(0, 300)}`);
     delivered += body.records.length;
     cursor = body.next_cursor;
   }
