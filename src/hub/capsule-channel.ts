@@ -51,6 +51,8 @@ export class CapsuleChannel {
    */
   private recent: LogRecord[] = [];
   private recentStart = 0;
+  /** Store reads in flight by `after:limit`: readers asking for the same page share one round trip. */
+  private readonly inflight = new Map<string, Promise<ReadResult>>();
   /** Resolves once the loop knows where the log stands; listeners read the store only after it. */
   readonly ready: Promise<void>;
   /** Settles when the tail loop has exited. */
@@ -102,6 +104,40 @@ export class CapsuleChannel {
     if (!oldest || after < oldest.offset - 1 || after > this.lastSeen) return null;
     const from = this.recentStart + (after + 1 - oldest.offset);
     return { records: this.recent.slice(from, from + limit), position };
+  }
+
+  /**
+   * Records after `after`: from memory when it can answer (see readRecent), else from the store,
+   * with concurrent identical reads coalesced into one. A burst of reconnecting clients at the same
+   * cursor costs one store read, not one each. Callers treat the records as read-only.
+   */
+  read(after: number, limit: number, emptyAtHead: boolean): Promise<ReadResult> {
+    const recent = this.readRecent(after, limit, emptyAtHead);
+    if (recent && (emptyAtHead || recent.records.length > 0)) return Promise.resolve(recent);
+    const key = `${after}:${limit}`;
+    let pending = this.inflight.get(key);
+    if (!pending) {
+      pending = this.store.read(this.capsule, after, limit);
+      this.inflight.set(key, pending);
+      const forget = (): void => {
+        if (this.inflight.get(key) === pending) this.inflight.delete(key);
+      };
+      pending.then(forget, forget);
+    }
+    return pending;
+  }
+
+  /**
+   * The position when `after` is within what this channel holds (inside memory, or at its head):
+   * such a cursor is neither trimmed nor ahead, so a poll needs no store round trip to say so.
+   */
+  knownPosition(after: number): LogPosition | null {
+    const position = this.latest;
+    const oldest = this.recent[this.recentStart];
+    if (this.stopped || !position || position.epoch !== this.currentEpoch || after > this.lastSeen)
+      return null;
+    if (after === this.lastSeen || (oldest && after >= oldest.offset - 1)) return position;
+    return null;
   }
 
   private remember(records: readonly LogRecord[]): void {

@@ -80,6 +80,8 @@ export class Hub implements HubReadSide {
     capsule: string,
     after: number,
   ): Promise<{ status: CursorStatus; position: LogPosition }> {
+    const known = this.channels.get(capsule)?.knownPosition(after);
+    if (known) return { status: 'ok', position: known };
     const position = await this.store.position(capsule);
     return { status: cursorStatusAt(position, after), position };
   }
@@ -89,10 +91,8 @@ export class Hub implements HubReadSide {
     after: number,
     limit: number,
   ): Promise<{ records: LogRecord[]; position: LogPosition }> {
-    const recent = this.channels.get(capsule)?.readRecent(after, limit, false);
-    return recent && recent.records.length > 0
-      ? Promise.resolve(recent)
-      : this.store.read(capsule, after, limit);
+    const channel = this.channels.get(capsule);
+    return channel ? channel.read(after, limit, false) : this.store.read(capsule, after, limit);
   }
 
   async waitAfter(
@@ -113,7 +113,7 @@ export class Hub implements HubReadSide {
       queueMicrotask(() => options.onEnd('shutdown'));
       return { close: () => undefined };
     }
-    const subscriber = new Subscriber(this.channel(capsule), this.store, options, {
+    const subscriber = new Subscriber(this.channel(capsule), options, {
       pageSize: this.settings.pageSize,
       maxQueuedRecords: this.settings.maxQueuedRecords,
       logger: this.settings.logger,

@@ -4,7 +4,7 @@
  */
 import type { Logger } from 'pino';
 import type { LogRecord } from '../log/record.js';
-import type { LogPosition, LogStore, ReadResult } from '../log/store.js';
+import type { LogPosition, ReadResult } from '../log/store.js';
 import type { SubscribeOptions, Subscription, SubscriptionEnd } from '../core/types.js';
 import type { CapsuleChannel, ChannelListener } from './capsule-channel.js';
 
@@ -34,7 +34,6 @@ export class Subscriber implements ChannelListener, Subscription {
 
   constructor(
     private readonly channel: CapsuleChannel,
-    private readonly store: LogStore,
     private readonly options: SubscribeOptions,
     private readonly settings: SubscriberSettings,
   ) {
@@ -180,10 +179,8 @@ export class Subscriber implements ChannelListener, Subscription {
   private async read(after: number, limit: number): Promise<ReadResult | null> {
     let page: ReadResult;
     try {
-      // Near the head the channel answers from memory (empty at the head: live batches follow).
-      page =
-        this.channel.readRecent(after, limit, true) ??
-        (await this.store.read(this.channel.capsule, after, limit));
+      // Memory near the head (empty at the head: live batches follow), else one shared store read.
+      page = await this.channel.read(after, limit, true);
     } catch (err) {
       this.settings.logger.warn({ err, capsule: this.channel.capsule }, 'hub: catch-up read failed');
       this.end('store_error');

@@ -59,10 +59,9 @@ export const waitOnChannel = (
     };
     /** A store read after `after`; answers the waiter when it returns records. */
     const readNow = (generation: number): void => {
-      // Near the head the channel answers from memory; an empty answer there parks this waiter.
-      const recent = channel.readRecent(after, limit, true);
-      const read = recent ? Promise.resolve(recent) : store.read(channel.capsule, after, limit);
-      read.then((page: ReadResult) => {
+      // Near the head the channel answers from memory (an empty answer there parks this waiter);
+      // otherwise one store read, shared with any waiter asking for the same page.
+      channel.read(after, limit, true).then((page: ReadResult) => {
         if (done) return;
         known = page.position;
         if (!channel.observe(page.position, generation)) {

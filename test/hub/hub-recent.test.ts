@@ -91,6 +91,19 @@ describe('hub recent records', () => {
     await hub.close();
   });
 
+  it('coalesces identical concurrent store reads: 100 waiters at one old cursor cost one read', async () => {
+    const { store, hub, keep } = await setup(20);
+    await store.append('c', frames(10, 50)); // memory keeps only 41..60; cursor 5 is older
+    await keep.until(60);
+    const before = store.reads;
+    const results = await Promise.all(Array.from({ length: 100 }, () => hub.waitAfter('c', 5, 1000, 1000)));
+    expect(store.reads - before).toBe(1);
+    for (const r of results)
+      expect(offsetsOf(r.records)).toEqual(Array.from({ length: 55 }, (_, k) => 6 + k));
+    keep.sub.close();
+    await hub.close();
+  });
+
   it('a subscriber that joins near the head catches up from memory, then follows live', async () => {
     const { store, hub, keep } = await setup();
     await store.append('c', frames(10, 40));
