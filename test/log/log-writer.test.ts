@@ -170,6 +170,31 @@ describe('LogWriter on the memory store', () => {
     expect(records[6]).toMatchObject({ reason: 'store-unavailable', count: 2, receivedAt: 5678, offset: 7 });
   });
 
+  it('write() (no promise, the ingestion path) keeps order and records its drops the same way', async () => {
+    const store = new SwitchedStore();
+    const writer = newWriter(store, { maxQueuedEntries: 3 });
+    const cap = uniqueCapsule();
+    store.down = true;
+    for (const l of ['w1', 'w2', 'w3']) writer.write(cap, frame(l));
+    for (const l of ['w4', 'w5']) writer.write(cap, frame(l, 4321)); // dropped: the queue is full
+    writer.write(cap, { kind: 'fact', fact: 'upstream-lost', reason: 'eof', receivedAt: 9 }); // never dropped
+    expect(writer.capsuleStats(cap)).toMatchObject({ dropped: 2 });
+    store.down = false;
+    await writer.flush();
+    writer.write(cap, frame('w6'));
+    await writer.flush();
+    const records = await readAll(store, cap);
+    expect(records.map(label)).toEqual([
+      'w1',
+      'w2',
+      'w3',
+      'fact:frames-possibly-missing',
+      'fact:upstream-lost',
+      'w6',
+    ]);
+    expect(records[3]).toMatchObject({ reason: 'store-unavailable', count: 2, receivedAt: 4321 });
+  });
+
   it('flush waits for durability; close rejects what is left and refuses new entries', async () => {
     const store = new SwitchedStore();
     const writer = newWriter(store);
