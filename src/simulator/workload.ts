@@ -10,8 +10,8 @@ export interface WorkloadOptions {
   pauseMs?: number;
 }
 
-/** mulberry32: a tiny seeded PRNG (deterministic demo runs). */
-const prng = (seed: number): (() => number) => {
+/** mulberry32: a tiny seeded PRNG (deterministic demo runs and replayable test workloads). */
+export const prng = (seed: number): (() => number) => {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;

@@ -4,6 +4,7 @@
  * workload generator interleaving several tasks and contexts.
  */
 import type { LogEntry, LogRecord } from '../../../src/log/record.js';
+import { prng } from '../../../src/simulator/workload.js';
 
 export const frame = (event: string, data: Record<string, unknown>): LogEntry => ({
   kind: 'frame',
@@ -88,17 +89,8 @@ export const sessionStarted = (): LogEntry => ({
 export const numbered = (entries: LogEntry[]): LogRecord[] =>
   entries.map((e, i) => ({ ...e, offset: i + 1 }));
 
-/** Small seeded PRNG (mulberry32) so a failing workload can be replayed from its seed. */
-export const prng = (seed: number): (() => number) => {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-};
+/** Seeded PRNG, so a failing workload can be replayed from its seed. */
+export { prng };
 
 /** The frames one task writes, in order, for a random script. */
 const taskFrames = (rand: () => number, task: string, ctx: string): LogEntry[] => {
