@@ -110,6 +110,13 @@ describe('loadConfig', () => {
     expect(message).toContain(expected);
   });
 
+  it('accepts the example config shipped in config/', () => {
+    const cfg = loadConfig({ config: 'config/gateway.example.yaml' }, {});
+    expect(cfg.capsules).toEqual([{ id: 'alpha', url: 'http://127.0.0.1:52222/' }]);
+    expect(cfg.redis).toBe('redis://127.0.0.1:6379');
+    expect(cfg.retention).toEqual({ maxRecords: 100000, maxAgeSeconds: 604800 });
+  });
+
   it('rejects unparseable YAML and JSON with the file named', () => {
     const y = file('broken.yaml', 'port: [1\n');
     expect(errorOf(() => loadConfig({ config: y }, {}))).toMatch(
