@@ -54,7 +54,16 @@ const createStore = (config: GatewayConfig, logger: Logger): LogStore => {
   return new MemoryStore(retention);
 };
 
-export const startGateway = async (config: GatewayConfig, logger: Logger): Promise<RunningGateway> => {
+/** Knobs that are not configuration: tests shorten the upstream reconnect backoff with them. */
+export interface GatewayTuning {
+  upstream?: { backoffBaseMs?: number; backoffCapMs?: number };
+}
+
+export const startGateway = async (
+  config: GatewayConfig,
+  logger: Logger,
+  tuning: GatewayTuning = {},
+): Promise<RunningGateway> => {
   const store = createStore(config, logger);
   const writer = new LogWriter(store, {
     maxQueuedEntries: config.maxPendingAppends,
@@ -71,6 +80,7 @@ export const startGateway = async (config: GatewayConfig, logger: Logger): Promi
         writer,
         store,
         logger: logger.child({ room: 'upstream' }),
+        ...tuning.upstream,
       }),
     );
   }

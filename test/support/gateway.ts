@@ -4,7 +4,7 @@
  */
 import { configSchema, type GatewayConfigInput } from '../../src/config/schema.js';
 import type { GatewayCore } from '../../src/core/types.js';
-import { startGateway, type RunningGateway } from '../../src/gateway.js';
+import { startGateway, type GatewayTuning, type RunningGateway } from '../../src/gateway.js';
 import { createLogger } from '../../src/logger.js';
 
 export interface TestGatewayOptions {
@@ -12,6 +12,8 @@ export interface TestGatewayOptions {
   capsules: Record<string, string>;
   /** default: the embedded memory store */
   redisUrl?: string;
+  /** e.g. a short upstream reconnect backoff for tests that cut or stop capsules */
+  tuning?: GatewayTuning;
   config?: Partial<{
     heartbeatMs: number;
     longPollMaxMs: number;
@@ -64,7 +66,7 @@ export const startTestGateway = async (opts: TestGatewayOptions): Promise<TestGa
     logLevel: (process.env.TEST_LOG_LEVEL as 'info' | undefined) ?? 'silent',
   };
   const config = configSchema.parse(input);
-  const gateway = await startGateway(config, createLogger(config.logLevel));
+  const gateway = await startGateway(config, createLogger(config.logLevel), opts.tuning);
   return {
     baseUrl: gateway.url,
     core: gateway.core,

@@ -1,23 +1,12 @@
 /**
- * A gateway with only the Murmur surface, assembled from the real pieces (store → writer → upstream
- * → hub → core → routes → HTTP), for this directory's tests and the fan-out bench. Same shape as
- * test/support/gateway.ts's startTestGateway, plus the store and writer for tests that need facts.
+ * The gateway for this directory's tests and the fan-out bench: startTestGateway (the real composition
+ * root) with a short upstream backoff, exposing the store and writer for tests that append facts.
  */
-import { serve, type ServerType } from '@hono/node-server';
-import { Hono } from 'hono';
-import type { AddressInfo } from 'node:net';
-import { randomUUID } from 'node:crypto';
-import { pino } from 'pino';
-import { createMurmurRoutes } from '../../../adapters/murmur/index.js';
-import { GatewayCoreImpl, type UpstreamPort } from '../../../src/core/gateway-core.js';
 import type { GatewayCore } from '../../../src/core/types.js';
 import type { AdapterConfig } from '../../../src/http/adapter-deps.js';
-import { Hub } from '../../../src/hub/hub.js';
-import { LogWriter } from '../../../src/log/log-writer.js';
-import { MemoryStore } from '../../../src/log/memory-store.js';
-import { RedisStore } from '../../../src/log/redis-store.js';
+import type { LogWriter } from '../../../src/log/log-writer.js';
 import type { LogStore, RetentionPolicy } from '../../../src/log/store.js';
-import { CapsuleUpstream } from '../../../src/upstream/capsule-upstream.js';
+import { startTestGateway } from '../../support/gateway.js';
 
 export interface MurmurGateway {
   baseUrl: string;
@@ -30,66 +19,22 @@ export interface MurmurGateway {
 export interface MurmurGatewayOptions {
   capsules: Record<string, string>;
   redisUrl?: string;
-  config?: Partial<AdapterConfig> & { retention?: RetentionPolicy };
+  config?: Partial<Omit<AdapterConfig, 'beeosKeys'>> & { retention?: RetentionPolicy };
 }
 
 export const startMurmurGateway = async (opts: MurmurGatewayOptions): Promise<MurmurGateway> => {
-  const logger = pino({ level: process.env.LOG_LEVEL ?? 'silent' });
-  const retention = opts.config?.retention ?? { maxRecords: 0, maxAgeMs: 0 };
-  const store: LogStore = opts.redisUrl
-    ? new RedisStore(opts.redisUrl, { retention, keyPrefix: `mt-${randomUUID().slice(0, 8)}`, logger })
-    : new MemoryStore(retention);
-  const writer = new LogWriter(store, { logger });
-  const hub = new Hub(store, { logger });
-  const upstreams = new Map<string, UpstreamPort>();
-  const started: CapsuleUpstream[] = [];
-  for (const [id, url] of Object.entries(opts.capsules)) {
-    const upstream = new CapsuleUpstream({
-      capsule: id,
-      url,
-      writer,
-      store,
-      logger,
-      backoffBaseMs: 20,
-      backoffCapMs: 200,
-    });
-    upstreams.set(id, upstream);
-    started.push(upstream);
-  }
-  const shutdown = new AbortController();
-  const core = new GatewayCoreImpl({ hub, writer, upstreams, shutdownSignal: shutdown.signal });
-  const config: AdapterConfig = {
-    heartbeatMs: 15_000,
-    longPollMaxMs: 30_000,
-    idleControlMs: 30_000,
-    bodyLimitBytes: 1 << 20,
-    publicUrl: null,
-    beeosKeys: [],
-    maxQueuedRecords: 10_000,
-    ...opts.config,
-  };
-  const app = new Hono();
-  app.route('/', createMurmurRoutes({ core, config, logger }));
-  for (const u of started) u.start();
-  const server: ServerType = await new Promise((resolve) => {
-    const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s));
+  const gw = await startTestGateway({
+    capsules: opts.capsules,
+    ...(opts.redisUrl ? { redisUrl: opts.redisUrl } : {}),
+    ...(opts.config ? { config: opts.config } : {}),
+    // Tests cut and stop capsules: reconnect quickly.
+    tuning: { upstream: { backoffBaseMs: 20, backoffCapMs: 200 } },
   });
-  const { port } = server.address() as AddressInfo;
   return {
-    baseUrl: `http://127.0.0.1:${port}`,
-    core,
-    store,
-    writer,
-    close: async () => {
-      shutdown.abort();
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
-      });
-      await Promise.all(started.map((u) => u.stop()));
-      await hub.close();
-      await writer.close();
-      await store.close();
-    },
+    baseUrl: gw.baseUrl,
+    core: gw.core,
+    store: gw.gateway.store,
+    writer: gw.gateway.writer,
+    close: gw.close,
   };
 };
