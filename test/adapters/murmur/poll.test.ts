@@ -12,6 +12,8 @@ import type { LogEntry } from '../../../src/log/record.js';
 import { MemoryStore } from '../../../src/log/memory-store.js';
 import type { RetentionPolicy } from '../../../src/log/store.js';
 import { frames } from '../../hub/helpers.js';
+import { configSchema } from '../../../src/config/schema.js';
+import { adapterConfigOf } from '../../../src/gateway.js';
 
 const CAPSULE = 'cap-1';
 const T0 = Date.UTC(2025, 0, 2, 3, 4, 5, 678);
@@ -57,15 +59,8 @@ const setup = (retention?: RetentionPolicy): Fixture => {
   const store = new MemoryStore(retention);
   const hub = new Hub(store, { dissolveMs: 10 });
   const shutdown = new AbortController();
-  const config: AdapterConfig = {
-    heartbeatMs: 15_000,
-    longPollMaxMs: 30_000,
-    idleControlMs: 30_000,
-    bodyLimitBytes: 1 << 20,
-    publicUrl: null,
-    beeosKeys: [],
-    maxQueuedRecords: 10_000,
-  };
+  // The defaults a user gets, from the one config schema.
+  const config: AdapterConfig = adapterConfigOf(configSchema.parse({}));
   const app = new Hono();
   app.route(
     '/',

@@ -17,6 +17,8 @@ import type { AdapterConfig } from '../../../../src/http/adapter-deps.js';
 import { Hub } from '../../../../src/hub/hub.js';
 import type { FactEntry, FrameEntry } from '../../../../src/log/record.js';
 import { MemoryStore } from '../../../../src/log/memory-store.js';
+import { configSchema } from '../../../../src/config/schema.js';
+import { adapterConfigOf } from '../../../../src/gateway.js';
 
 export const KEY_ALICE = `oag_${'a1'.repeat(32)}`;
 export const KEY_BOB = `oag_${'b2'.repeat(32)}`;
@@ -171,19 +173,15 @@ export const startHarness = async (
     upstreams: new Map([[capsule, upstream]]),
     shutdownSignal: shutdown.signal,
   });
+  // The defaults a user gets, from the one config schema, with these tests' keys and overrides.
   const config: AdapterConfig = {
-    heartbeatMs: 15_000,
-    longPollMaxMs: 30_000,
-    idleControlMs: 30_000,
-    bodyLimitBytes: 1024 * 1024,
-    publicUrl: null,
+    ...adapterConfigOf(configSchema.parse({})),
     beeosKeys: opts.keys
       ? [
           { sha256: hashApiKey(KEY_ALICE), owner: 'alice' },
           { sha256: hashApiKey(KEY_BOB), owner: 'bob' },
         ]
       : [],
-    maxQueuedRecords: 10_000,
     ...opts.config,
   };
   const app = createBeeosRoutes(
