@@ -26,35 +26,21 @@ export const createMetrics = (
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'murmur_gateway_' });
 
-  const statuses = async () => Promise.all(core.capsuleIds().map((id) => core.status(id)));
-
-  new Gauge({
-    name: 'murmur_gateway_log_head_offset',
-    help: 'Highest offset in the capsule log',
-    labelNames: ['capsule'],
-    registers: [registry],
-    async collect() {
-      for (const s of await statuses()) this.set({ capsule: s.id }, s.position.head);
-    },
-  });
-  new Gauge({
-    name: 'murmur_gateway_upstream_connected',
-    help: '1 when the upstream stream/watch is connected',
-    labelNames: ['capsule'],
-    registers: [registry],
-    async collect() {
-      for (const s of await statuses()) this.set({ capsule: s.id }, s.state === 'connected' ? 1 : 0);
-    },
-  });
-  new Gauge({
-    name: 'murmur_gateway_upstream_reconnects',
-    help: 'Upstream reconnections since start',
-    labelNames: ['capsule'],
-    registers: [registry],
-    async collect() {
-      for (const s of await statuses()) this.set({ capsule: s.id }, s.reconnects);
-    },
-  });
+  // Per-capsule gauges are filled from one read of every capsule's status per scrape (render), not
+  // one read per gauge: each status costs a store round trip.
+  const perCapsule = (name: string, help: string) =>
+    new Gauge({ name: `murmur_gateway_${name}`, help, labelNames: ['capsule'], registers: [registry] });
+  const head = perCapsule('log_head_offset', 'Highest offset in the capsule log');
+  const connected = perCapsule('upstream_connected', '1 when the upstream stream/watch is connected');
+  const reconnects = perCapsule('upstream_reconnects', 'Upstream reconnections since start');
+  const collectCapsules = async (): Promise<void> => {
+    const statuses = await Promise.all(core.capsuleIds().map((id) => core.status(id)));
+    for (const s of statuses) {
+      head.set({ capsule: s.id }, s.position.head);
+      connected.set({ capsule: s.id }, s.state === 'connected' ? 1 : 0);
+      reconnects.set({ capsule: s.id }, s.reconnects);
+    }
+  };
   new Gauge({
     name: 'murmur_gateway_open_connections',
     help: 'Open downstream connections',
@@ -99,7 +85,10 @@ export const createMetrics = (
 
   return {
     contentType: registry.contentType,
-    render: () => registry.metrics(),
+    render: async () => {
+      await collectCapsules();
+      return registry.metrics();
+    },
     connectionsOpened,
   };
 };
