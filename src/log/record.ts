@@ -24,7 +24,8 @@ export type MissingReason =
   | 'no-overlap' // the replay shares nothing with the stored tail: more than a buffer was missed
   | 'capsule-restarted' // a new capsule session: the old session's unsent frames are gone
   | 'id-zero-unreplayable' // the replay skipped id-0 frames (each task's first status), by spec
-  | 'store-unavailable'; // the store was down longer than the writer's queue could hold
+  | 'store-unavailable' // the store was down longer than the writer's queue could hold
+  | 'store-reset'; // the store lost records (older snapshot, lagging replica, data loss): a new epoch starts here
 
 export type FactEntry =
   | {
@@ -48,7 +49,16 @@ export type FactEntry =
       receivedAt: number;
     }
   | { kind: 'fact'; fact: 'capsule-closed'; receivedAt: number }
-  | { kind: 'fact'; fact: 'capsule-session-started'; reason: string; receivedAt: number };
+  | { kind: 'fact'; fact: 'capsule-session-started'; reason: string; receivedAt: number }
+  | {
+      kind: 'fact';
+      fact: 'submission-failed';
+      /** The failed submission's `messageId`: it was never forwarded upstream. */
+      messageId: string;
+      /** Why, e.g. `store-unavailable`: its client was told it failed before its record was durable. */
+      reason: string;
+      receivedAt: number;
+    };
 
 export type SurfaceName = 'murmur' | 'beeos' | 'flue';
 
