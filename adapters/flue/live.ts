@@ -4,6 +4,7 @@
  * headers and validation are routes.ts's concern.
  */
 import type { AdapterConfig } from '../../src/http/adapter-deps.js';
+import { linkSignals } from '../../src/core/linked-signal.js';
 import type { GatewayCore } from '../../src/core/types.js';
 import { encodeControlEvent, encodeDataEvent, encodeHeartbeat, formatOffset } from './codec.js';
 import { UPDATES_PAGE } from './constants.js';
@@ -25,7 +26,15 @@ export interface LiveContext {
  * capsule does not wake every parked client of a quiet conversation.
  */
 export const longPoll = async (live: LiveContext, after: number): Promise<Cycle> => {
-  const signal = AbortSignal.any([live.signal, live.core.shutdownSignal]);
+  const linked = linkSignals(live.signal, live.core.shutdownSignal);
+  try {
+    return await holdLongPoll(live, after, linked.signal);
+  } finally {
+    linked.release();
+  }
+};
+
+const holdLongPoll = async (live: LiveContext, after: number, signal: AbortSignal): Promise<Cycle> => {
   const deadline = Date.now() + live.config.longPollMaxMs;
   let next = after;
   // Bounded by the deadline: each pass either returns or waits out part of the window.
@@ -58,7 +67,8 @@ export const sseBody = (live: LiveContext, after: number): ReadableStream<Uint8A
   const writer = writable.getWriter();
   const encoder = new TextEncoder();
   const stop = new AbortController();
-  const signal = AbortSignal.any([live.signal, live.core.shutdownSignal, stop.signal]);
+  const linked = linkSignals(live.signal, live.core.shutdownSignal, stop.signal);
+  const signal = linked.signal;
   const write = (text: string): Promise<void> =>
     writer.write(encoder.encode(text)).catch(() => {
       stop.abort();
@@ -91,6 +101,7 @@ export const sseBody = (live: LiveContext, after: number): ReadableStream<Uint8A
     .finally(() => {
       clearInterval(heartbeat);
       stop.abort();
+      linked.release();
       writer.close().catch(() => undefined);
     });
   return readable;

@@ -35,6 +35,7 @@
  * is parked is forgotten at once (the request's abort signal reaches the hub's waiter).
  */
 import { Hono, type Context } from 'hono';
+import { linkSignals } from '../../src/core/linked-signal.js';
 import { GatewayError } from '../../src/errors.js';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import type { LogRecord } from '../../src/log/record.js';
@@ -89,8 +90,12 @@ export const createPollRoutes = (deps: AdapterDeps): Hono => {
       } else if (status === 'gone' || waitMs === 0) {
         page = await core.read(capsule, after, limit);
       } else {
-        const signal = AbortSignal.any([c.req.raw.signal, core.shutdownSignal]);
-        page = await core.waitAfter(capsule, after, limit, waitMs, signal);
+        const linked = linkSignals(c.req.raw.signal, core.shutdownSignal);
+        try {
+          page = await core.waitAfter(capsule, after, limit, waitMs, linked.signal);
+        } finally {
+          linked.release();
+        }
       }
       return c.body(pollBodyText(after, page.records, page.position), 200, JSON_HEADERS);
     } catch (err) {
