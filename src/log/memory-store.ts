@@ -1,10 +1,21 @@
 /**
  * The embedded log store: one in-process array per capsule, zero set-up, nothing survives a restart.
- * Same semantics as the Redis store (the contract suite runs on both); batching and retries are the
- * writer's (`log-writer.ts`).
+ * Same semantics as the Redis store (the contract suite runs on both): every log of a process starts
+ * a new epoch at the time floor (so a restarted gateway never reuses an offset a client holds), and a
+ * writer floor above the head is fenced with a new epoch like a Redis rollback. Batching and retries
+ * are the writer's (`log-writer.ts`).
  */
 import type { LogEntry, LogRecord } from './record.js';
-import type { AppendResult, BatchId, LogPosition, LogStore, ReadResult, RetentionPolicy } from './store.js';
+import {
+  storeResetFact,
+  timeFloor,
+  type AppendOptions,
+  type AppendResult,
+  type LogPosition,
+  type LogStore,
+  type ReadResult,
+  type RetentionPolicy,
+} from './store.js';
 
 interface Waiter {
   after: number;
@@ -17,15 +28,25 @@ interface CapsuleLog {
   epoch: number;
   /** Highest offset minted. */
   head: number;
-  /** Retained records live in records[start..]; offsets are contiguous, so index = offset arithmetic. */
+  /**
+   * Retained records live in records[start..], offsets increasing; contiguous except where a new
+   * epoch jumped, so reads find their place by binary search.
+   */
   records: LogRecord[];
   start: number;
   /** Per writer: the last applied batch seq and the offsets it got (idempotent retries). */
-  writers: Map<string, { seq: number; offsets: number[] }>;
+  writers: Map<string, { seq: number; offsets: number[]; reset: boolean }>;
   waiters: Set<Waiter>;
 }
 
 const NO_RETENTION: RetentionPolicy = { maxRecords: 0, maxAgeMs: 0 };
+
+/** Now in ms with µs precision: the time floor counts microseconds. */
+const preciseNow = (): number => performance.timeOrigin + performance.now();
+
+/** Epochs in microseconds (< 10^16), distinct within the process even when minted in one ms. */
+let lastEpoch = 0;
+const newEpoch = (): number => (lastEpoch = Math.max(Date.now() * 1000, lastEpoch + 1));
 
 export class MemoryStore implements LogStore {
   readonly kind = 'memory' as const;
@@ -34,25 +55,34 @@ export class MemoryStore implements LogStore {
 
   constructor(private readonly retention: RetentionPolicy = NO_RETENTION) {}
 
-  async append(capsule: string, entries: LogEntry[], batch?: BatchId): Promise<AppendResult> {
+  async append(capsule: string, entries: LogEntry[], options: AppendOptions = {}): Promise<AppendResult> {
     const log = this.log(capsule);
+    const { batch } = options;
     if (batch) {
       const last = log.writers.get(batch.writerId);
       if (last && batch.seq <= last.seq) {
+        if (last.reset) return { offsets: [...last.offsets], epoch: log.epoch, reset: true };
         return { offsets: [], epoch: log.epoch, appliedOffsets: [...last.offsets] };
       }
     }
+    // The writer saw more than this log holds (a log it knew from elsewhere): fence it like
+    // append.lua does, a new epoch above everything with the reset fact first and alone.
+    const regressed = (options.floor ?? 0) > log.head;
+    if (regressed) {
+      log.epoch = newEpoch();
+      log.head = Math.max(options.floor ?? 0, log.head, timeFloor(preciseNow()));
+    }
     const offsets: number[] = [];
-    for (const entry of entries) {
+    for (const entry of regressed ? [options.resetFact ?? storeResetFact()] : entries) {
       const offset = ++log.head;
       // A frozen copy: readers share record objects, and the caller keeps its own entry.
       log.records.push(Object.freeze({ ...entry, offset }) as LogRecord);
       offsets.push(offset);
     }
-    if (batch) log.writers.set(batch.writerId, { seq: batch.seq, offsets });
+    if (batch) log.writers.set(batch.writerId, { seq: batch.seq, offsets, reset: regressed });
     this.applyRetention(log);
     if (offsets.length > 0) this.wake(log);
-    return { offsets, epoch: log.epoch };
+    return regressed ? { offsets, epoch: log.epoch, reset: true } : { offsets, epoch: log.epoch };
   }
 
   async read(capsule: string, after: number, limit: number): Promise<ReadResult> {
@@ -122,13 +152,16 @@ export class MemoryStore implements LogStore {
     }
   }
 
-  /** The capsule's log, created on first use: its epoch is the creation time (ms, < 10^16). */
+  /**
+   * The capsule's log, created on first use: a new epoch (its creation time in µs, < 10^16) whose
+   * offsets start above the time floor.
+   */
   private log(capsule: string): CapsuleLog {
     let log = this.logs.get(capsule);
     if (!log) {
       log = {
-        epoch: Date.now(),
-        head: 0,
+        epoch: newEpoch(),
+        head: timeFloor(preciseNow()),
         records: [],
         start: 0,
         writers: new Map(),
@@ -140,16 +173,22 @@ export class MemoryStore implements LogStore {
   }
 
   private positionOf(log: CapsuleLog): LogPosition {
-    const retained = log.records.length - log.start;
-    return { head: log.head, first: log.head - retained + 1, epoch: log.epoch };
+    const first = log.records[log.start]?.offset ?? log.head + 1;
+    return { head: log.head, first, epoch: log.epoch };
   }
 
   private readNow(log: CapsuleLog, after: number, limit: number): ReadResult {
     const position = this.positionOf(log);
-    const from = Math.max(after + 1, position.first);
-    if (limit <= 0 || from > position.head) return { records: [], position };
-    const index = log.start + (from - position.first);
-    return { records: log.records.slice(index, index + limit), position };
+    if (limit <= 0 || after >= position.head) return { records: [], position };
+    // The first retained record with offset > after.
+    let lo = log.start;
+    let hi = log.records.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if ((log.records[mid]?.offset ?? 0) > after) hi = mid;
+      else lo = mid + 1;
+    }
+    return { records: log.records.slice(lo, lo + limit), position };
   }
 
   private wake(log: CapsuleLog): void {

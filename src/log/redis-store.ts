@@ -1,19 +1,33 @@
 /**
- * The Redis Streams log store: one stream + one meta hash per capsule, sharing the `{capsule}` hash
- * tag (Cluster-safe). Offsets are minted inside append.lua; batching, outage queueing and retries
- * are the writer's (`log-writer.ts`), periodic age trimming is its owner's.
+ * The Redis Streams log store: per capsule one stream, one meta hash and one short-lived dedup key
+ * per writer, all sharing the `{capsule}` hash tag (Cluster-safe: each script touches one slot).
+ * Offsets are minted and regressions fenced with a new epoch inside append.lua; batching, outage
+ * queueing and retries are the writer's (`log-writer.ts`), periodic age trimming is its owner's.
  */
 import { readFileSync } from 'node:fs';
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import { decodeRecord, encodeEntry, type LogEntry, type LogRecord } from './record.js';
-import type { AppendResult, BatchId, LogPosition, LogStore, ReadResult, RetentionPolicy } from './store.js';
+import {
+  storeResetFact,
+  type AppendOptions,
+  type AppendResult,
+  type LogPosition,
+  type LogStore,
+  type ReadResult,
+  type RetentionPolicy,
+} from './store.js';
 
 export interface RedisStoreOptions {
   retention?: RetentionPolicy;
-  /** Key prefix: keys are `<prefix>:{<capsule>}:log` and `<prefix>:{<capsule>}:meta`. */
+  /** Key prefix: keys are `<prefix>:{<capsule>}:log`, `…:meta` and `…:w:<writerId>`. */
   keyPrefix?: string;
+  /**
+   * How long a writer's dedup key (its last batch, for idempotent retries) outlives its last append.
+   * Retries happen within seconds; a writer gone for this long (a gateway restart) leaves nothing.
+   */
+  dedupTtlMs?: number;
   /** A command unanswered this long fails (a frozen Redis keeps TCP open): the writer retries. */
   commandTimeoutMs?: number;
   logger?: Logger;
@@ -24,7 +38,7 @@ type AppendReply = [epoch: string, applied: number, first: number, count: number
 type ReadReply = [epoch: string, head: string, first: string | null, records: StreamEntry[]];
 
 interface ScriptCommands {
-  mgAppend(log: string, meta: string, ...args: (string | number)[]): Promise<AppendReply>;
+  mgAppend(log: string, meta: string, dedup: string, ...args: (string | number)[]): Promise<AppendReply>;
   mgRead(log: string, meta: string, after: number, limit: number): Promise<ReadReply>;
 }
 
@@ -46,6 +60,7 @@ export class RedisStore implements LogStore {
   private readonly redis: Redis & ScriptCommands;
   private readonly retention: RetentionPolicy;
   private readonly prefix: string;
+  private readonly dedupTtlMs: number;
   private readonly idleBlockers: Redis[] = [];
   private readonly activeBlockers = new Set<Redis>();
   private closed = false;
@@ -53,6 +68,7 @@ export class RedisStore implements LogStore {
   constructor(url: string, options: RedisStoreOptions = {}) {
     this.retention = options.retention ?? { maxRecords: 0, maxAgeMs: 0 };
     this.prefix = options.keyPrefix ?? 'mg';
+    this.dedupTtlMs = options.dedupTtlMs ?? 24 * 60 * 60 * 1000;
     const redisOptions: RedisOptions = {
       // Fail fast while Redis is away: the writer keeps entries queued and retries with backoff.
       enableOfflineQueue: false,
@@ -65,7 +81,7 @@ export class RedisStore implements LogStore {
     this.redis = new Redis(url, redisOptions) as Redis & ScriptCommands;
     const logger = options.logger;
     this.redis.on('error', (err: Error) => logger?.debug({ err: err.message }, 'redis error'));
-    this.redis.defineCommand('mgAppend', { numberOfKeys: 2, lua: lua('append') });
+    this.redis.defineCommand('mgAppend', { numberOfKeys: 3, lua: lua('append') });
     this.redis.defineCommand('mgRead', { numberOfKeys: 2, lua: lua('read') });
   }
 
@@ -75,17 +91,39 @@ export class RedisStore implements LogStore {
     return { log: `${base}:log`, meta: `${base}:meta` };
   }
 
-  async append(capsule: string, entries: LogEntry[], batch?: BatchId): Promise<AppendResult> {
+  /** A writer's dedup key: its own key (with a TTL), no longer a field of the meta hash. */
+  dedupKey(capsule: string, writerId: string): string {
+    return `${this.prefix}:{${capsule}}:w:${writerId || '-'}`;
+  }
+
+  async append(capsule: string, entries: LogEntry[], options: AppendOptions = {}): Promise<AppendResult> {
     const { log, meta } = this.keys(capsule);
-    const args: (string | number)[] = [batch?.writerId ?? '', batch?.seq ?? 0];
-    args.push(this.retention.maxRecords);
+    const { batch } = options;
+    const args: (string | number)[] = [
+      batch?.writerId ?? '',
+      batch?.seq ?? 0,
+      this.retention.maxRecords,
+      Math.max(0, Math.floor(options.floor ?? 0)),
+      encodeEntry(options.resetFact ?? storeResetFact()),
+      this.dedupTtlMs,
+    ];
     for (const entry of entries) args.push(encodeEntry(entry));
+    // Not ready → the script was certainly never sent: say so, the writer may re-form the batch.
+    await this.ready().catch((err: unknown) => {
+      throw this.unavailable(err, true);
+    });
     const [epoch, applied, first, count] = await this.call(() =>
-      this.ready().then(() => this.redis.mgAppend(log, meta, ...args)),
+      this.redis.mgAppend(log, meta, this.dedupKey(capsule, batch?.writerId ?? ''), ...args),
     );
     const offsets = Array.from({ length: Number(count) }, (_, i) => Number(first) + i);
-    if (Number(applied) === 1) return { offsets, epoch: Number(epoch) };
-    return { offsets: [], epoch: Number(epoch), appliedOffsets: offsets };
+    switch (Number(applied)) {
+      case 1:
+        return { offsets, epoch: Number(epoch) };
+      case 2:
+        return { offsets, epoch: Number(epoch), reset: true };
+      default:
+        return { offsets: [], epoch: Number(epoch), appliedOffsets: offsets };
+    }
   }
 
   async read(capsule: string, after: number, limit: number): Promise<ReadResult> {
@@ -254,10 +292,25 @@ export class RedisStore implements LogStore {
     }
   }
 
-  private unavailable(err: unknown): GatewayError {
-    if (err instanceof GatewayError) return err;
+  /**
+   * `notSent`: the command certainly never left this process (not connected; ioredis refuses at
+   * once without an offline queue). Anything else may have run in Redis without a reply reaching us.
+   */
+  private unavailable(err: unknown, notSent = false): GatewayError {
+    if (err instanceof GatewayError) {
+      return notSent && !err.details?.notSent
+        ? new GatewayError(err.code, err.message, { ...err.details, notSent: true })
+        : err;
+    }
     const message = err instanceof Error ? err.message : String(err);
-    return new GatewayError('store_unavailable', `redis: ${message}`);
+    // ioredis's refusal without an offline queue; "Connection is closed." is NOT one: it also
+    // fails commands already written to a socket that then closed.
+    const refused = message.startsWith("Stream isn't writeable");
+    return new GatewayError(
+      'store_unavailable',
+      `redis: ${message}`,
+      notSent || refused ? { notSent: true } : undefined,
+    );
   }
 
   /** A dedicated connection for one blocking XREAD (never the main one: it would stall appends). */

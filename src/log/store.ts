@@ -3,9 +3,14 @@
  * Implementations: `memory-store.ts` (embedded, zero set-up) and `redis-store.ts` (Redis Streams).
  * Batching, outage queueing and retries live in `log-writer.ts`; waiting for new records lives here.
  */
-import type { LogEntry, LogRecord } from './record.js';
+import { GatewayError } from '../errors.js';
+import type { FactEntry, LogEntry, LogRecord } from './record.js';
 
-/** Where a log stands. `epoch` changes only when the store lost the log; offsets restart at 1 then. */
+/**
+ * Where a log stands. `epoch` changes only when the store lost records (issue 8): offsets of a new
+ * epoch continue above every offset handed out before (see AppendOptions.floor and `timeFloor`), so
+ * a bare numeric cursor from an old epoch is never answered with other content.
+ */
 export interface LogPosition {
   /** Highest offset written (0 when the log is empty). */
   head: number;
@@ -16,9 +21,14 @@ export interface LogPosition {
 }
 
 export interface AppendResult {
-  /** Offsets given to the entries, in order. */
+  /** Offsets given to the entries, in order (with `reset`: the reset fact's offset alone). */
   offsets: number[];
   epoch: number;
+  /**
+   * The store had regressed (see AppendOptions.floor): a new epoch began with the reset fact as its
+   * first record, and none of the entries were appended.
+   */
+  reset?: true;
   /**
    * Only when `batch` was already applied (so `offsets` is empty): the offsets that batch got then,
    * in this same epoch, so a writer retrying after a lost reply can still tell its callers where
@@ -46,14 +56,57 @@ export interface BatchId {
   seq: number;
 }
 
+export interface AppendOptions {
+  /** Idempotent retry: a batch already applied is not applied again (answered as it was then). */
+  batch?: BatchId;
+  /**
+   * The highest offset this writer has seen durable in this capsule's log (0 = none). A store whose
+   * counter is below it, or below its own last record, or whose meta key is gone while the log has a
+   * past, has lost records: it starts a NEW EPOCH, appends `resetFact` as that epoch's first record,
+   * appends nothing of `entries`, and answers `reset: true`. Old records that survived are kept.
+   */
+  floor?: number;
+  /** A `frames-possibly-missing` fact with reason `store-reset`; the store makes one when absent. */
+  resetFact?: FactEntry;
+}
+
+/** 2026-01-01T00:00:00Z, the origin of the time floor. */
+const TIME_FLOOR_ORIGIN_MS = Date.UTC(2026, 0, 1);
+
+/**
+ * The lowest offset a new epoch starting at `nowMs` may mint: microseconds since 2026-01-01Z. An
+ * epoch hands out at most one offset per microsecond of its life, so a log lost together with every
+ * floor (a Redis that lost everything while the gateway also restarted) still never reuses an
+ * offset a client holds. append.lua and read.lua compute the same from Redis TIME.
+ */
+export const timeFloor = (nowMs = Date.now()): number =>
+  Math.max(0, Math.floor((nowMs - TIME_FLOOR_ORIGIN_MS) * 1000));
+
+/** The fact a store appends when it starts a new epoch for lack of one from the caller. */
+export const storeResetFact = (receivedAt = Date.now()): FactEntry => ({
+  kind: 'fact',
+  fact: 'frames-possibly-missing',
+  reason: 'store-reset',
+  receivedAt,
+});
+
+/**
+ * Whether a failed store call certainly never reached the store (no connection): its batch may then
+ * be re-formed. Any other failure is ambiguous (sent, no reply) and must be retried as is.
+ */
+export const notSent = (err: unknown): boolean =>
+  err instanceof GatewayError && err.details?.notSent === true;
+
 export interface LogStore {
   /** 'memory' or 'redis', for logs and /capsules. */
   readonly kind: 'memory' | 'redis';
   /**
-   * Append entries in order, minting offsets in the same atomic step. When `batch` was already
-   * applied (a retry after a lost reply) nothing is appended and `offsets` is empty.
+   * Append entries in order, minting offsets in the same atomic step. When `options.batch` was
+   * already applied (a retry after a lost reply) nothing is appended and `offsets` is empty. When the
+   * store regressed (see AppendOptions.floor) only the reset fact is appended (`reset: true`).
+   * A failure that certainly never reached the store carries `details.notSent` (see `notSent`).
    */
-  append(capsule: string, entries: LogEntry[], batch?: BatchId): Promise<AppendResult>;
+  append(capsule: string, entries: LogEntry[], options?: AppendOptions): Promise<AppendResult>;
   /** Records after `after` (exclusive), at most `limit`, oldest first. Never loads a whole log. */
   read(capsule: string, after: number, limit: number): Promise<ReadResult>;
   /** The last `count` records, oldest first (for replay reconciliation after a restart). */
@@ -71,7 +124,7 @@ export interface LogStore {
     timeoutMs: number,
     signal?: AbortSignal,
   ): Promise<ReadResult>;
-  /** Apply retention now (the stores also apply count retention on append). */
+  /** Apply retention now (the stores also apply count retention on append; age only here). */
   trim(capsule: string): Promise<void>;
   /** Whether the store answers (readyz). */
   ping(): Promise<boolean>;

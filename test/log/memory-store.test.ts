@@ -1,4 +1,7 @@
-/** The store contract on the embedded store, plus what only it can show (waiters leave no trace). */
+/**
+ * The store contract on the embedded store, plus what only it can show (waiters leave no trace, a
+ * new process starts a new epoch above the time floor).
+ */
 import { describe, expect, it } from 'vitest';
 import { MemoryStore } from '../../src/log/memory-store.js';
 import { frame, runStoreContract } from './store.contract.js';
@@ -29,6 +32,16 @@ describe('MemoryStore', () => {
     await store.close();
   });
 
+  it('starts every log of a new store (a restarted process) in a new epoch above every earlier offset', async () => {
+    const before = new MemoryStore();
+    const old = await before.append('c', [frame('a')]);
+    const restarted = new MemoryStore();
+    const now = await restarted.append('c', [frame('b')]);
+    expect(now.epoch).not.toBe(old.epoch);
+    // Offsets start at the µs since 2026-01-01: at most one per µs was handed out before.
+    expect(now.offsets[0]).toBeGreaterThan(old.offsets[0]!);
+  });
+
   it('resolves parked waiters empty on close', async () => {
     const store = new MemoryStore();
     const waiting = store.waitAfter('c', 0, 10, 60_000);
@@ -48,10 +61,11 @@ describe('MemoryStore', () => {
 
   it('keeps offsets contiguous across compaction of a long retained log', async () => {
     const store = new MemoryStore({ maxRecords: 100, maxAgeMs: 0 });
+    const b = (await store.position('c')).head;
     for (let i = 1; i <= 5000; i++) await store.append('c', [frame(String(i))]);
     const { records, position } = await store.read('c', 0, 1000);
-    expect(position).toMatchObject({ head: 5000, first: 4901 });
-    expect(records.map((r) => r.offset)).toEqual(Array.from({ length: 100 }, (_, i) => 4901 + i));
+    expect(position).toMatchObject({ head: b + 5000, first: b + 4901 });
+    expect(records.map((r) => r.offset)).toEqual(Array.from({ length: 100 }, (_, i) => b + 4901 + i));
     expect(records.map((r) => (r.kind === 'frame' ? r.upstreamId : ''))).toEqual(
       Array.from({ length: 100 }, (_, i) => String(4901 + i)),
     );

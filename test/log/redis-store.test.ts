@@ -1,14 +1,16 @@
 /**
- * The store contract on Redis Streams, plus what only Redis has: epochs that change when the log is
- * lost, several writers on one capsule, the `{capsule}` hash-tag layout, failing fast when it is down.
+ * The store contract on Redis Streams, plus what only Redis has: epochs that fence a lost log or a
+ * rolled-back counter, several writers on one capsule, the `{capsule}` hash-tag layout, dedup keys
+ * with a TTL, failing fast when it is down (and saying the call was never sent).
  */
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { GatewayError } from '../../src/errors.js';
 import { RedisStore } from '../../src/log/redis-store.js';
-import type { RetentionPolicy } from '../../src/log/store.js';
+import { notSent, type RetentionPolicy } from '../../src/log/store.js';
 import { freePort } from '../support/redis-server.js';
 import { testRedisUrl, uniqueCapsule } from '../support/redis.js';
+import type { LogRecord } from '../../src/log/record.js';
 import { frame, readAll, runStoreContract } from './store.contract.js';
 
 const url = testRedisUrl();
@@ -41,42 +43,99 @@ describe.skipIf(skip)('RedisStore', () => {
     await Promise.all(stores.splice(0).map((s) => s.close()));
   });
 
-  it('starts a new epoch with offsets from 1 when the log keys are deleted', async () => {
+  const label = (r: LogRecord): string | false =>
+    r.kind === 'frame'
+      ? (r.upstreamId ?? '')
+      : r.kind === 'fact' && `fact:${r.fact}:${'reason' in r ? r.reason : ''}`;
+
+  it('starts a new epoch above every earlier offset when the log keys are deleted (total loss)', async () => {
     const store = open();
     const cap = uniqueCapsule();
     const before = await store.append(cap, [frame('a'), frame('b'), frame('c')]);
     await client.del(`mg:{${cap}}:log`, `mg:{${cap}}:meta`);
-    const after = await store.append(cap, [frame('new')]);
-    expect(after.offsets).toEqual([1]);
+    // A writer that saw `c` durable passes it as its floor: the loss is fenced, nothing appended.
+    const after = await store.append(cap, [frame('new')], { floor: before.offsets[2]! });
+    expect(after.reset).toBe(true);
     expect(after.epoch).not.toBe(before.epoch);
-    expect(await store.position(cap)).toEqual({ head: 1, first: 1, epoch: after.epoch });
-    expect((await store.read(cap, 0, 10)).records.map((r) => r.kind === 'frame' && r.upstreamId)).toEqual([
-      'new',
+    expect(after.offsets[0]).toBeGreaterThan(before.offsets[2]!);
+    expect((await store.read(cap, 0, 10)).records.map(label)).toEqual([
+      'fact:frames-possibly-missing:store-reset',
     ]);
+    // Without any floor (the gateway restarted too) the time floor still keeps offsets above.
+    await client.del(`mg:{${cap}}:log`, `mg:{${cap}}:meta`);
+    const blind = await store.append(cap, [frame('x')]);
+    expect(blind.reset).toBeUndefined();
+    expect(blind.offsets[0]).toBeGreaterThan(after.offsets[0]!);
   });
 
-  it('starts a new epoch and drops stale entries when only the meta key is lost', async () => {
+  it('starts a new epoch when only the meta key is lost, keeping the records that survived', async () => {
     const store = open();
     const cap = uniqueCapsule();
     const before = await store.append(cap, [frame('a'), frame('b')]);
     await client.del(`mg:{${cap}}:meta`);
+    // A reader (the hub) notices first: it mints the epoch, above the surviving records.
     const position = await store.position(cap);
     expect(position.epoch).not.toBe(before.epoch);
-    expect(position).toMatchObject({ head: 0, first: 1 });
-    expect((await store.append(cap, [frame('c')])).offsets).toEqual([1]);
-    expect((await store.read(cap, 0, 10)).records).toHaveLength(1);
+    expect(position.first).toBe(before.offsets[0]);
+    expect(position.head).toBeGreaterThanOrEqual(before.offsets[1]!);
+    // The next append still writes the store-reset fact first (even with no floor: the log had a past).
+    const reset = await store.append(cap, [frame('c')]);
+    expect(reset).toMatchObject({ reset: true, epoch: position.epoch });
+    expect(reset.offsets[0]).toBeGreaterThan(position.head);
+    const next = await store.append(cap, [frame('c')], { floor: reset.offsets[0]! });
+    expect(next.offsets).toEqual([reset.offsets[0]! + 1]);
+    expect((await store.read(cap, 0, 10)).records.map(label)).toEqual([
+      'a',
+      'b',
+      'fact:frames-possibly-missing:store-reset',
+      'c',
+    ]);
+  });
+
+  it('fences a counter that fell below the stream (a partial rollback) with a new epoch', async () => {
+    const store = open();
+    const cap = uniqueCapsule();
+    const before = await store.append(cap, [frame('a'), frame('b')]);
+    await client.hset(`mg:{${cap}}:meta`, 'offset', String(before.offsets[0]! - 5));
+    // No floor (a writer that never saw this capsule): the stream's own last id is the witness.
+    const reset = await store.append(cap, [frame('c')]);
+    expect(reset.reset).toBe(true);
+    expect(reset.epoch).not.toBe(before.epoch);
+    expect(reset.offsets[0]).toBeGreaterThan(before.offsets[1]!);
+  });
+
+  it("keeps each writer's dedup record in its own key with a TTL, and prunes legacy meta fields", async () => {
+    const store = new RedisStore(redisUrl(), { dedupTtlMs: 60_000 });
+    stores.push(store);
+    const cap = uniqueCapsule();
+    const meta = `mg:{${cap}}:meta`;
+    await store.append(cap, [frame('a')]);
+    // What an older gateway left behind: one dedup field per writer (per restart) in the meta hash.
+    await client.hset(meta, 'w:old-1', '3:1:1', 'w:old-2', '9:2:1');
+    const done = await store.append(cap, [frame('b')], { batch: { writerId: 'w1', seq: 1 } });
+    expect((await client.hkeys(meta)).sort()).toEqual(['epoch', 'offset']);
+    const key = store.dedupKey(cap, 'w1');
+    expect(key).toBe(`mg:{${cap}}:w:w1`);
+    expect(await client.get(key)).toBe(`1:${done.offsets[0]}:1`);
+    const ttl = await client.pttl(key);
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(60_000);
+    // The default TTL is a day.
+    await open().append(cap, [frame('c')], { batch: { writerId: 'w2', seq: 1 } });
+    expect(await client.pttl(`mg:{${cap}}:w:w2`)).toBeGreaterThan(23 * 3600_000);
   });
 
   it('keeps one epoch across store instances (a gateway restart on the same Redis)', async () => {
     const cap = uniqueCapsule();
     const first = await open().append(cap, [frame('a')]);
     const second = await open().append(cap, [frame('b')]);
-    expect(second).toEqual({ offsets: [2], epoch: first.epoch });
+    expect(second).toEqual({ offsets: [first.offsets[0]! + 1], epoch: first.epoch });
   });
 
   it('two writers appending concurrently to one capsule produce no duplicate and no hole', async () => {
     const cap = uniqueCapsule();
     const writers = [open(), open()];
+    const b = (await writers[0]!.position(cap)).head;
     const got = await Promise.all(
       writers.flatMap((store, w) =>
         Array.from({ length: 10 }, async (_, a) => {
@@ -89,7 +148,7 @@ describe.skipIf(skip)('RedisStore', () => {
       ),
     );
     const all = got.flat().sort((x, y) => x - y);
-    expect(all).toEqual(Array.from({ length: 2000 }, (_, i) => i + 1));
+    expect(all).toEqual(Array.from({ length: 2000 }, (_, i) => b + i + 1));
     const records = await readAll(writers[0]!, cap);
     expect(records.map((r) => r.offset)).toEqual(all);
     expect(new Set(records.map((r) => r.kind === 'frame' && r.upstreamId)).size).toBe(2000);
@@ -98,18 +157,24 @@ describe.skipIf(skip)('RedisStore', () => {
   it('keeps all keys of a capsule under its {capsule} hash tag, with entry ids <offset>-0', async () => {
     const cap = uniqueCapsule();
     const store = open(undefined, 'tagtest');
-    await store.append(cap, [frame('a'), frame('b')]);
+    const { offsets } = await store.append(cap, [frame('a'), frame('b')], {
+      batch: { writerId: 'w', seq: 1 },
+    });
     expect(store.keys(cap)).toEqual({ log: `tagtest:{${cap}}:log`, meta: `tagtest:{${cap}}:meta` });
-    expect((await client.keys(`*${cap}*`)).sort()).toEqual([`tagtest:{${cap}}:log`, `tagtest:{${cap}}:meta`]);
+    expect((await client.keys(`*${cap}*`)).sort()).toEqual([
+      `tagtest:{${cap}}:log`,
+      `tagtest:{${cap}}:meta`,
+      `tagtest:{${cap}}:w:w`,
+    ]);
     expect(await client.type(`tagtest:{${cap}}:log`)).toBe('stream');
     expect(await client.type(`tagtest:{${cap}}:meta`)).toBe('hash');
     const entries = await client.xrange(`tagtest:{${cap}}:log`, '-', '+');
-    expect(entries.map(([id]) => id)).toEqual(['1-0', '2-0']);
+    expect(entries.map(([id]) => id)).toEqual(offsets.map((o) => `${o}-0`));
     expect(entries[0]![1]).toEqual([
       'r',
       JSON.stringify(frame('a', JSON.parse(entries[0]![1][1]!).receivedAt)),
     ]);
-    expect(await client.hget(`tagtest:{${cap}}:meta`, 'offset')).toBe('2');
+    expect(await client.hget(`tagtest:{${cap}}:meta`, 'offset')).toBe(String(offsets[1]));
   });
 
   it('fails fast with store_unavailable when Redis is not there, and ping says false', async () => {
@@ -119,6 +184,7 @@ describe.skipIf(skip)('RedisStore', () => {
     const err = await store.append('c', [frame('a')]).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(GatewayError);
     expect((err as GatewayError).code).toBe('store_unavailable');
+    expect(notSent(err)).toBe(true); // the writer may re-form a batch that never left
     expect((await store.read('c', 0, 1).catch((e: unknown) => e)) as GatewayError).toMatchObject({
       code: 'store_unavailable',
     });

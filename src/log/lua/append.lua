@@ -1,32 +1,101 @@
 -- append.lua: mint offsets and append entries to one capsule's log in ONE atomic step, so two
--- writers can never produce a duplicate or a hole (issue 2, "The log"). Called by redis-store.ts.
-local logKey = KEYS[1] -- stream mg:{capsule}:log, entry ids <offset>-0, field r = encoded entry
-local metaKey = KEYS[2] -- hash mg:{capsule}:meta: epoch, offset, w:<writerId> = "<seq>:<first>:<count>"
+-- writers can never produce a duplicate or a hole, and fence every regression of the store with a
+-- new epoch (issue 8). Called by redis-store.ts. Stands alone: lines shared with read.lua are
+-- duplicated on purpose (an EVAL script cannot include another).
+local logKey = KEYS[1] -- stream <prefix>:{capsule}:log, entry ids <offset>-0, field r = encoded entry
+local metaKey = KEYS[2] -- hash <prefix>:{capsule}:meta: epoch, offset (the counter), minted
+local dedupKey = KEYS[3] -- string <prefix>:{capsule}:w:<writerId> = "<seq>:<first>:<count>[:r]"
 local writerId = ARGV[1] -- '' when the batch carries no BatchId
 local seq = tonumber(ARGV[2])
 local maxRecords = tonumber(ARGV[3]) -- count retention, 0 = unbounded
-local FIRST_ENTRY = 4 -- ARGV[4..] are the encoded entries, in order
+local floor = tonumber(ARGV[4]) -- highest offset this writer has seen durable here, 0 = none
+local resetFact = ARGV[5] -- encoded store-reset fact, '' = the caller sent none
+local dedupTtlMs = tonumber(ARGV[6])
+local FIRST_ENTRY = 7 -- ARGV[7..] are the encoded entries, in order
 
-local epoch = redis.call('HGET', metaKey, 'epoch')
-if not epoch then
-  -- No epoch: the log is new or was lost. Start a new generation from a clean slate so offsets
-  -- restart at 1 and no stale entry can collide with a new id.
-  redis.call('DEL', logKey, metaKey)
-  local t = redis.call('TIME')
-  -- Microseconds (16 digits, < 10^16): a log lost and re-created within the same millisecond
-  -- still gets a different epoch.
-  epoch = t[1] .. string.format('%06d', tonumber(t[2]))
-  redis.call('HSET', metaKey, 'epoch', epoch, 'offset', 0)
+-- 2026-01-01T00:00:00Z in seconds. A new epoch's offsets start above the microseconds elapsed since
+-- then, so even a Redis that lost everything while the gateway restarted (no floor known) never
+-- hands out an offset below one an earlier epoch handed out (at most one offset per microsecond).
+local TIME_FLOOR_ORIGIN = 1767225600
+local t = redis.call('TIME')
+local nowSec, nowUsec = tonumber(t[1]), tonumber(t[2])
+local timeFloor = math.max(0, (nowSec - TIME_FLOOR_ORIGIN) * 1000000 + nowUsec)
+
+-- Already applied (a retry after a lost reply)? Answer as then, reset included, append nothing.
+if writerId ~= '' then
+  local last = redis.call('GET', dedupKey)
+  if last then
+    local lastSeq, first, count, flag = string.match(last, '^(%d+):(%d+):(%d+):?(%a*)$')
+    if lastSeq and tonumber(lastSeq) >= seq then
+      local epochNow = redis.call('HGET', metaKey, 'epoch') or '0'
+      return { epochNow, flag == 'r' and 2 or 0, tonumber(first), tonumber(count) }
+    end
+  end
 end
 
-if writerId ~= '' then
-  local last = redis.call('HGET', metaKey, 'w:' .. writerId)
-  if last then
-    local lastSeq, first, count = string.match(last, '^(%d+):(%d+):(%d+)$')
-    if tonumber(lastSeq) >= seq then
-      -- Already applied (a retry after a lost reply): append nothing, say where it landed then.
-      return { epoch, 0, tonumber(first), tonumber(count) }
+-- The per-writer dedup fields once lived in the meta hash (one more per gateway restart, never
+-- pruned): drop them when seen. HLEN is O(1); only a legacy hash pays for HKEYS.
+if redis.call('HLEN', metaKey) > 3 then
+  for _, field in ipairs(redis.call('HKEYS', metaKey)) do
+    if string.sub(field, 1, 2) == 'w:' then redis.call('HDEL', metaKey, field) end
+  end
+end
+
+local meta = redis.call('HMGET', metaKey, 'epoch', 'offset', 'minted')
+local epoch, counter, minted = meta[1], tonumber(meta[2] or '0'), meta[3]
+local streamExists = redis.call('EXISTS', logKey) == 1
+
+-- A regression: the meta key is gone (or only a reader minted its epoch) while the log has a past,
+-- or the counter is below what this writer saw durable or below the stream's last entry.
+local fresh = (not epoch) or minted
+local regressed
+if fresh then
+  regressed = floor > 0 or streamExists
+else
+  regressed = counter < floor
+  if not regressed and streamExists then
+    local lastEntry = redis.call('XREVRANGE', logKey, '+', '-', 'COUNT', 1)[1]
+    if lastEntry and tonumber(string.match(lastEntry[1], '^(%d+)')) > counter then regressed = true end
+  end
+end
+
+if fresh or regressed then
+  -- Offsets of the new epoch start above everything any reader may hold: the writer's floor, the
+  -- stream's last generated id (entries since trimmed included), the old counter, the time floor.
+  local lastGenerated = 0
+  if streamExists then
+    local info = redis.call('XINFO', 'STREAM', logKey)
+    for i = 1, #info, 2 do
+      if info[i] == 'last-generated-id' then
+        lastGenerated = tonumber(string.match(info[i + 1], '^(%d+)'))
+      end
     end
+  end
+  local base = math.max(floor, lastGenerated, counter)
+  -- A reader-minted epoch with no past already starts at its own time floor: keep its counter.
+  if regressed or not minted then base = math.max(base, timeFloor) end
+  if not minted then
+    -- Microseconds (16 digits, < 10^16), never the epoch it replaces. A reader-minted epoch (no
+    -- record yet) is kept: readers already saw it, with no record under it.
+    local newEpoch = nowSec .. string.format('%06d', nowUsec)
+    if newEpoch == epoch then newEpoch = tostring(tonumber(newEpoch) + 1) end
+    epoch = newEpoch
+  end
+  -- Old records that survived stay: they are still true. Only the epoch and counter move.
+  redis.call('HSET', metaKey, 'epoch', epoch, 'offset', string.format('%d', base))
+  redis.call('HDEL', metaKey, 'minted')
+  counter = base
+  if regressed and resetFact ~= '' then
+    -- The new epoch's first record is the loss fact, and nothing else: the writer re-sends what
+    -- still belongs after it (a reader resuming from any old cursor meets this signal first).
+    local offset = base + 1
+    redis.call('HSET', metaKey, 'offset', string.format('%d', offset))
+    redis.call('XADD', logKey, string.format('%d-0', offset), 'r', resetFact)
+    if maxRecords > 0 then redis.call('XTRIM', logKey, 'MAXLEN', '=', maxRecords) end
+    if writerId ~= '' then
+      redis.call('SET', dedupKey, string.format('%d:%d:1:r', seq, offset), 'PX', dedupTtlMs)
+    end
+    return { epoch, 2, offset, 1 }
   end
 end
 
@@ -39,6 +108,7 @@ if maxRecords > 0 then
   redis.call('XTRIM', logKey, 'MAXLEN', '=', maxRecords)
 end
 if writerId ~= '' then
-  redis.call('HSET', metaKey, 'w:' .. writerId, string.format('%d:%d:%d', seq, base + 1, count))
+  -- Its own key with a TTL: a writer that is gone (a gateway restart) leaves nothing behind.
+  redis.call('SET', dedupKey, string.format('%d:%d:%d', seq, base + 1, count), 'PX', dedupTtlMs)
 end
 return { epoch, 1, base + 1, count }

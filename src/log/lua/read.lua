@@ -1,20 +1,34 @@
 -- read.lua: records after an offset plus the log's position, read in one atomic step so the page
--- and the head/first/epoch it is reported with always agree. Called by redis-store.ts.
-local logKey = KEYS[1] -- stream mg:{capsule}:log
-local metaKey = KEYS[2] -- hash mg:{capsule}:meta
+-- and the head/first/epoch it is reported with always agree. Called by redis-store.ts. Stands
+-- alone: the epoch minting below duplicates append.lua's on purpose.
+local logKey = KEYS[1] -- stream <prefix>:{capsule}:log
+local metaKey = KEYS[2] -- hash <prefix>:{capsule}:meta
 local after = tonumber(ARGV[1]) -- exclusive
 local limit = tonumber(ARGV[2]) -- 0 = position only
 
 local epoch = redis.call('HGET', metaKey, 'epoch')
 if not epoch then
-  -- Same rule as append.lua: no epoch means a new or lost log; mint the generation here too so a
-  -- reader never sees an epoch that the next append would replace.
-  redis.call('DEL', logKey, metaKey)
+  -- No epoch: a new log, or its meta key was lost. Mint the generation here too (so a reader never
+  -- sees an epoch the next append would replace), with the same offset rules as append.lua: above
+  -- the stream's last generated id and the time floor. Records that survived are kept. `minted`
+  -- tells append.lua no record has been written under this epoch yet: if the log had a past, the
+  -- next append writes the store-reset fact first.
   local t = redis.call('TIME')
-  -- Microseconds (16 digits, < 10^16): a log lost and re-created within the same millisecond
-  -- still gets a different epoch.
-  epoch = t[1] .. string.format('%06d', tonumber(t[2]))
-  redis.call('HSET', metaKey, 'epoch', epoch, 'offset', 0)
+  local nowSec, nowUsec = tonumber(t[1]), tonumber(t[2])
+  local timeFloor = math.max(0, (nowSec - 1767225600) * 1000000 + nowUsec) -- µs since 2026-01-01Z
+  local lastGenerated = 0
+  if redis.call('EXISTS', logKey) == 1 then
+    local info = redis.call('XINFO', 'STREAM', logKey)
+    for i = 1, #info, 2 do
+      if info[i] == 'last-generated-id' then
+        lastGenerated = tonumber(string.match(info[i + 1], '^(%d+)'))
+      end
+    end
+  end
+  -- Microseconds (16 digits, < 10^16).
+  epoch = nowSec .. string.format('%06d', nowUsec)
+  local base = math.max(lastGenerated, timeFloor)
+  redis.call('HSET', metaKey, 'epoch', epoch, 'offset', string.format('%d', base), 'minted', '1')
 end
 
 local head = redis.call('HGET', metaKey, 'offset') or '0'
