@@ -1,17 +1,25 @@
 /**
  * The only way ingestion writes to the log: per-capsule group commit in arrival order, one batch in
- * flight per capsule, idempotent retries while the store is away, and a bounded queue whose overflow
- * is recorded in the log as a `frames-possibly-missing` fact (issue 2, "The log"). Reads are the hub's.
+ * flight per capsule, idempotent retries while the store is away, a queue bounded in bytes whose
+ * overflow is recorded in the log as one `frames-possibly-missing` fact per run, and a floor (the
+ * highest offset seen durable) passed with every append so a store that lost records starts a new
+ * epoch instead of re-using offsets (issue 8). Reads are the hub's.
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
-import type { FactEntry, LogEntry } from './record.js';
-import type { BatchId, LogStore } from './store.js';
+import type { LogEntry } from './record.js';
+import { RetentionSweeper } from './retention-sweeper.js';
+import { notSent, storeResetFact, type AppendResult, type LogStore } from './store.js';
+import { approxBytes, type Batch, type Lane, type MissingFact, type Pending } from './writer-lane.js';
 
 export interface LogWriterOptions {
-  /** Entries held per capsule (queued + in flight) before frames are dropped. */
+  /** Entries held per capsule (queued + in flight) before frames and facts are dropped. */
   maxQueuedEntries?: number;
+  /** Approximate bytes held per capsule (facts and submissions included) before dropping. */
+  maxQueuedBytes?: number;
+  /** After an overflow, entries are refused until the queue is below this fraction of both bounds. */
+  lowWaterRatio?: number;
   /** Entries per store call. */
   maxBatch?: number;
   /** Approximate bytes per store call (a batch always holds at least one entry). */
@@ -20,7 +28,7 @@ export interface LogWriterOptions {
   /** Retry backoff after a failed batch: base * 2^attempt, capped, jittered. */
   retryBaseMs?: number;
   retryMaxMs?: number;
-  /** Apply the store's retention (age) at most this often per capsule; 0 = never. */
+  /** Apply the store's retention to every known capsule (idle ones too) this often; 0 = never. */
   trimIntervalMs?: number;
 }
 
@@ -33,8 +41,12 @@ export interface Appended {
 export interface WriterStats {
   /** Entries queued or in flight. */
   queued: number;
-  /** Frames dropped because the queue was full (each run is recorded in the log as a fact). */
+  /** Approximate bytes queued or in flight. */
+  queuedBytes: number;
+  /** Entries dropped because the queue was full (each run is recorded in the log as a fact). */
   dropped: number;
+  /** Frames discarded because the store regressed (a new epoch; the replay re-delivers them). */
+  discarded: number;
   /** Batches made durable. */
   batches: number;
   /** Failed store calls (each retried). */
@@ -43,76 +55,103 @@ export interface WriterStats {
   lastError: string | null;
 }
 
-interface Pending {
-  entry: LogEntry;
-  resolve: (value: Appended) => void;
-  reject: (err: Error) => void;
-}
-
-type MissingFact = Extract<FactEntry, { fact: 'frames-possibly-missing' }>;
-
-interface Lane extends Omit<WriterStats, 'queued'> {
-  capsule: string;
-  /** Waiting entries live in waiting[start..]: taking a batch is O(batch), not O(queue). */
-  waiting: Pending[];
-  start: number;
-  inFlight: { id: BatchId; items: Pending[] } | null;
-  scheduled: boolean;
-  retryTimer: NodeJS.Timeout | null;
-  attempt: number;
-  /** The fact counting the current run of dropped frames, while nothing has been queued after it. */
-  openMarker: MissingFact | null;
-  lastTrim: number;
-}
-
 const noop = (): void => {};
 
-/** A cheap size estimate of an encoded entry: its variable text plus the JSON around it. */
-const approxBytes = (entry: LogEntry): number =>
-  entry.kind === 'frame'
-    ? entry.data.length + 120
-    : entry.kind === 'submission'
-      ? entry.text.length + 300
-      : 200;
+const withdrawnError = (): GatewayError =>
+  new GatewayError('store_unavailable', 'log store unavailable: entry withdrawn before it was sent', {
+    withdrawn: true,
+  });
 
 export class LogWriter {
   readonly writerId = randomUUID();
   private seq = 0;
   private readonly lanes = new Map<string, Lane>();
   private idleWaiters: (() => void)[] = [];
+  private readonly resetListeners = new Set<(capsule: string) => void>();
   private closed = false;
-  private readonly maxQueued: number;
+  private readonly maxEntries: number;
+  private readonly maxBytes: number;
+  private readonly lowEntries: number;
+  private readonly lowBytes: number;
   private readonly maxBatch: number;
   private readonly maxBatchBytes: number;
   private readonly retryBaseMs: number;
   private readonly retryMaxMs: number;
-  private readonly trimIntervalMs: number;
+  private readonly sweeper: RetentionSweeper;
   private readonly logger: Logger | undefined;
 
   constructor(
     private readonly store: LogStore,
     options: LogWriterOptions = {},
   ) {
-    this.maxQueued = options.maxQueuedEntries ?? 100_000;
+    this.maxEntries = options.maxQueuedEntries ?? 100_000;
+    this.maxBytes = options.maxQueuedBytes ?? 64 * 1024 * 1024;
+    const low = options.lowWaterRatio ?? 0.5;
+    this.lowEntries = Math.floor(this.maxEntries * low);
+    this.lowBytes = Math.floor(this.maxBytes * low);
     this.maxBatch = options.maxBatch ?? 1000;
     // Large tool artifacts: one Lua call must stay short (it blocks Redis while it runs).
     this.maxBatchBytes = options.maxBatchBytes ?? 4 * 1024 * 1024;
     this.retryBaseMs = options.retryBaseMs ?? 50;
     this.retryMaxMs = options.retryMaxMs ?? 2000;
-    this.trimIntervalMs = options.trimIntervalMs ?? 60_000;
     this.logger = options.logger;
+    this.sweeper = new RetentionSweeper(store, options.trimIntervalMs ?? 60_000, this.logger);
   }
 
   /**
-   * Queue an entry (synchronously, never blocking the caller); the promise resolves once it is
-   * durable. When the capsule's queue is full a frame is dropped (counted, and recorded in the log
-   * where the drop began) and a submission is refused: both reject with `store_unavailable`.
-   * Callers may ignore the promise: a rejection nobody awaits never becomes an unhandled one.
+   * Queue an entry without a promise: the ingestion hot path (a promise per frame was a measurable
+   * share of ingest GC). Returns false when the entry was NOT queued (queue full, or closed): it will
+   * never reach the log, so the caller must not count it as stored. Accepted entries are retried
+   * until durable (or the writer closes). While full, frames and facts are dropped and counted on one
+   * `store-unavailable` fact where the run of drops began; see `whenRoom`.
    */
-  append(capsule: string, entry: LogEntry): Promise<Appended> {
-    const promise = this.enqueue(capsule, entry);
+  write(capsule: string, entry: LogEntry): boolean {
+    if (this.closed) return false;
+    const lane = this.lane(capsule);
+    const bytes = approxBytes(entry);
+    if (this.full(lane, bytes)) {
+      if (entry.kind === 'submission')
+        this.logger?.error({ capsule }, 'log queue full: submission not recorded');
+      else this.drop(lane, entry);
+      return false;
+    }
+    this.push(lane, { entry, bytes, resolve: noop, reject: noop, batch: null });
+    return true;
+  }
+
+  /**
+   * Queue an entry; the promise resolves once it is durable. A full queue drops a frame or fact
+   * (counted as in `write`) and refuses a submission: all reject with `store_unavailable`. When
+   * `signal` aborts before the entry's batch was sent to the store, the entry is withdrawn (never
+   * appended) and the promise rejects with `store_unavailable` `{ withdrawn: true }`; once sent, it
+   * settles by the store's answer. Callers may ignore the promise (no unhandled rejection).
+   */
+  append(capsule: string, entry: LogEntry, options: { signal?: AbortSignal } = {}): Promise<Appended> {
+    const promise = this.enqueue(capsule, entry, options.signal);
     promise.catch(noop);
     return promise;
+  }
+
+  /**
+   * Call `listener(capsule)` synchronously when an append found the store regressed and a new epoch
+   * began. By then every queued frame of that capsule is discarded (the capsule's replay re-delivers
+   * what it still holds); submissions and facts stay queued. Returns the unsubscribe function.
+   */
+  onReset(listener: (capsule: string) => void): () => void {
+    this.resetListeners.add(listener);
+    return () => this.resetListeners.delete(listener);
+  }
+
+  /** Resolve once the capsule's queue accepts entries again (below its low-water mark after drops). */
+  whenRoom(capsule: string): Promise<void> {
+    const lane = this.lane(capsule);
+    if (!lane.overflow || this.closed) return Promise.resolve();
+    return new Promise((resolve) => lane.roomWaiters.push(resolve));
+  }
+
+  /** Include an idle capsule in the periodic retention sweep (capsules written to are included). */
+  track(capsule: string): void {
+    this.sweeper.track(capsule);
   }
 
   /** Resolve once everything queued so far (and since) is durable; the caller bounds the wait. */
@@ -124,108 +163,164 @@ export class LogWriter {
   /** Stop: pending entries are rejected with `shutting_down`. Flush first to drain. */
   async close(): Promise<void> {
     this.closed = true;
+    this.sweeper.stop();
     const err = new GatewayError('shutting_down', 'log writer closed');
     for (const lane of this.lanes.values()) {
       if (lane.retryTimer) clearTimeout(lane.retryTimer);
       lane.retryTimer = null;
-      for (const p of lane.waiting.slice(lane.start)) p.reject(err);
-      for (const p of lane.inFlight?.items ?? []) p.reject(err);
+      for (const p of [...lane.waiting.slice(lane.start), ...(lane.inFlight?.items ?? [])]) {
+        if (!p.withdrawn) this.settle(lane, p, null, err);
+      }
       lane.waiting = [];
       lane.start = 0;
       lane.inFlight = null;
+      this.roomNow(lane);
     }
     this.settleIdle();
   }
 
   /** Totals over all capsules. */
   stats(): WriterStats {
-    const total: WriterStats = { queued: 0, dropped: 0, batches: 0, failures: 0, lastError: null };
+    const total: WriterStats = {
+      queued: 0,
+      queuedBytes: 0,
+      dropped: 0,
+      discarded: 0,
+      batches: 0,
+      failures: 0,
+      lastError: null,
+    };
     for (const lane of this.lanes.values()) {
-      total.queued += this.queued(lane);
-      total.dropped += lane.dropped;
-      total.batches += lane.batches;
-      total.failures += lane.failures;
+      const s = this.statsOf(lane);
+      for (const k of ['queued', 'queuedBytes', 'dropped', 'discarded', 'batches', 'failures'] as const) {
+        total[k] += s[k];
+      }
       total.lastError = lane.lastError ?? total.lastError;
     }
     return total;
   }
 
-  /** One capsule's figures (undefined before its first append). */
+  /** One capsule's figures (undefined before its first entry). */
   capsuleStats(capsule: string): WriterStats | undefined {
     const lane = this.lanes.get(capsule);
-    if (!lane) return undefined;
-    const { dropped, batches, failures, lastError } = lane;
-    return { queued: this.queued(lane), dropped, batches, failures, lastError };
+    return lane ? this.statsOf(lane) : undefined;
   }
 
-  /**
-   * Queue an entry without a promise: the ingestion hot path, which never awaits a frame (a promise
-   * and its callbacks per frame were a measurable share of ingest GC). Same rules as append: a
-   * frame that finds the queue full is dropped and counted in the log where the drops began.
-   */
-  write(capsule: string, entry: LogEntry): void {
-    if (this.closed) return;
-    const lane = this.lane(capsule);
-    if (this.full(lane, entry)) {
-      if (entry.kind === 'frame') this.drop(lane, entry.receivedAt);
-      else this.logger?.error({ capsule }, 'log queue full: submission not recorded');
-      return;
-    }
-    this.push(lane, { entry, resolve: noop, reject: noop });
+  private statsOf(lane: Lane): WriterStats {
+    const { count: queued, bytes: queuedBytes, dropped, discarded, batches, failures, lastError } = lane;
+    return { queued, queuedBytes, dropped, discarded, batches, failures, lastError };
   }
 
-  private enqueue(capsule: string, entry: LogEntry): Promise<Appended> {
-    if (this.closed) {
-      return Promise.reject(new GatewayError('shutting_down', 'log writer closed'));
-    }
+  private enqueue(capsule: string, entry: LogEntry, signal?: AbortSignal): Promise<Appended> {
+    if (this.closed) return Promise.reject(new GatewayError('shutting_down', 'log writer closed'));
+    if (signal?.aborted) return Promise.reject(withdrawnError());
     const lane = this.lane(capsule);
-    if (this.full(lane, entry)) {
+    const bytes = approxBytes(entry);
+    if (this.full(lane, bytes)) {
       if (entry.kind === 'submission') {
         return Promise.reject(
           new GatewayError('store_unavailable', 'log store unavailable: submission not recorded'),
         );
       }
-      this.drop(lane, entry.receivedAt);
+      this.drop(lane, entry);
       return Promise.reject(
-        new GatewayError('store_unavailable', 'log queue full: frame dropped', { dropped: true }),
+        new GatewayError('store_unavailable', 'log queue full: entry dropped', { dropped: true }),
       );
     }
-    return new Promise<Appended>((resolve, reject) => this.push(lane, { entry, resolve, reject }));
+    return new Promise<Appended>((resolve, reject) => {
+      const pending: Pending = { entry, bytes, resolve, reject, batch: null };
+      if (signal) {
+        pending.signal = signal;
+        pending.onAbort = () => this.withdraw(lane, pending);
+        signal.addEventListener('abort', pending.onAbort, { once: true });
+      }
+      this.push(lane, pending);
+    });
   }
 
-  /** Facts are rare and carry what the log must say (connections, gaps): they are never dropped. */
-  private full(lane: Lane, entry: LogEntry): boolean {
-    return this.queued(lane) >= this.maxQueued && entry.kind !== 'fact';
+  /** Full: over a bound, or still refusing since an overflow (hysteresis down to the low water). */
+  private full(lane: Lane, bytes: number): boolean {
+    return lane.overflow || lane.count >= this.maxEntries || lane.bytes + bytes > this.maxBytes;
   }
 
   private push(lane: Lane, pending: Pending): void {
     lane.waiting.push(pending);
+    lane.count++;
+    lane.bytes += pending.bytes;
     lane.openMarker = null;
     this.schedule(lane);
   }
 
-  /** Count a dropped frame on the fact that sits exactly where this run of drops began. */
-  private drop(lane: Lane, receivedAt: number): void {
+  /**
+   * Count a dropped entry on the fact that sits exactly where this run of drops began. The marker
+   * itself is queued past the bound (one small fact per run): the log must say frames are missing.
+   */
+  private drop(lane: Lane, entry: LogEntry): void {
     lane.dropped++;
+    if (!lane.overflow) {
+      lane.overflow = true;
+      this.logger?.warn(
+        { capsule: lane.capsule, queued: lane.count, bytes: lane.bytes },
+        'log queue full: dropping',
+      );
+    }
     if (!lane.openMarker) {
       const marker: MissingFact = {
         kind: 'fact',
         fact: 'frames-possibly-missing',
         reason: 'store-unavailable',
         count: 0,
-        receivedAt,
+        receivedAt: entry.receivedAt,
       };
-      lane.waiting.push({ entry: marker, resolve: noop, reject: noop });
+      this.push(lane, {
+        entry: marker,
+        bytes: approxBytes(marker),
+        resolve: noop,
+        reject: noop,
+        batch: null,
+      });
       lane.openMarker = marker;
-      if (lane.dropped === 1 || lane.lastError) {
-        this.logger?.warn({ capsule: lane.capsule }, 'log queue full: dropping frames');
-      }
     }
-    lane.openMarker.count = (lane.openMarker.count ?? 0) + 1;
+    if (entry.kind === 'frame') lane.openMarker.count = (lane.openMarker.count ?? 0) + 1;
+  }
+
+  /** The entry's signal aborted: withdraw it if it has certainly not been sent, else let it settle. */
+  private withdraw(lane: Lane, p: Pending): void {
+    const batch = p.batch;
+    if (p.withdrawn || (batch && (batch.maybeSent || batch.attempting))) return; // settles by the store
+    p.withdrawn = true;
+    if (batch) batch.items = batch.items.filter((item) => item !== p);
+    this.settle(lane, p, null, withdrawnError());
+    if (batch && batch.items.length === 0 && lane.inFlight === batch) {
+      if (lane.retryTimer) clearTimeout(lane.retryTimer);
+      lane.retryTimer = null;
+      lane.inFlight = null;
+      this.sendNext(lane);
+    }
+    this.settleIdle();
+  }
+
+  /** Resolve or reject one entry and release its room. */
+  private settle(lane: Lane, p: Pending, value: Appended | null, err?: Error): void {
+    lane.count--;
+    lane.bytes -= p.bytes;
+    if (p.onAbort) p.signal?.removeEventListener('abort', p.onAbort);
+    if (value) p.resolve(value);
+    else p.reject(err ?? withdrawnError());
+    this.roomNow(lane);
+  }
+
+  /** Leave overflow once below the low-water mark of both bounds, and wake `whenRoom` waiters. */
+  private roomNow(lane: Lane): void {
+    const below = lane.count <= this.lowEntries && lane.bytes <= this.lowBytes;
+    if (lane.overflow && !below && !this.closed) return;
+    lane.overflow = false;
+    const waiters = lane.roomWaiters.splice(0);
+    for (const resolve of waiters) resolve();
   }
 
   private schedule(lane: Lane): void {
-    if (lane.scheduled || lane.inFlight || lane.retryTimer || this.waitingCount(lane) === 0) return;
+    if (lane.scheduled || lane.inFlight || lane.retryTimer || lane.waiting.length === lane.start) return;
     lane.scheduled = true;
     // A microtask later: everything appended in the same synchronous run joins one batch.
     queueMicrotask(() => {
@@ -235,65 +330,81 @@ export class LogWriter {
   }
 
   private sendNext(lane: Lane): void {
-    if (this.closed || lane.inFlight || lane.retryTimer || this.waitingCount(lane) === 0) return;
-    const limit = Math.min(lane.waiting.length, lane.start + this.maxBatch);
-    let end = lane.start + 1;
-    let bytes = approxBytes(lane.waiting[lane.start]!.entry);
-    for (; end < limit; end++) {
-      bytes += approxBytes(lane.waiting[end]!.entry);
-      if (bytes > this.maxBatchBytes) break;
+    if (this.closed || lane.inFlight || lane.retryTimer) return;
+    const items: Pending[] = [];
+    let bytes = 0;
+    while (lane.start < lane.waiting.length && items.length < this.maxBatch) {
+      const p = lane.waiting[lane.start]!;
+      if (!p.withdrawn) {
+        if (items.length > 0 && bytes + p.bytes > this.maxBatchBytes) break;
+        items.push(p);
+        bytes += p.bytes;
+      }
+      lane.start++;
     }
-    const items = lane.waiting.slice(lane.start, end);
-    lane.start = end;
     if (lane.start > 4096 && lane.start * 2 > lane.waiting.length) {
       lane.waiting = lane.waiting.slice(lane.start);
       lane.start = 0;
     }
     // The marker is now frozen into this batch (a retry re-sends the same entries): later drops
     // start a new run with a new marker.
-    if (this.waitingCount(lane) === 0) lane.openMarker = null;
-    lane.inFlight = { id: { writerId: this.writerId, seq: ++this.seq }, items };
+    if (lane.start === lane.waiting.length) lane.openMarker = null;
+    if (items.length === 0) return;
+    const batch: Batch = {
+      id: { writerId: this.writerId, seq: ++this.seq },
+      items,
+      resetFact: storeResetFact(),
+      maybeSent: false,
+      attempting: false,
+    };
+    for (const p of items) p.batch = batch;
+    lane.inFlight = batch;
     this.attempt(lane);
   }
 
-  /** Send the in-flight batch; on failure retry the SAME batch (same BatchId) after a backoff. */
+  /**
+   * Send the in-flight batch. After a failure that certainly never reached the store, entries
+   * withdrawn meanwhile leave it; after an ambiguous one it is retried as is (same BatchId).
+   */
   private attempt(lane: Lane): void {
     const batch = lane.inFlight;
     if (!batch || this.closed) return;
+    batch.attempting = true;
     const entries = batch.items.map((p) => p.entry);
-    this.store.append(lane.capsule, entries, batch.id).then(
+    const options = { batch: batch.id, floor: lane.floor, resetFact: batch.resetFact };
+    this.store.append(lane.capsule, entries, options).then(
       (result) => {
+        batch.attempting = false;
         if (lane.inFlight !== batch) return; // closed meanwhile
-        const offsets = result.offsets.length > 0 ? result.offsets : (result.appliedOffsets ?? []);
-        if (offsets.length !== batch.items.length) {
-          this.logger?.error(
-            { capsule: lane.capsule, expected: batch.items.length, got: offsets.length },
-            'store returned an unexpected number of offsets',
-          );
-        }
-        batch.items.forEach((p, i) => p.resolve({ offset: offsets[i] ?? 0, epoch: result.epoch }));
-        if (lane.lastError) {
-          this.logger?.info({ capsule: lane.capsule, failures: lane.attempt }, 'log store back');
-        }
         lane.inFlight = null;
+        if (lane.lastError)
+          this.logger?.info({ capsule: lane.capsule, failures: lane.attempt }, 'log store back');
         lane.attempt = 0;
         lane.lastError = null;
         lane.batches++;
-        this.maybeTrim(lane);
+        if (result.reset) this.onStoreReset(lane, batch, result);
+        else this.resolveBatch(lane, batch, result);
         this.sendNext(lane);
         this.settleIdle();
       },
       (err: unknown) => {
+        batch.attempting = false;
         if (lane.inFlight !== batch || this.closed) return;
+        if (!notSent(err)) batch.maybeSent = true;
         lane.failures++;
         lane.attempt++;
         lane.lastError = err instanceof Error ? err.message : String(err);
         const log = lane.attempt === 1 ? this.logger?.warn : this.logger?.debug;
         log?.call(
           this.logger,
-          { capsule: lane.capsule, err: lane.lastError, queued: this.queued(lane) },
+          { capsule: lane.capsule, err: lane.lastError, queued: lane.count },
           'log append failed; retrying',
         );
+        // Re-form a batch the store never saw: entries whose signal aborted meanwhile leave it.
+        if (!batch.maybeSent) {
+          for (const p of batch.items) if (p.signal?.aborted) p.onAbort?.();
+          if (lane.inFlight !== batch) return; // emptied: withdraw() moved on
+        }
         const exp = Math.min(this.retryMaxMs, this.retryBaseMs * 2 ** (lane.attempt - 1));
         lane.retryTimer = setTimeout(
           () => {
@@ -306,14 +417,49 @@ export class LogWriter {
     );
   }
 
-  private maybeTrim(lane: Lane): void {
-    if (this.trimIntervalMs <= 0) return;
-    const now = Date.now();
-    if (now - lane.lastTrim < this.trimIntervalMs) return;
-    lane.lastTrim = now;
-    this.store.trim(lane.capsule).catch((err: unknown) => {
-      this.logger?.debug({ capsule: lane.capsule, err: String(err) }, 'log trim failed');
+  private resolveBatch(lane: Lane, batch: Batch, result: AppendResult): void {
+    const offsets = result.offsets.length > 0 ? result.offsets : (result.appliedOffsets ?? []);
+    if (offsets.length !== batch.items.length) {
+      this.logger?.error(
+        { capsule: lane.capsule, expected: batch.items.length, got: offsets.length },
+        'store returned an unexpected number of offsets',
+      );
+    }
+    lane.floor = Math.max(lane.floor, offsets[offsets.length - 1] ?? 0);
+    batch.items.forEach((p, i) => this.settle(lane, p, { offset: offsets[i] ?? 0, epoch: result.epoch }));
+  }
+
+  /**
+   * The store lost records and began a new epoch with only the reset fact. Frames queued here came
+   * after the lost ones: they are discarded (the capsule's replay re-delivers what it still holds,
+   * once the ingestor re-read its tail). Submissions and facts are re-queued, in order, first.
+   */
+  private onStoreReset(lane: Lane, batch: Batch, result: AppendResult): void {
+    lane.floor = Math.max(lane.floor, ...result.offsets);
+    this.logger?.warn({ capsule: lane.capsule, epoch: result.epoch }, 'log store regressed: new epoch');
+    const discarded = new GatewayError('store_unavailable', 'log store was reset: frame discarded', {
+      discarded: true,
     });
+    const kept: Pending[] = [];
+    for (const p of [...batch.items, ...lane.waiting.slice(lane.start)]) {
+      if (p.withdrawn) continue;
+      if (p.entry.kind === 'frame') {
+        lane.discarded++;
+        this.settle(lane, p, null, discarded);
+      } else {
+        p.batch = null;
+        kept.push(p);
+      }
+    }
+    lane.waiting = kept;
+    lane.start = 0;
+    for (const listener of this.resetListeners) {
+      try {
+        listener(lane.capsule);
+      } catch (err) {
+        this.logger?.error({ capsule: lane.capsule, err: String(err) }, 'onReset listener threw');
+      }
+    }
   }
 
   private lane(capsule: string): Lane {
@@ -323,33 +469,31 @@ export class LogWriter {
         capsule,
         waiting: [],
         start: 0,
+        count: 0,
+        bytes: 0,
+        floor: 0,
+        overflow: false,
+        roomWaiters: [],
         inFlight: null,
         scheduled: false,
         retryTimer: null,
         attempt: 0,
         openMarker: null,
-        lastTrim: Date.now(),
         dropped: 0,
+        discarded: 0,
         batches: 0,
         failures: 0,
         lastError: null,
       };
       this.lanes.set(capsule, lane);
+      this.sweeper.track(capsule);
     }
     return lane;
   }
 
-  private waitingCount(lane: Lane): number {
-    return lane.waiting.length - lane.start;
-  }
-
-  private queued(lane: Lane): number {
-    return this.waitingCount(lane) + (lane.inFlight?.items.length ?? 0);
-  }
-
   private isIdle(): boolean {
     if (this.closed) return true;
-    for (const lane of this.lanes.values()) if (this.queued(lane) > 0) return false;
+    for (const lane of this.lanes.values()) if (lane.count > 0) return false;
     return true;
   }
 

@@ -1,6 +1,8 @@
 /**
- * LogWriter: order under load, Redis frozen or killed mid-burst, queue overflow recorded as a fact
- * at the right place, ambiguous failures retried without duplicates, flush and close.
+ * LogWriter: order under load, Redis frozen, killed or rolled back to an older snapshot mid-burst,
+ * a queue bounded in bytes whose overflow (facts included) is recorded as one fact at the right
+ * place, withdrawal before send, ambiguous failures retried without duplicates, idle capsules
+ * trimmed by age, flush and close.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { GatewayError } from '../../src/errors.js';
@@ -8,22 +10,39 @@ import { LogWriter, type Appended } from '../../src/log/log-writer.js';
 import { MemoryStore } from '../../src/log/memory-store.js';
 import type { LogEntry, LogRecord } from '../../src/log/record.js';
 import { RedisStore } from '../../src/log/redis-store.js';
-import type { AppendResult, BatchId, LogStore } from '../../src/log/store.js';
+import type { AppendOptions, AppendResult, LogStore } from '../../src/log/store.js';
 import { startRedisServer, type RedisServer } from '../support/redis-server.js';
 import { testRedisUrl, uniqueCapsule } from '../support/redis.js';
 import { frame, readAll } from './store.contract.js';
 
 const skipRedis = testRedisUrl() === undefined && process.env.REQUIRE_REDIS !== '1';
 
-/** A real MemoryStore behind a switch: down (every call fails) or apply-then-fail (lost reply). */
+/**
+ * A real MemoryStore behind a switch: down (every call fails; `notSent` says it never reached the
+ * store, as RedisStore does while disconnected) or apply-then-fail (lost reply).
+ */
 class SwitchedStore extends MemoryStore {
   down = false;
+  notSent = false;
   loseNextReply = false;
   calls = 0;
-  override async append(capsule: string, entries: LogEntry[], batch?: BatchId): Promise<AppendResult> {
+  /** Called with each attempt's entries before it is answered. */
+  onCall: ((entries: LogEntry[]) => void) | null = null;
+  override async append(
+    capsule: string,
+    entries: LogEntry[],
+    options?: AppendOptions,
+  ): Promise<AppendResult> {
     this.calls++;
-    if (this.down) throw new GatewayError('store_unavailable', 'switched off');
-    const result = await super.append(capsule, entries, batch);
+    this.onCall?.(entries);
+    if (this.down) {
+      throw new GatewayError(
+        'store_unavailable',
+        'switched off',
+        this.notSent ? { notSent: true } : undefined,
+      );
+    }
+    const result = await super.append(capsule, entries, options);
     if (this.loseNextReply) {
       this.loseNextReply = false;
       throw new GatewayError('store_unavailable', 'reply lost');
@@ -56,6 +75,9 @@ describe('LogWriter on the memory store', () => {
     const store = new MemoryStore();
     const writer = newWriter(store, { maxBatch: 100 });
     const caps = [uniqueCapsule(), uniqueCapsule(), uniqueCapsule()];
+    const bases = new Map(
+      await Promise.all(caps.map(async (c) => [c, (await store.position(c)).head] as const)),
+    );
     const promises = new Map<string, Promise<Appended>[]>(caps.map((c) => [c, []]));
     for (let burst = 0; burst < 50; burst++) {
       for (let i = 0; i < 100; i++) {
@@ -66,13 +88,19 @@ describe('LogWriter on the memory store', () => {
     await writer.flush();
     for (const c of caps) {
       const got = await Promise.all(promises.get(c)!);
-      expect(got.map((a) => a.offset)).toEqual(Array.from({ length: 5000 }, (_, i) => i + 1));
+      expect(got.map((a) => a.offset)).toEqual(Array.from({ length: 5000 }, (_, i) => bases.get(c)! + i + 1));
       const records = await readAll(store, c);
       expect(records.map(label)).toEqual(
         Array.from({ length: 5000 }, (_, i) => `${Math.floor(i / 100)}:${i % 100}`),
       );
     }
-    expect(writer.stats()).toMatchObject({ queued: 0, dropped: 0, failures: 0, lastError: null });
+    expect(writer.stats()).toMatchObject({
+      queued: 0,
+      queuedBytes: 0,
+      dropped: 0,
+      failures: 0,
+      lastError: null,
+    });
     expect(writer.stats().batches).toBeLessThan(15_000); // grouped, not one call per entry
   });
 
@@ -82,7 +110,8 @@ describe('LogWriter on the memory store', () => {
     const cap = uniqueCapsule();
     const big = (l: string) => ({ ...frame(l), data: 'x'.repeat(1000) });
     const got = await Promise.all(['a', 'b', 'c', 'd', 'e', 'f'].map((l) => writer.append(cap, big(l))));
-    expect(got.map((a) => a.offset)).toEqual([1, 2, 3, 4, 5, 6]);
+    const b = got[0]!.offset - 1;
+    expect(got.map((a) => a.offset)).toEqual([1, 2, 3, 4, 5, 6].map((i) => b + i));
     expect(writer.stats().batches).toBe(3); // two ~1.1 kB entries per 2.5 kB batch
     expect((await readAll(store, cap)).map(label)).toEqual(['a', 'b', 'c', 'd', 'e', 'f']);
   });
@@ -91,14 +120,13 @@ describe('LogWriter on the memory store', () => {
     const store = new SwitchedStore();
     const writer = newWriter(store);
     const cap = uniqueCapsule();
-    const first = writer.append(cap, frame('1'));
-    await first;
+    const { offset: b } = await writer.append(cap, frame('1'));
     store.down = true;
     const pending = ['2', '3', '4'].map((l) => writer.append(cap, frame(l)));
     await failures(writer, 2);
     expect(writer.capsuleStats(cap)).toMatchObject({ queued: 3, lastError: 'switched off' });
     store.down = false;
-    expect((await Promise.all(pending)).map((a) => a.offset)).toEqual([2, 3, 4]);
+    expect((await Promise.all(pending)).map((a) => a.offset)).toEqual([b + 1, b + 2, b + 3]);
     await writer.flush();
     expect((await readAll(store, cap)).map(label)).toEqual(['1', '2', '3', '4']);
     expect(writer.capsuleStats(cap)).toMatchObject({ queued: 0, lastError: null });
@@ -108,34 +136,48 @@ describe('LogWriter on the memory store', () => {
     const store = new SwitchedStore();
     const writer = newWriter(store);
     const cap = uniqueCapsule();
-    await writer.append(cap, frame('0'));
+    const { offset: b } = await writer.append(cap, frame('0'));
     store.loseNextReply = true;
     const got = await Promise.all(['a', 'b', 'c'].map((l) => writer.append(cap, frame(l))));
-    expect(got.map((a) => a.offset)).toEqual([2, 3, 4]);
+    expect(got.map((a) => a.offset)).toEqual([b + 1, b + 2, b + 3]);
     expect(writer.stats().failures).toBe(1);
     expect((await readAll(store, cap)).map(label)).toEqual(['0', 'a', 'b', 'c']);
   });
 
-  it('records dropped frames as a store-unavailable fact exactly where the drop began', async () => {
+  const submission = (messageId: string): LogEntry => ({
+    kind: 'submission',
+    protocol: 'murmur',
+    owner: null,
+    contextId: 'ctx',
+    messageId,
+    text: 'hi',
+    receivedAt: 1,
+  });
+  const lost = (receivedAt: number): LogEntry => ({
+    kind: 'fact',
+    fact: 'upstream-lost',
+    reason: 'eof',
+    receivedAt,
+  });
+  /** A frame of about 1 kB in the writer's accounting. */
+  const kb = (l: string, receivedAt = Date.now()): LogEntry => ({
+    ...frame(l, receivedAt),
+    data: 'x'.repeat(904),
+  });
+
+  it('bounds the queue in bytes, facts included: one counted fact where the drops began', async () => {
     const store = new SwitchedStore();
-    const writer = newWriter(store, { maxQueuedEntries: 4 });
+    const writer = newWriter(store, { maxQueuedBytes: 4096 });
     const cap = uniqueCapsule();
     store.down = true;
-    const kept = ['f1', 'f2', 'f3', 'f4'].map((l) => writer.append(cap, frame(l)));
-    const dropped = ['f5', 'f6', 'f7'].map((l) => writer.append(cap, frame(l, 1234)));
-    const refused = writer.append(cap, {
-      kind: 'submission',
-      protocol: 'murmur',
-      owner: null,
-      contextId: 'ctx',
-      messageId: 'm1',
-      text: 'hi',
-      receivedAt: 1,
-    });
-    // A fact is never dropped; it also closes the run of drops before it.
-    const fact = writer.append(cap, { kind: 'fact', fact: 'upstream-lost', reason: 'eof', receivedAt: 2 });
-    const later = ['f8', 'f9'].map((l) => writer.append(cap, frame(l, 5678)));
-    for (const p of [...dropped, ...later]) {
+    const kept = ['f1', 'f2', 'f3', 'f4'].map((l) => writer.append(cap, kb(l)));
+    const dropped = ['f5', 'f6', 'f7'].map((l) => writer.append(cap, kb(l, 1234)));
+    const refused = writer.append(cap, submission('m1'));
+    // Past the bound a fact is dropped too (a fact can be large; the bound is what protects memory).
+    const fact = writer.append(cap, lost(2));
+    expect(writer.write(cap, lost(3))).toBe(false);
+    expect(writer.write(cap, kb('f8', 5678))).toBe(false);
+    for (const p of [...dropped, fact]) {
       await expect(p).rejects.toMatchObject({ code: 'store_unavailable', details: { dropped: true } });
     }
     await expect(refused).rejects.toThrow(GatewayError);
@@ -143,56 +185,87 @@ describe('LogWriter on the memory store', () => {
       code: 'store_unavailable',
       message: 'log store unavailable: submission not recorded',
     });
-    expect(writer.capsuleStats(cap)).toMatchObject({ dropped: 5 });
+    expect(writer.capsuleStats(cap)).toMatchObject({ dropped: 6, queued: 5 });
+    let roomy = false;
+    const room = writer.whenRoom(cap).then(() => (roomy = true));
+    await failures(writer, 1);
+    expect(roomy).toBe(false);
     store.down = false;
-    await Promise.all([...kept, fact]);
+    await room;
+    await Promise.all(kept);
+    expect(writer.write(cap, kb('f9'))).toBe(true);
     await writer.flush();
-    await writer.append(cap, frame('f10'));
     const records = await readAll(store, cap);
-    expect(records.map(label)).toEqual([
-      'f1',
-      'f2',
-      'f3',
-      'f4',
-      'fact:frames-possibly-missing',
-      'fact:upstream-lost',
-      'fact:frames-possibly-missing',
-      'f10',
-    ]);
-    expect(records[4]).toEqual({
-      kind: 'fact',
-      fact: 'frames-possibly-missing',
-      reason: 'store-unavailable',
-      count: 3,
-      receivedAt: 1234,
-      offset: 5,
-    });
-    expect(records[6]).toMatchObject({ reason: 'store-unavailable', count: 2, receivedAt: 5678, offset: 7 });
+    expect(records.map(label)).toEqual(['f1', 'f2', 'f3', 'f4', 'fact:frames-possibly-missing', 'f9']);
+    // One marker for the whole run: frames counted, placed where the run began.
+    expect(records[4]).toMatchObject({ reason: 'store-unavailable', count: 4, receivedAt: 1234 });
   });
 
-  it('write() (no promise, the ingestion path) keeps order and records its drops the same way', async () => {
+  it('keeps refusing after an overflow until the queue is below its low-water mark', async () => {
     const store = new SwitchedStore();
-    const writer = newWriter(store, { maxQueuedEntries: 3 });
+    const writer = newWriter(store, { maxQueuedEntries: 4 });
     const cap = uniqueCapsule();
     store.down = true;
-    for (const l of ['w1', 'w2', 'w3']) writer.write(cap, frame(l));
-    for (const l of ['w4', 'w5']) writer.write(cap, frame(l, 4321)); // dropped: the queue is full
-    writer.write(cap, { kind: 'fact', fact: 'upstream-lost', reason: 'eof', receivedAt: 9 }); // never dropped
-    expect(writer.capsuleStats(cap)).toMatchObject({ dropped: 2 });
+    for (const l of ['w1', 'w2', 'w3', 'w4']) expect(writer.write(cap, frame(l))).toBe(true);
+    expect(writer.write(cap, frame('w5', 4321))).toBe(false);
     store.down = false;
+    await writer.whenRoom(cap);
     await writer.flush();
-    writer.write(cap, frame('w6'));
+    expect(writer.write(cap, frame('w6'))).toBe(true);
     await writer.flush();
     const records = await readAll(store, cap);
-    expect(records.map(label)).toEqual([
-      'w1',
-      'w2',
-      'w3',
-      'fact:frames-possibly-missing',
-      'fact:upstream-lost',
-      'w6',
-    ]);
-    expect(records[3]).toMatchObject({ reason: 'store-unavailable', count: 2, receivedAt: 4321 });
+    expect(records.map(label)).toEqual(['w1', 'w2', 'w3', 'w4', 'fact:frames-possibly-missing', 'w6']);
+    expect(records[4]).toMatchObject({ reason: 'store-unavailable', count: 1, receivedAt: 4321 });
+  });
+
+  it('withdraws an entry whose signal aborts before its batch was sent, never after', async () => {
+    const store = new SwitchedStore();
+    const writer = newWriter(store);
+    const cap = uniqueCapsule();
+    // Not connected: every attempt certainly never reached the store.
+    store.down = true;
+    store.notSent = true;
+    const ac = new AbortController();
+    const before = writer.append(cap, frame('kept-1'));
+    const withdrawn = writer.append(cap, submission('m-withdrawn'), { signal: ac.signal });
+    const after = writer.append(cap, frame('kept-2'));
+    await failures(writer, 2);
+    ac.abort();
+    await expect(withdrawn).rejects.toMatchObject({
+      code: 'store_unavailable',
+      details: { withdrawn: true },
+    });
+    store.down = false;
+    await Promise.all([before, after]);
+    expect((await readAll(store, cap)).map(label)).toEqual(['kept-1', 'kept-2']);
+    // Sent, reply lost (ambiguous): the abort comes too late, the entry settles by the store's answer.
+    const late = new AbortController();
+    store.loseNextReply = true;
+    store.onCall = () => {
+      store.onCall = null;
+      late.abort();
+    };
+    const sent = writer.append(cap, submission('m-sent'), { signal: late.signal });
+    expect((await sent).offset).toBeGreaterThan(0);
+    expect((await readAll(store, cap)).map(label)).toEqual(['kept-1', 'kept-2', 'sub:m-sent']);
+    // Already aborted: refused at once.
+    await expect(writer.append(cap, frame('x'), { signal: late.signal })).rejects.toMatchObject({
+      details: { withdrawn: true },
+    });
+  });
+
+  it('retries a batch that may have been sent as is, even when its entries are withdrawn meanwhile', async () => {
+    const store = new SwitchedStore();
+    const writer = newWriter(store);
+    const cap = uniqueCapsule();
+    store.down = true; // ambiguous failures: the script may have run
+    const ac = new AbortController();
+    const sub = writer.append(cap, submission('m1'), { signal: ac.signal });
+    await failures(writer, 1);
+    ac.abort();
+    store.down = false;
+    expect((await sub).offset).toBeGreaterThan(0);
+    expect((await readAll(store, cap)).map(label)).toEqual(['sub:m1']);
   });
 
   it('flush waits for durability; close rejects what is left and refuses new entries', async () => {
@@ -207,7 +280,7 @@ describe('LogWriter on the memory store', () => {
     expect(flushed).toBe(false);
     store.down = false;
     await flush;
-    expect(await pending).toMatchObject({ offset: 1 });
+    expect((await pending).offset).toBe((await store.position(cap)).head);
     store.down = true;
     const stuck = writer.append(cap, frame('b'));
     await failures(writer, 4);
