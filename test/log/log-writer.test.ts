@@ -268,6 +268,20 @@ describe('LogWriter on the memory store', () => {
     expect((await readAll(store, cap)).map(label)).toEqual(['sub:m1']);
   });
 
+  it('trims an idle capsule by age on its timer, without any append', async () => {
+    const store = new MemoryStore({ maxRecords: 0, maxAgeMs: 60_000 });
+    const cap = uniqueCapsule();
+    const { offsets } = await store.append(cap, [frame('old', Date.now() - 120_000), frame('young')]);
+    const writer = newWriter(store, { trimIntervalMs: 10 });
+    writer.track(cap);
+    // Waits on the store's own state, bounded: the sweep runs on a timer.
+    for (let i = 0; i < 2000 && (await store.position(cap)).first <= offsets[0]!; i++) {
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    expect((await readAll(store, cap)).map(label)).toEqual(['young']);
+    expect(writer.stats().batches).toBe(0);
+  });
+
   it('flush waits for durability; close rejects what is left and refuses new entries', async () => {
     const store = new SwitchedStore();
     const writer = newWriter(store);
@@ -307,6 +321,7 @@ describe.skipIf(skipRedis)('LogWriter on Redis through an outage', () => {
     await store?.close();
     await verify?.close();
     verify = null;
+    server.dropSnapshot(); // the next test's restart starts empty
   });
 
   /** Append `count` frames labelled `${prefix}${i}` in paced bursts; returns their promises. */
@@ -338,33 +353,91 @@ describe.skipIf(skipRedis)('LogWriter on Redis through an outage', () => {
     const got = await Promise.all([...before, ...during, ...afterwards]);
     const epoch = got[0]!.epoch;
     expect(got.every((a) => a.epoch === epoch)).toBe(true);
-    expect(got.map((a) => a.offset)).toEqual(Array.from({ length: 15_000 }, (_, i) => i + 1));
+    expect(got.map((a) => a.offset)).toEqual(Array.from({ length: 15_000 }, (_, i) => got[0]!.offset + i));
     const records = await readAll(reader(), cap, 1000);
     const expected = ['a', 'b', 'c'].flatMap((p) => Array.from({ length: 5000 }, (_, i) => `${p}${i}`));
     expect(records.map(label)).toEqual(expected);
     expect(writer.stats()).toMatchObject({ queued: 0, dropped: 0, lastError: null });
   });
 
-  it('keeps everything appended after Redis is killed; the restarted Redis has a new epoch', async () => {
+  /** Every offset the writer reported durable, with its label: what readers may have seen. */
+  const handOut = (into: Map<number, string>, prefix: string, got: Appended[]): Appended[] => {
+    got.forEach((a, i) => into.set(a.offset, `${prefix}${i}`));
+    return got;
+  };
+  const labelsOf = (prefix: string, n: number): string[] =>
+    Array.from({ length: n }, (_, i) => `${prefix}${i}`);
+  const resetOnce = (writer: LogWriter, seen: string[]): Promise<void> =>
+    new Promise((resolve) =>
+      writer.onReset((capsule) => {
+        seen.push(capsule);
+        resolve();
+      }),
+    );
+
+  it('fences a Redis restarted from an older snapshot: a new epoch above every offset handed out', async () => {
+    store = new RedisStore(server.url, { commandTimeoutMs: 1000 });
+    const writer = newWriter(store, { retryBaseMs: 20, retryMaxMs: 200 });
+    const cap = uniqueCapsule();
+    const handedOut = new Map<number, string>();
+    const a = handOut(handedOut, 'a', await Promise.all(await burst(writer, cap, 'a', 500)));
+    await server.snapshot();
+    // Durable, so readers may have seen them; the rollback loses them.
+    handOut(handedOut, 'b', await Promise.all(await burst(writer, cap, 'b', 500)));
+    const resets: string[] = [];
+    writer.onReset((capsule) => resets.push(capsule));
+    await server.stop('SIGKILL');
+    const during = await burst(writer, cap, 'c', 300); // the writer keeps appending through it
+    await failures(writer, 2);
+    await server.start(); // from the snapshot: only a0..a499, the counter back at a499
+    const settled = await Promise.allSettled(during);
+    const d = handOut(new Map(), 'd', await Promise.all(await burst(writer, cap, 'd', 300)));
+    const records = await readAll(reader(), cap, 1000);
+    // Never an offset re-used with other content (the old script handed b's offsets to c and d).
+    for (const r of records) {
+      const was = handedOut.get(r.offset);
+      if (was !== undefined) expect(label(r)).toBe(was);
+    }
+    const maxHandedOut = Math.max(...handedOut.keys());
+    expect(d[0]!.epoch).not.toBe(a[0]!.epoch);
+    expect(d[0]!.offset).toBeGreaterThan(maxHandedOut + 1);
+    // What survived stays; the new epoch's first record is the store-reset fact, then new appends.
+    expect(records.map(label)).toEqual([
+      ...labelsOf('a', 500),
+      'fact:frames-possibly-missing',
+      ...labelsOf('d', 300),
+    ]);
+    expect(records[500]).toMatchObject({ kind: 'fact', reason: 'store-reset' });
+    expect(records[500]!.offset).toBeGreaterThan(maxHandedOut);
+    expect(resets).toEqual([cap]);
+    // Frames queued when the reset was found came after the lost records: discarded and counted.
+    for (const s of settled) {
+      expect(s).toMatchObject({ status: 'rejected', reason: { details: { discarded: true } } });
+    }
+    expect(writer.capsuleStats(cap)).toMatchObject({ discarded: 300, queued: 0 });
+    expect((await reader().position(cap)).epoch).toBe(d[0]!.epoch);
+  });
+
+  it('fences a Redis that lost everything: the reset fact first, offsets above the old ones', async () => {
     store = new RedisStore(server.url, { commandTimeoutMs: 1000 });
     const writer = newWriter(store, { retryBaseMs: 20, retryMaxMs: 200 });
     const cap = uniqueCapsule();
     const old = await Promise.all(await burst(writer, cap, 'old', 1000));
+    const resets: string[] = [];
+    const reset = resetOnce(writer, resets);
     await server.stop('SIGKILL');
     const during = await burst(writer, cap, 'down', 2000);
     await failures(writer, 2);
-    await server.start();
-    const afterwards = await burst(writer, cap, 'up', 2000);
-    const got = await Promise.all([...during, ...afterwards]);
-    expect(got.every((a) => a.epoch === got[0]!.epoch)).toBe(true);
-    expect(got[0]!.epoch).not.toBe(old[0]!.epoch);
-    expect(got.map((a) => a.offset)).toEqual(Array.from({ length: 4000 }, (_, i) => i + 1));
+    await server.start(); // empty
+    await reset;
+    const up = await Promise.all(await burst(writer, cap, 'up', 2000));
+    expect((await Promise.allSettled(during)).every((s) => s.status === 'rejected')).toBe(true);
+    expect(writer.capsuleStats(cap)).toMatchObject({ discarded: 2000 });
+    expect(up.every((x) => x.epoch === up[0]!.epoch)).toBe(true);
+    expect(up[0]!.epoch).not.toBe(old[0]!.epoch);
     const records = await readAll(reader(), cap, 1000);
-    const expected = [
-      ...Array.from({ length: 2000 }, (_, i) => `down${i}`),
-      ...Array.from({ length: 2000 }, (_, i) => `up${i}`),
-    ];
-    expect(records.map(label)).toEqual(expected);
-    expect((await reader().position(cap)).epoch).toBe(got[0]!.epoch);
+    expect(records.map(label)).toEqual(['fact:frames-possibly-missing', ...labelsOf('up', 2000)]);
+    expect(records[0]!.offset).toBeGreaterThan(old[999]!.offset);
+    expect(records.map((r) => r.offset)).toEqual(records.map((_, i) => records[0]!.offset + i));
   });
 });

@@ -1,6 +1,6 @@
 /**
  * A throwaway redis-server on a free loopback port, for tests that need a real Redis (and tests that
- * stop and restart it to simulate an outage). Never a mock.
+ * stop and restart it to simulate an outage, or a rollback to an older snapshot). Never a mock.
  */
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -47,13 +47,38 @@ const waitForPort = async (port: number, timeoutMs: number): Promise<void> => {
   throw new Error(`redis-server did not listen on ${port} within ${timeoutMs} ms`);
 };
 
+const DB_FILE = 'dump.rdb';
+
+/** One inline command over a plain socket (no client library in the helper); resolves on +OK. */
+const command = (port: number, cmd: string): Promise<void> =>
+  new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1');
+    let reply = '';
+    socket.once('connect', () => socket.write(`${cmd}\r\n`));
+    socket.on('data', (chunk) => {
+      reply += chunk.toString();
+      if (!reply.includes('\r\n')) return;
+      socket.destroy();
+      if (reply.startsWith('+OK')) resolve();
+      else reject(new Error(`redis ${cmd}: ${reply.trim()}`));
+    });
+    socket.once('error', reject);
+  });
+
 export interface RedisServer {
   port: number;
   url: string;
-  /** Stop the server (SIGKILL by default: an outage, not a clean shutdown). Data is not persisted. */
+  /**
+   * Stop the server (SIGKILL by default: an outage, not a clean shutdown). Nothing is saved on the
+   * way down (no save points): only an explicit `snapshot()` survives.
+   */
   stop(signal?: NodeJS.Signals): Promise<void>;
-  /** Start it again on the same port (empty: no persistence). */
+  /** Start it again on the same port: empty, or from the last `snapshot()` (an OLDER state). */
   start(): Promise<void>;
+  /** SAVE now: the next `start()` after a stop loads this state, losing everything written since. */
+  snapshot(): Promise<void>;
+  /** Forget the snapshot: the next `start()` is empty again. */
+  dropSnapshot(): void;
   /** Freeze the process (SIGSTOP): unreachable but keeps its data, like a stalled Redis. */
   pause(): void;
   /** Unfreeze it (SIGCONT): it then answers everything buffered meanwhile. */
@@ -68,7 +93,20 @@ export const startRedisServer = async (port?: number): Promise<RedisServer> => {
   const start = async (): Promise<void> => {
     child = spawn(
       'redis-server',
-      ['--port', String(p), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
+      [
+        '--port',
+        String(p),
+        '--bind',
+        '127.0.0.1',
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--dir',
+        dir,
+        '--dbfilename',
+        DB_FILE,
+      ],
       { stdio: 'ignore' },
     );
     await waitForPort(p, 10_000);
@@ -95,6 +133,8 @@ export const startRedisServer = async (port?: number): Promise<RedisServer> => {
       await stop(sig);
     },
     start,
+    snapshot: () => command(p, 'SAVE'),
+    dropSnapshot: () => rmSync(join(dir, DB_FILE), { force: true }),
     pause: () => signal('SIGSTOP'),
     resume: () => signal('SIGCONT'),
   };
