@@ -1,24 +1,34 @@
 /**
- * One capsule's ingestion: the `stream/watch` loop with jittered exponential backoff, replay
- * reconciliation against the session's stored tail, and every frame and fact handed to the log writer.
- * Batching and durability are the writer's; submitting tasks is `capsule-client.ts`'s.
+ * One capsule's ingestion: the `stream/watch` loop, streaming alignment of every connection's replay
+ * against the aligned tail, and every frame and fact handed to the log writer. Batching and
+ * durability are the writer's; submitting tasks is `capsule-client.ts`'s.
+ *
+ * The aligned tail is what the writer accepted: a frame the writer refuses (queue full) ends the
+ * connection, and once the writer has room again the next replay restores what the capsule still
+ * holds. When the store lost records (writer `onReset`), the tail is read back from the store.
  */
 import http from 'node:http';
 import type { Logger } from 'pino';
 import type { FactEntry, FrameEntry, LogEntry, LogRecord } from '../log/record.js';
 import type { UpstreamStateName } from '../core/types.js';
-import { IdZeroTracker, reconcile, type AlignFrame, type MissingFact } from './reconcile.js';
+import { IdZeroTracker } from './id-zero.js';
+import { ReconnectPolicy } from './reconnect-policy.js';
+import { ReplayAligner, type AlignFrame, type AlignOutput, type MissingFact } from './replay-alignment.js';
 import type { SseFrame } from './sse-frames.js';
 import { runWatch, type WatchEnd } from './watch-connection.js';
 
-/** The writer's append (LogWriter fits): enqueues synchronously, resolves when durable. */
+/** The writer as ingestion uses it (LogWriter fits). */
 export interface FrameSink {
   append(capsule: string, entry: LogEntry): Promise<unknown>;
-  /** The same without a promise, when the sink offers it (LogWriter does): cheaper per frame. */
-  write?(capsule: string, entry: LogEntry): void;
+  /** Queue without a promise; false when the entry was not queued and will never reach the log. */
+  write?(capsule: string, entry: LogEntry): boolean | void;
+  /** The store lost records and began a new epoch; queued frames of that capsule were discarded. */
+  onReset?(listener: (capsule: string) => void): () => void;
+  /** Resolves once the capsule's queue has room again after refusals. */
+  whenRoom?(capsule: string): Promise<void>;
 }
 
-/** The store read used once at start, to continue the session a previous gateway process stored. */
+/** The store read that continues the session the log holds (at start, and after a store reset). */
 export interface TailSource {
   readLast(capsule: string, count: number): Promise<LogRecord[]>;
 }
@@ -32,10 +42,14 @@ export interface IngestorOptions {
   logger?: Logger;
   /** The capsule's replay buffer size (spec: 512). */
   bufferSize?: number;
+  /** Backoff for attempts that fail to connect (and for store reads that fail). */
   backoffBaseMs?: number;
   backoffCapMs?: number;
-  /** A connection that lasted this long resets the backoff. */
-  healthyAfterMs?: number;
+  /** Jitter before reconnecting after an acknowledged connection ended. */
+  reconnectJitterMs?: number;
+  /** Connection attempts allowed per second (a flapping capsule cannot spin the loop). */
+  maxConnectsPerSecond?: number;
+  /** Labelling hints only (restarted vs no-overlap); never what decides duplicate vs new. */
   replayQuietMs?: number;
   replayMaxMs?: number;
   connectTimeoutMs?: number;
@@ -47,6 +61,8 @@ export interface IngestorOptions {
 
 export interface IngestorState {
   state: UpstreamStateName;
+  /** Why: 'start', 'reconnect', 'connection-ack', 'store unavailable', 'log queue full', a socket error… */
+  reason: string | null;
   lastFrameAt: number | null;
   reconnects: number;
   ack: string | null;
@@ -56,35 +72,43 @@ export interface IngestorState {
 const isBufferedFrame = (f: { upstreamId: string | null }): boolean => f.upstreamId !== null;
 
 export class CapsuleIngestor {
-  private readonly opts: Required<
-    Pick<
-      IngestorOptions,
-      'bufferSize' | 'backoffBaseMs' | 'backoffCapMs' | 'healthyAfterMs' | 'replayQuietMs' | 'replayMaxMs'
-    >
-  >;
+  private readonly bufferSize: number;
+  private readonly policy: ReconnectPolicy;
   private readonly agent = new http.Agent({ keepAlive: true, keepAliveMsecs: 15_000 });
   private readonly abort = new AbortController();
-  private current: IngestorState = { state: 'stopped', lastFrameAt: null, reconnects: 0, ack: null };
-  /** Last `bufferSize` id-bearing frames appended for the current capsule session, oldest first. */
+  private current: IngestorState = {
+    state: 'stopped',
+    reason: null,
+    lastFrameAt: null,
+    reconnects: 0,
+    ack: null,
+  };
+  /** Id-bearing frames the writer accepted for the current capsule session, oldest first. */
   private tail: AlignFrame[] = [];
   private hasHistory = false;
   /** Each task's latest task-counter id, to spot attempts whose id-0 frame never reached us. */
   private readonly idZero = new IdZeroTracker();
-  /** Whether the log held anything before this connection's own `upstream-connected` fact. */
-  private historyAtConnect = false;
+  private aligner: ReplayAligner | null = null;
+  /** The open connection; aborted by us when the writer refuses a frame or the store reset. */
+  private conn: AbortController | null = null;
+  /** Set when this connection's frames must no longer reach the writer. */
+  private dropping: 'log queue full' | 'store reset' | null = null;
+  /** Bumped by every store reset: the tail must be read from the store again. */
+  private resets = 0;
+  private seededAt = -1;
   private connections = 0;
   private loop: Promise<void> | null = null;
-  private wakeBackoff: (() => void) | null = null;
+  private wake: (() => void) | null = null;
+  private unsubscribe: (() => void) | null = null;
 
   constructor(private readonly options: IngestorOptions) {
-    this.opts = {
-      bufferSize: options.bufferSize ?? 512,
+    this.bufferSize = options.bufferSize ?? 512;
+    this.policy = new ReconnectPolicy({
       backoffBaseMs: options.backoffBaseMs ?? 250,
       backoffCapMs: options.backoffCapMs ?? 30_000,
-      healthyAfterMs: options.healthyAfterMs ?? 5_000,
-      replayQuietMs: options.replayQuietMs ?? 50,
-      replayMaxMs: options.replayMaxMs ?? 1000,
-    };
+      jitterMs: options.reconnectJitterMs,
+      maxPerSecond: options.maxConnectsPerSecond,
+    });
   }
 
   get capsule(): string {
@@ -99,6 +123,10 @@ export class CapsuleIngestor {
   /** Start the watch loop (idempotent). */
   start(): void {
     if (this.loop) return;
+    this.unsubscribe =
+      this.options.writer.onReset?.((capsule) => {
+        if (capsule === this.capsule) this.onStoreReset();
+      }) ?? null;
     this.setState('connecting', 'start');
     this.loop = this.run().catch((err: unknown) => {
       this.options.logger?.error({ capsule: this.capsule, err }, 'upstream loop failed');
@@ -109,43 +137,71 @@ export class CapsuleIngestor {
   /** Stop the loop and close the connection; resolves once nothing more will be appended. */
   async stop(): Promise<void> {
     this.abort.abort();
-    this.wakeBackoff?.();
+    this.wake?.();
     await this.loop;
+    this.unsubscribe?.();
     this.agent.destroy();
     this.setState('stopped', 'stop');
   }
 
   private async run(): Promise<void> {
-    await this.seed();
-    let failures = 0;
-    while (!this.abort.signal.aborted) {
+    const stopped = this.abort.signal;
+    while (!stopped.aborted) {
+      if (this.seededAt !== this.resets && !(await this.seed())) {
+        await this.sleep(this.policy.afterFailure());
+        continue;
+      }
       this.setState('connecting', this.connections === 0 ? 'start' : 'reconnect');
-      const startedAt = Date.now();
+      await this.sleep(this.policy.startDelay());
+      if (stopped.aborted) break;
+      const conn = new AbortController();
+      const onStop = (): void => conn.abort();
+      stopped.addEventListener('abort', onStop, { once: true });
+      this.conn = conn;
+      this.dropping = null;
       const end = await runWatch({
         url: this.options.url,
         doorToken: this.options.doorToken ?? null,
         agent: this.agent,
-        signal: this.abort.signal,
-        replayQuietMs: this.opts.replayQuietMs,
-        replayMaxMs: this.opts.replayMaxMs,
+        signal: conn.signal,
+        replayQuietMs: this.options.replayQuietMs,
+        replayMaxMs: this.options.replayMaxMs,
         connectTimeoutMs: this.options.connectTimeoutMs ?? 10_000,
         handlers: {
           onAck: (ack) => this.onAck(ack),
-          onReplay: (gap, frames) => this.onReplay(gap, frames),
-          onLive: (frame) => this.onLive(frame),
+          onGap: (gap) => this.aligner?.gap(gap),
+          onFrame: (frame) => {
+            if (this.dropping === null) this.aligner?.push(frame);
+          },
+          onComment: () => this.aligner?.comment(),
+          onQuiet: () => this.aligner?.hint(),
         },
       });
-      if (end.kind === 'aborted') break;
-      this.onEnd(end);
-      failures = end.acked && Date.now() - startedAt >= this.opts.healthyAfterMs ? 0 : failures + 1;
-      await this.backoff(failures);
+      stopped.removeEventListener('abort', onStop);
+      this.conn = null;
+      // Frames whose fate is decided are released; a replay cut short is replayed next time.
+      if (this.dropping === null) this.aligner?.close();
+      this.aligner = null;
+      if (stopped.aborted) break;
+      if (end.kind === 'aborted') await this.afterDropped(end.acked);
+      else await this.sleep(this.onEnd(end));
     }
   }
 
-  /** Continue the stored session: frames after the last `capsule-session-started` fact. */
-  private async seed(): Promise<void> {
-    const records = await this.options.store.readLast(this.capsule, this.opts.bufferSize * 2);
+  /** Read the stored session back: frames after the last `capsule-session-started` fact. */
+  private async seed(): Promise<boolean> {
+    const resets = this.resets;
+    let records: LogRecord[];
+    try {
+      records = await this.options.store.readLast(this.capsule, this.bufferSize * 2);
+    } catch (err) {
+      this.options.logger?.debug({ capsule: this.capsule, err }, 'reading the stored tail failed');
+      this.setState('backoff', 'store unavailable');
+      return false;
+    }
     this.hasHistory = records.length > 0;
+    this.tail = [];
+    this.idZero.reset();
     let from = 0;
     records.forEach((r, i) => {
       if (r.kind === 'fact' && r.fact === 'capsule-session-started') from = i + 1;
@@ -156,90 +212,73 @@ export class CapsuleIngestor {
         this.idZero.note(r);
       }
     }
+    this.seededAt = resets;
+    return true;
   }
 
   private onAck(ack: string | null): void {
     this.connections++;
-    this.historyAtConnect = this.hasHistory;
     if (this.connections > 1) this.current.reconnects++;
     this.current.ack = ack ?? this.current.ack;
+    this.aligner = new ReplayAligner({
+      storedTail: this.tail,
+      hasHistory: this.hasHistory,
+      bufferSize: this.bufferSize,
+      idZero: this.idZero,
+      emit: (out) => this.onAligned(out),
+    });
     this.fact({ fact: 'upstream-connected', ack: ack ?? '', attempt: this.connections });
     this.setState('connected', 'connection-ack');
   }
 
-  private onReplay(gap: { firstAvailableId: string } | null, frames: SseFrame[]): void {
-    const result = reconcile({
-      storedTail: this.tail,
-      hasHistory: this.historyAtConnect,
-      lastEventId: '0',
-      gap,
-      replay: frames,
-      bufferSize: this.opts.bufferSize,
-    });
-    for (const m of result.missing) {
-      this.missing(m);
-      if (m.reason === 'capsule-restarted') {
-        this.fact({ fact: 'capsule-session-started', reason: 'replay does not continue the stored session' });
-        this.tail = [];
-        this.idZero.reset();
-        this.options.logger?.info({ capsule: this.capsule }, 'capsule session restarted');
-      }
-    }
-    let next = 0;
-    result.append.forEach((f, i) => {
-      for (; result.missingAt[next]?.index === i; next++) this.missing(result.missingAt[next]!.fact);
-      this.idZero.note(f); // already accounted for by reconcile
-      this.frame(f);
-    });
-    this.options.logger?.debug(
-      {
-        capsule: this.capsule,
-        replayed: frames.length,
-        overlap: result.overlap,
-        appended: result.append.length,
-      },
-      'replay reconciled',
-    );
-  }
-
-  private onLive(frame: SseFrame): void {
-    if (frame.upstreamId === null && (frame.event === 'connection-ack' || frame.event === 'gap')) {
-      // Not expected after the replay; never a stored frame (record.ts). A late gap still says loss.
-      if (frame.event === 'gap') this.fact({ fact: 'frames-possibly-missing', reason: 'gap' });
+  private onAligned(out: AlignOutput): void {
+    if (this.dropping !== null) return;
+    if (out.kind === 'missing') return this.missing(out.fact);
+    if (out.kind === 'new-session') {
+      this.fact({ fact: 'capsule-session-started', reason: 'replay does not continue the stored session' });
+      this.tail = [];
+      this.options.logger?.info({ capsule: this.capsule }, 'capsule session restarted');
       return;
     }
-    if (this.idZero.note(frame)) this.missing({ reason: 'id-zero-unreplayable', count: 1 });
-    this.frame(frame);
+    const f = out.frame;
+    if (f.upstreamId === null && (f.event === 'connection-ack' || f.event === 'gap')) {
+      // Not expected after the replay; never a stored frame (record.ts). A late gap still says loss.
+      if (f.event === 'gap') this.fact({ fact: 'frames-possibly-missing', reason: 'gap' });
+      return;
+    }
+    this.frame(f);
   }
 
-  private onEnd(end: Exclude<WatchEnd, { kind: 'aborted' }>): void {
+  /** A connection we ended ourselves: wait for what made us end it, then reconnect at once. */
+  private async afterDropped(acked: boolean): Promise<void> {
+    const why = this.dropping ?? 'dropped';
+    if (acked) this.fact({ fact: 'upstream-lost', reason: why });
+    this.setState('backoff', why);
+    if (why === 'log queue full') await this.untilStopped(this.options.writer.whenRoom?.(this.capsule));
+    await this.sleep(this.policy.afterEstablished());
+  }
+
+  /** How long to wait before the next attempt. */
+  private onEnd(end: Exclude<WatchEnd, { kind: 'aborted' }>): number {
     if (end.kind === 'capsule-closed') {
       this.fact({ fact: 'capsule-closed' });
       this.setState('closed', 'capsule-closed');
-      return;
+    } else {
+      // A failed connect before any ack leaves no trace in the log, only in the state and pino.
+      if (end.acked) this.fact({ fact: 'upstream-lost', reason: end.reason });
+      this.setState('backoff', end.reason);
     }
-    // A failed connect before any ack leaves no trace in the log, only in the state and pino.
-    if (end.acked) this.fact({ fact: 'upstream-lost', reason: end.reason });
-    this.setState('backoff', end.reason);
+    return end.acked ? this.policy.afterEstablished() : this.policy.afterFailure();
   }
 
-  private async backoff(failures: number): Promise<void> {
-    if (this.abort.signal.aborted) return;
-    // Full jitter: uniform in [base/2, min(cap, base·2^n)], so a fleet does not reconnect in step.
-    const ceiling = Math.min(this.opts.backoffCapMs, this.opts.backoffBaseMs * 2 ** Math.min(failures, 20));
-    const delay = Math.round(
-      this.opts.backoffBaseMs / 2 + Math.random() * Math.max(0, ceiling - this.opts.backoffBaseMs / 2),
-    );
-    if (this.current.state !== 'closed') this.setState('backoff', `retry in ${delay} ms`);
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(done, delay);
-      function done(): void {
-        clearTimeout(timer);
-        resolve();
-      }
-      this.wakeBackoff = done;
-    });
-    this.wakeBackoff = null;
+  /** The store lost records: nothing more of this connection is trusted; re-read the tail, reconnect. */
+  private onStoreReset(): void {
+    this.resets++;
+    this.options.logger?.warn({ capsule: this.capsule }, 'log store reset: re-reading the aligned tail');
+    if (this.conn && this.dropping === null) {
+      this.dropping = 'store reset';
+      this.conn.abort();
+    }
   }
 
   private missing(m: MissingFact): void {
@@ -251,9 +290,8 @@ export class CapsuleIngestor {
     });
   }
 
-  private frame(f: SseFrame | AlignFrame): void {
+  private frame(f: AlignFrame): void {
     const receivedAt = Date.now();
-    this.current.lastFrameAt = receivedAt;
     const entry: FrameEntry = {
       kind: 'frame',
       event: f.event,
@@ -261,37 +299,60 @@ export class CapsuleIngestor {
       data: f.data,
       receivedAt,
     };
+    if (!this.append(entry)) {
+      // Refused: it will never be in the log, so it must not join the tail. Stop here; the next
+      // replay re-delivers it (and what follows) if the capsule still holds it.
+      this.dropping = 'log queue full';
+      this.conn?.abort();
+      return;
+    }
+    this.current.lastFrameAt = receivedAt;
     // The entry doubles as the aligned-tail item: one object per frame, not two.
     if (isBufferedFrame(f)) this.remember(entry);
-    this.append(entry);
     this.options.onFrame?.({ event: f.event, upstreamId: f.upstreamId, data: f.data });
   }
 
   private remember(f: AlignFrame): void {
     this.tail.push(f);
     // Trim in steps, not per frame: keeps appends O(1) amortised at high rates.
-    if (this.tail.length > this.opts.bufferSize * 2) this.tail = this.tail.slice(-this.opts.bufferSize);
+    if (this.tail.length > this.bufferSize * 2) this.tail = this.tail.slice(-this.bufferSize);
   }
 
   private fact(fact: DistributiveOmit<FactEntry, 'kind' | 'receivedAt'>): void {
     this.append({ kind: 'fact', ...fact, receivedAt: Date.now() } as FactEntry);
   }
 
-  private append(entry: LogEntry): void {
+  /** Synchronous enqueue: the upstream read never waits for the store. False: refused. */
+  private append(entry: LogEntry): boolean {
     this.hasHistory = true;
-    // Synchronous enqueue: the upstream read never waits for the store (issue 2, "Ingestion").
     const { writer } = this.options;
-    if (writer.write) return writer.write(this.capsule, entry);
+    if (writer.write) return writer.write(this.capsule, entry) !== false;
     writer.append(this.capsule, entry).catch((err: unknown) => {
       this.options.logger?.warn({ capsule: this.capsule, err }, 'log append failed');
     });
+    return true;
+  }
+
+  private sleep(ms: number): Promise<void> {
+    if (ms <= 0) return Promise.resolve();
+    return this.untilStopped(new Promise<void>((resolve) => setTimeout(resolve, ms).unref()));
+  }
+
+  /** Wait for `p`, or until stop() wakes us. */
+  private async untilStopped(p: Promise<void> | undefined): Promise<void> {
+    if (!p || this.abort.signal.aborted) return;
+    await Promise.race([p, new Promise<void>((resolve) => (this.wake = resolve))]);
+    this.wake = null;
   }
 
   private setState(state: UpstreamStateName, reason: string): void {
-    const from = this.current.state;
-    if (from === state) return;
-    this.current.state = state;
-    this.options.logger?.info({ capsule: this.capsule, from, to: state, reason }, 'upstream state');
+    const from = this.current;
+    if (from.state === state && from.reason === reason) return;
+    this.current = { ...from, state, reason };
+    this.options.logger?.info(
+      { capsule: this.capsule, from: from.state, to: state, reason },
+      'upstream state',
+    );
     this.options.onState?.(this.state());
   }
 }

@@ -1,9 +1,12 @@
 /**
- * Incremental SSE reader for upstream capsule streams: bytes in, frames out, synchronously per chunk.
- * Hand-rolled rather than eventsource-parser because ingestion needs "no `id:` line" (null) kept apart
- * from an empty id, per frame, and the data line byte for byte. Connection handling is left to callers.
+ * Incremental SSE reader for upstream capsule streams: bytes in, frames out, synchronously per chunk,
+ * on `eventsource-parser` (v3). It reports each event's own `id` (undefined when the frame had no id
+ * line, '' for an empty one, never inherited from the previous frame), which is what ingestion needs
+ * to keep "no id" (null) apart from an empty id; `maxBufferSize` bounds what a hostile or broken
+ * upstream can make us hold for one unfinished frame. Connection handling is left to callers.
  */
 import { StringDecoder } from 'node:string_decoder';
+import { createParser, type EventSourceParser } from 'eventsource-parser';
 
 /** One SSE frame as the capsule wrote it. */
 export interface SseFrame {
@@ -19,84 +22,48 @@ export interface SseReaderHandlers {
   onFrame(frame: SseFrame): void;
   /** A comment line, without its leading `:` (e.g. `heartbeat`). */
   onComment?(text: string): void;
+  /** The upstream sent more than `maxFrameChars` without finishing a frame: stop reading it. */
+  onOversize?(message: string): void;
 }
 
+/** Default bound on one unfinished frame (characters): far above any tool artifact a capsule writes. */
+export const DEFAULT_MAX_FRAME_CHARS = 16 * 1024 * 1024;
+
 /**
- * Feed chunks with `push`; frames are dispatched synchronously, in order. Lines end with `\n`
- * (spec "Frame format"); a `\r` before the `\n` is tolerated and dropped. A frame without any data
+ * Feed chunks with `push`; frames are dispatched synchronously, in order. A frame without any data
  * line is not dispatched (SSE rule), nor is a frame cut off by end of stream.
  */
 export class SseFrameReader {
   private readonly decoder = new StringDecoder('utf8');
-  private pending = '';
+  private readonly parser: EventSourceParser;
   private atStart = true;
-  private event: string | null = null;
-  private id: string | null = null;
-  private data: string[] = [];
+  private failed = false;
 
-  constructor(private readonly handlers: SseReaderHandlers) {}
+  constructor(handlers: SseReaderHandlers, maxFrameChars = DEFAULT_MAX_FRAME_CHARS) {
+    this.parser = createParser({
+      onEvent: (e) =>
+        handlers.onFrame({
+          event: e.event === undefined || e.event === '' ? 'message' : e.event,
+          upstreamId: e.id ?? null,
+          data: e.data,
+        }),
+      onComment: handlers.onComment ? (c) => handlers.onComment!(c) : undefined,
+      onError: (err) => {
+        if (err.type !== 'max-buffer-size-exceeded') return; // `retry` values: ignored (spec "Unknown frames")
+        this.failed = true;
+        handlers.onOversize?.(err.message);
+      },
+      maxBufferSize: maxFrameChars,
+    });
+  }
 
   push(chunk: Buffer | string): void {
+    if (this.failed) return;
     let text = typeof chunk === 'string' ? chunk : this.decoder.write(chunk);
     if (this.atStart && text.length > 0) {
-      if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+      if (text.charCodeAt(0) === 0xfeff) text = text.slice(1); // a decoded BOM (the parser checks bytes)
       this.atStart = false;
     }
-    let buf = this.pending + text;
-    let start = 0;
-    for (let nl = buf.indexOf('\n', start); nl !== -1; nl = buf.indexOf('\n', start)) {
-      let end = nl;
-      if (end > start && buf.charCodeAt(end - 1) === 13) end--;
-      this.line(buf.slice(start, end));
-      start = nl + 1;
-    }
-    buf = buf.slice(start);
-    this.pending = buf;
-  }
-
-  /** Bytes received but not yet a complete frame (an unfinished frame is discarded at end of stream). */
-  hasPartial(): boolean {
-    return this.pending.length > 0 || this.data.length > 0 || this.event !== null || this.id !== null;
-  }
-
-  private line(line: string): void {
-    if (line.length === 0) {
-      this.dispatch();
-      return;
-    }
-    if (line.charCodeAt(0) === 58 /* ':' */) {
-      this.handlers.onComment?.(line.slice(1));
-      return;
-    }
-    const colon = line.indexOf(':');
-    const field = colon === -1 ? line : line.slice(0, colon);
-    let value = colon === -1 ? '' : line.slice(colon + 1);
-    if (value.charCodeAt(0) === 32) value = value.slice(1);
-    switch (field) {
-      case 'data':
-        this.data.push(value);
-        break;
-      case 'event':
-        this.event = value;
-        break;
-      case 'id':
-        this.id = value;
-        break;
-      default:
-        break; // `retry` and unknown fields: ignored (spec "Unknown frames and keys")
-    }
-  }
-
-  private dispatch(): void {
-    const { event, id, data } = this;
-    this.event = null;
-    this.id = null;
-    this.data = [];
-    if (data.length === 0) return;
-    this.handlers.onFrame({
-      event: event === null || event === '' ? 'message' : event,
-      upstreamId: id,
-      data: data.length === 1 ? data[0]! : data.join('\n'),
-    });
+    if (text.length > 0) this.parser.feed(text);
   }
 }

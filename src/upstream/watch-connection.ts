@@ -1,18 +1,11 @@
 /**
- * One `stream/watch` connection to a capsule: POST, read continuously, split what arrives into the
- * ack, the replay and live frames. Reconnecting, reconciling and writing the log are the ingestor's.
+ * One `stream/watch` connection to a capsule: POST, read continuously, hand over the ack, the leading
+ * `gap` and every later frame in order. Reconnecting, aligning and writing the log are the ingestor's.
  *
- * Replay vs live: the wire does not delimit them (spec "What stream/watch writes"). The capsule writes
- * the replay synchronously right after `connection-ack`, so it arrives as one burst. Rule: the replay
- * is every id-bearing frame (after an optional leading `gap`) until the socket has been quiet for
- * `replayQuietMs`, or until something that cannot be in a replay arrives (a heartbeat comment, a frame
- * without an id, the end of the stream). Limits: a live frame written within the quiet window joins
- * the replay, which is harmless (alignment finds it new and appends it in order); so does every live
- * frame while a busy capsule never pauses, which is why the window also closes `replayMaxMs` after
- * the ack. A replay split by a network stall longer than the quiet window would make its tail look
- * live (duplicates), so keep the window above the link's round-trip time; on loopback and a LAN the
- * defaults are ample. A connection that ends inside the window delivers no replay at all (it may be
- * truncated): the next connection replays those frames again.
+ * Replay vs live: the wire does not delimit them (spec "What stream/watch writes"), and this module no
+ * longer guesses: the ingestor aligns frames by content as they come (replay-alignment.ts). The only
+ * timing left is `onQuiet`, a hint that the replay burst is probably over (the socket was quiet for
+ * `replayQuietMs` after the ack, or `replayMaxMs` passed), which only labels facts.
  */
 import http from 'node:http';
 import https from 'node:https';
@@ -21,12 +14,14 @@ import { SseFrameReader, type SseFrame } from './sse-frames.js';
 export interface WatchHandlers {
   /** The `connection-ack` data line (null when the capsule did not open with one). */
   onAck(ack: string | null): void;
-  /** The replay, once: after the ack, before any live frame. */
-  onReplay(gap: { firstAvailableId: string } | null, frames: SseFrame[]): void;
-  /** Every later frame, in order (including frames without an id the gateway does not know). */
-  onLive(frame: SseFrame): void;
-  /** Any bytes arrived (frame or heartbeat): the connection is alive. */
-  onActivity?(): void;
+  /** The `gap` frame that opened the replay, if any (before any other frame). */
+  onGap(gap: { firstAvailableId: string }): void;
+  /** Every later frame, in order (replay and live alike; not the final `capsule-closed`). */
+  onFrame(frame: SseFrame): void;
+  /** A comment line (heartbeat): never inside a replay. */
+  onComment(): void;
+  /** Timing hint after the ack: the replay burst is probably over (labels only). */
+  onQuiet(): void;
 }
 
 export type WatchEnd =
@@ -40,10 +35,12 @@ export interface WatchOptions {
   doorToken?: string | null;
   agent?: http.Agent;
   signal?: AbortSignal;
-  /** Quiet time that ends the replay burst (ms). */
+  /** Quiet time after which the replay burst is probably over (ms; a labelling hint only). */
   replayQuietMs?: number;
-  /** Longest replay window after the ack, however busy the capsule (ms). */
+  /** Longest replay window after the ack, however busy the capsule (ms; a labelling hint only). */
   replayMaxMs?: number;
+  /** Bound on one unfinished frame (characters). */
+  maxFrameChars?: number;
   /** Time allowed until response headers; after them there is no idle timeout (silence ≠ death). */
   connectTimeoutMs?: number;
   handlers: WatchHandlers;
@@ -62,12 +59,11 @@ export const runWatch = (options: WatchOptions): Promise<WatchEnd> =>
     const { handlers } = options;
     const url = new URL(options.url);
     const quietMs = options.replayQuietMs ?? 50;
-    let phase: 'ack' | 'replay' | 'live' = 'ack';
+    let phase: 'ack' | 'first' | 'after' = 'ack';
+    let hinted = false;
     let acked = false;
     let closedByCapsule = false;
     let settled = false;
-    let gap: { firstAvailableId: string } | null = null;
-    let replay: SseFrame[] = [];
     let quietTimer: NodeJS.Timeout | undefined;
     let maxTimer: NodeJS.Timeout | undefined;
 
@@ -78,59 +74,49 @@ export const runWatch = (options: WatchOptions): Promise<WatchEnd> =>
       if (maxTimer) clearTimeout(maxTimer);
       clearTimeout(connectTimer);
       options.signal?.removeEventListener('abort', onAbort);
-      // A connection that ends inside the replay burst may have cut it short: reconciling a truncated
-      // replay would read its frames as new. Drop it; the next connection replays them again.
-      replay = [];
       req.destroy();
       resolve(end);
     };
-    const endReplay = (): void => {
-      if (phase !== 'replay') return;
-      phase = 'live';
+    const hint = (): void => {
+      if (hinted || settled) return;
+      hinted = true;
       if (quietTimer) clearTimeout(quietTimer);
       if (maxTimer) clearTimeout(maxTimer);
-      const frames = replay;
-      replay = [];
-      handlers.onReplay(gap, frames);
+      handlers.onQuiet();
     };
-    const live = (frame: SseFrame): void => {
-      if (frame.event === 'capsule-closed' && frame.upstreamId === null) {
-        closedByCapsule = true;
-        finish({ kind: 'capsule-closed', acked });
-        return;
-      }
-      handlers.onLive(frame);
-    };
-    const reader = new SseFrameReader({
-      onFrame: (frame) => {
-        if (settled) return;
-        if (phase === 'ack') {
-          phase = 'replay';
-          maxTimer = setTimeout(endReplay, options.replayMaxMs ?? 1000);
-          if (frame.event === 'connection-ack' && frame.upstreamId === null) {
-            acked = true;
-            handlers.onAck(frame.data);
+    const reader = new SseFrameReader(
+      {
+        onFrame: (frame) => {
+          if (settled) return;
+          if (phase === 'ack') {
+            phase = 'first';
+            maxTimer = setTimeout(hint, options.replayMaxMs ?? 1000);
+            if (frame.event === 'connection-ack' && frame.upstreamId === null) {
+              acked = true;
+              handlers.onAck(frame.data);
+              return;
+            }
+            handlers.onAck(null);
+          }
+          if (phase === 'first') {
+            phase = 'after';
+            const gap = frame.event === 'gap' && frame.upstreamId === null ? parseGap(frame.data) : null;
+            if (gap) return handlers.onGap(gap);
+          }
+          if (frame.event === 'capsule-closed' && frame.upstreamId === null) {
+            closedByCapsule = true;
+            finish({ kind: 'capsule-closed', acked });
             return;
           }
-          handlers.onAck(null);
-        }
-        if (phase === 'replay') {
-          if (frame.upstreamId !== null) {
-            replay.push(frame);
-            return;
-          }
-          if (frame.event === 'gap' && replay.length === 0 && gap === null) {
-            gap = parseGap(frame.data);
-            if (gap) return;
-          }
-          endReplay(); // nothing without an id is ever buffered (spec "Replay"): this one is live
-        }
-        live(frame);
+          handlers.onFrame(frame);
+        },
+        onComment: () => {
+          if (!settled && phase !== 'ack') handlers.onComment();
+        },
+        onOversize: (message) => finish({ kind: 'lost', reason: message, acked }),
       },
-      onComment: () => {
-        if (phase === 'replay') endReplay(); // heartbeats never enter the replay
-      },
-    });
+      options.maxFrameChars,
+    );
 
     const headers: Record<string, string> = {
       'content-type': 'application/json',
@@ -170,11 +156,10 @@ export const runWatch = (options: WatchOptions): Promise<WatchEnd> =>
       }
       res.on('data', (chunk: Buffer) => {
         if (settled) return;
-        handlers.onActivity?.();
         reader.push(chunk);
-        if (phase === 'replay' && !settled) {
+        if (phase !== 'ack' && !hinted && !settled) {
           if (quietTimer) clearTimeout(quietTimer);
-          quietTimer = setTimeout(endReplay, quietMs);
+          quietTimer = setTimeout(hint, quietMs);
         }
       });
       res.on('end', () =>

@@ -3,11 +3,11 @@
  * event-driven waits (ingestor state, frames written by the capsule, records reaching the log).
  */
 import { EventEmitter, once } from 'node:events';
-import { LogWriter } from '../../src/log/log-writer.js';
+import { LogWriter, type LogWriterOptions } from '../../src/log/log-writer.js';
 import type { LogRecord } from '../../src/log/record.js';
 import type { LogStore } from '../../src/log/store.js';
 import type { SimulatedCapsule, WrittenFrame } from '../../src/simulator/index.js';
-import { CapsuleIngestor, type IngestorState } from '../../src/upstream/ingestor.js';
+import { CapsuleIngestor, type IngestorOptions, type IngestorState } from '../../src/upstream/ingestor.js';
 
 export interface Rig {
   ingestor: CapsuleIngestor;
@@ -16,7 +16,17 @@ export interface Rig {
   connected(): Promise<void>;
   /** Resolves when the ingestor has connected again after `reconnects` reconnections. */
   reconnectedAfter(reconnects: number): Promise<void>;
+  /** Resolves when the ingestor's state first matches `pred` (now or later). */
+  until(pred: (s: IngestorState) => boolean): Promise<IngestorState>;
   stop(): Promise<void>;
+}
+
+export interface RigOptions {
+  doorToken?: string | null;
+  /** Connect here instead of the simulator (a proxy in between). */
+  url?: string;
+  writer?: LogWriterOptions;
+  ingestor?: Partial<IngestorOptions>;
 }
 
 /** Start an ingestor for `sim` into `store` with fast backoff for tests. */
@@ -24,20 +34,23 @@ export const startRig = (
   sim: SimulatedCapsule,
   store: LogStore,
   capsule: string,
-  doorToken: string | null = null,
+  options: RigOptions | string | null = {},
 ): Rig => {
+  const opts: RigOptions = typeof options === 'string' || options === null ? { doorToken: options } : options;
   const states = new EventEmitter();
-  const writer = new LogWriter(store);
+  states.setMaxListeners(0);
+  const writer = new LogWriter(store, opts.writer);
   const ingestor = new CapsuleIngestor({
     capsule,
-    url: sim.url,
-    doorToken,
+    url: opts.url ?? sim.url,
+    doorToken: opts.doorToken ?? null,
     writer,
     store,
     backoffBaseMs: 10,
     backoffCapMs: 100,
     replayQuietMs: 20,
     replayMaxMs: 100,
+    ...opts.ingestor,
     onState: (s: IngestorState) => states.emit('state', s),
   });
   ingestor.start();
@@ -57,6 +70,11 @@ export const startRig = (
         const s = ingestor.state();
         if (s.state === 'connected' && s.reconnects > reconnects) return;
         await once(states, 'state');
+      }
+    },
+    until: async (pred) => {
+      for (let s = ingestor.state(); ; [s] = (await once(states, 'state')) as [IngestorState]) {
+        if (pred(s)) return s;
       }
     },
     stop: async () => {

@@ -32,6 +32,24 @@ export const readAll = async (store: LogStore, capsule: string): Promise<LogReco
   return out;
 };
 
+/** How many log frames from `j` continue the written frames from `k` (skipping unlogged id-0 frames). */
+const runLength = (
+  frames: readonly LogRecord[],
+  j: number,
+  written: readonly WrittenFrame[],
+  k: number,
+  same: (l: LogRecord, w: WrittenFrame) => boolean,
+): number => {
+  let run = 0;
+  for (; j < frames.length && k < written.length && run < 64; k++) {
+    if (same(frames[j]!, written[k]!)) {
+      run++;
+      j++;
+    } else if (written[k]!.id !== '0') break;
+  }
+  return run;
+};
+
 /**
  * Walk written and logged frames together. Frames are matched on event, id and data (byte for byte);
  * a written frame with no match at this point is "missing" and must be covered by a fact recorded
@@ -60,6 +78,16 @@ export const compareLog = (records: readonly LogRecord[], written: readonly Writ
     let k = i;
     if (l) {
       while (k < written.length && !same(l, written[k]!)) k++;
+      // Where a fact allows a loss, a byte-identical repeat (a reopened attempt) may be what was
+      // kept: match the log frame where the most following log frames continue the written ones.
+      if (facts.length > 0 && k < written.length) {
+        let best = runLength(frames, j, written, k, same);
+        for (let alt = k + 1; alt < written.length && alt < k + 2048; alt++) {
+          if (!same(l, written[alt]!)) continue;
+          const run = runLength(frames, j, written, alt, same);
+          if (run > best) [best, k] = [run, alt];
+        }
+      }
       if (k === written.length) {
         result.problems.push(
           `log offset ${l.offset} (${short(l as never)}) is not a written frame at or after written #${i}: duplicate or foreign`,

@@ -61,6 +61,19 @@ describe('SseFrameReader', () => {
   it('keeps an unfinished frame pending (never dispatched until its blank line)', () => {
     const r = new SseFrameReader({ onFrame: () => expect.fail('dispatched early') });
     r.push('id: 1\nevent: text\ndata: {}\n');
-    expect(r.hasPartial()).toBe(true);
+  });
+
+  it('an upstream that never finishes a frame is cut off at the bound, not buffered without end', () => {
+    const oversize: string[] = [];
+    const frames: SseFrame[] = [];
+    const r = new SseFrameReader(
+      { onFrame: (f) => frames.push(f), onOversize: (m) => oversize.push(m) },
+      1000,
+    );
+    r.push('id: 1\ndata: {}\n\n');
+    for (let i = 0; i < 20; i++) r.push(`data: ${'x'.repeat(100)}\n`);
+    r.push('\n');
+    expect(frames.map((f) => f.upstreamId)).toEqual(['1']);
+    expect(oversize.length).toBe(1);
   });
 });

@@ -1,0 +1,82 @@
+/**
+ * Id-0 accounting: each task attempt's first frame (its `working` status, id 0) is never replayed
+ * from 0 (spec "Replay"), so an attempt that began while we were away is only revealed by a later
+ * frame of it. These rules find such attempts so the log can say a frame is possibly missing there.
+ */
+import type { AlignFrame } from './replay-alignment.js';
+
+/** Ids above this are not from a task's counter (chunk launch value, input-wait, queued-cancel). */
+const TASK_COUNTER_LIMIT = 2305843009213693951n;
+
+export const idValue = (id: string | null): bigint | null => {
+  if (id === null || !/^\d+$/.test(id)) return null;
+  return BigInt(id);
+};
+
+const TASK_PREFIX = /^\{"id":"([^"\\]*)"/;
+
+export const taskOf = (f: AlignFrame): string | null => {
+  const fast = TASK_PREFIX.exec(f.data); // the capsule writes `id` first (spec examples)
+  if (fast) return fast[1]!;
+  try {
+    const parsed = JSON.parse(f.data) as { id?: unknown };
+    return typeof parsed.id === 'string' ? parsed.id : null;
+  } catch {
+    return null;
+  }
+};
+
+/**
+ * Kept up to date frame by frame: a frame with id `1` is the second frame of a task attempt (the
+ * task counter starts at 0 per attempt, spec "Event ids"); its attempt's id-0 `working` status is
+ * held only if the task's latest task-counter frame before it is id 0 (or 1: ids may repeat); a
+ * task-counter frame right after the task's final status opens a reopened attempt.
+ */
+export class IdZeroTracker {
+  /** Per task: the latest task-counter id, and whether that frame was a final status. */
+  private readonly last = new Map<string, { id: bigint; final: boolean }>();
+
+  constructor(private readonly maxTasks = 4096) {}
+
+  /** Record a frame; true when it reveals an id-0 frame we never received. */
+  note(f: AlignFrame): boolean {
+    const id = idValue(f.upstreamId);
+    if (id === null || id >= TASK_COUNTER_LIMIT) return false;
+    const task = taskOf(f);
+    if (task === null) return false;
+    const before = this.last.get(task);
+    this.last.delete(task); // re-insert: the map iterates oldest task first
+    this.last.set(task, { id, final: f.event === 'status' && f.data.includes('"final":true') });
+    if (this.last.size > this.maxTasks) this.last.delete(this.last.keys().next().value!);
+    if (id === 0n) return false;
+    // A task-counter frame after the task's final status starts a reopened attempt (spec "status":
+    // ids start again at 0); ids may repeat within an attempt (a whole-reply `text` and the status
+    // after it can share one), so otherwise only a fall back to 1, or a task never seen, marks one.
+    if (before === undefined) return id === 1n;
+    return before.final || (id === 1n && before.id > 1n);
+  }
+
+  reset(): void {
+    this.last.clear();
+  }
+}
+
+/** Indexes into `appended` of the frames that reveal an unreplayed id-0 frame just before them. */
+export const unreplayedIdZeroAt = (
+  stored: readonly AlignFrame[],
+  appended: readonly AlignFrame[],
+): number[] => {
+  const tracker = new IdZeroTracker(Number.MAX_SAFE_INTEGER);
+  for (const f of stored) tracker.note(f);
+  const at: number[] = [];
+  appended.forEach((f, i) => {
+    if (tracker.note(f)) at.push(i);
+  });
+  return at;
+};
+
+/** How many id-0 frames the appended part implies but nobody holds. */
+export const countUnreplayedIdZero = (
+  stored: readonly AlignFrame[],
+  appended: readonly AlignFrame[],
+): number => unreplayedIdZeroAt(stored, appended).length;

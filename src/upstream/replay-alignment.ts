@@ -1,0 +1,277 @@
+/**
+ * Streaming replay alignment: after each `connection-ack`, decide frame by frame which arriving frames
+ * the log already holds and which are new, by content alone, however the replay is split in time.
+ *
+ * Why by content: the wire does not delimit replay from live (spec "What stream/watch writes"), and a
+ * network stall can hold a replay for any time partway. The replay is the session's most recent
+ * history in write order, filtered by its id predicate (id > 0 from `Last-Event-ID: 0`), so the stored
+ * tail filtered the same way must END with what the stream STARTS with. Each start position p of the
+ * stored (filtered) tail is a candidate overlap stored[p..]; every arriving id>0 frame kills the
+ * candidates it contradicts. The longest overlap still consistent with everything received wins, and
+ * a frame is released as new only once no longer candidate can claim it. A frame that cannot be in a
+ * replay (no id, id 0 without a `gap`, a heartbeat comment) proves the replay is over: candidates
+ * longer than what arrived die then. So duplicates vs new never depends on timing.
+ *
+ * Timing only labels: "capsule restarted" vs "no overlap" and whether an ambiguous (periodic) overlap
+ * is certain depend on how long the replay is; `hint()` (the caller's quiet/max window) says when to
+ * judge that length. Such frames wait for the label, never for the decision.
+ */
+import type { MissingReason } from '../log/record.js';
+import type { IdZeroTracker } from './id-zero.js';
+import { idValue, taskOf } from './id-zero.js';
+
+/** A frame as alignment sees it: compared on all three fields, byte for byte. */
+export interface AlignFrame {
+  event: string;
+  upstreamId: string | null;
+  data: string;
+}
+
+export interface MissingFact {
+  reason: MissingReason;
+  firstAvailableId?: string;
+  /** How many frames are known to be missing, when known (id-0 frames). */
+  count?: number;
+}
+
+/** What the caller records, in this order. */
+export type AlignOutput =
+  | { kind: 'missing'; fact: MissingFact }
+  /** A new capsule session begins here: record the boundary, start a new aligned tail. */
+  | { kind: 'new-session' }
+  | { kind: 'frame'; frame: AlignFrame };
+
+/** The replay's id predicate (spec "Replay"): a replay from N without a gap holds frames with id > N. */
+export const replayPredicate = (lastEventId: string, gap: boolean): ((frame: AlignFrame) => boolean) => {
+  if (gap) return () => true;
+  const n = idValue(lastEventId) ?? 0n;
+  return (frame) => {
+    const id = idValue(frame.upstreamId);
+    return id !== null && id > n;
+  };
+};
+
+export const frameKey = (f: AlignFrame): string => `${f.event}\u0000${f.upstreamId ?? ''}\u0000${f.data}`;
+
+/**
+ * Whether the replay is provably the session's whole history: the buffer never evicted. The buffer
+ * also holds id-0 frames the replay skips; we bound them by two attempts per task seen (the default
+ * `max_task_reopens` is 1) plus one task that wrote only its id-0 frame so far.
+ */
+export const replayIsWholeSession = (
+  replay: readonly AlignFrame[],
+  gap: boolean,
+  bufferSize: number,
+): boolean => {
+  if (gap) return false; // a gap means the oldest buffered id is > 1: a fresh session starts at 0
+  const tasks = new Set<string>();
+  for (const f of replay) {
+    const t = taskOf(f);
+    if (t !== null) tasks.add(t);
+  }
+  return replay.length + 2 * tasks.size + 1 < bufferSize;
+};
+
+export interface AlignerInput {
+  /** The last id-bearing frames stored for the current capsule session, oldest first. */
+  storedTail: readonly AlignFrame[];
+  /** Whether the log holds anything at all for this capsule (false: first contact). */
+  hasHistory: boolean;
+  /** The capsule's replay buffer size (spec: 512). */
+  bufferSize: number;
+  /** Noted for every released frame; the caller's own, so id-0 accounting carries on after. */
+  idZero: IdZeroTracker;
+  emit(out: AlignOutput): void;
+}
+
+const isKey = replayPredicate('0', false);
+
+export class ReplayAligner {
+  private readonly keys: string[];
+  /** Stored frames after the last key frame (id-0 frames received live): a gap replay repeats them. */
+  private readonly trailing: string[];
+  /** Candidate starts p in the filtered tail (overlap keys.length - p ≥ 1), ascending. */
+  private alive: number[];
+  private held: AlignFrame[] = [];
+  /** Frames received before the replay's end was proven: the replay, as far as labels go. */
+  private readonly replay: AlignFrame[] = [];
+  private keyCount = 0;
+  private gapInfo: { firstAvailableId: string } | null = null;
+  private started = false;
+  private ended = false;
+  private hinted = false;
+  private overlap: number | null = null;
+  private ambiguous = false;
+  private live = false;
+  private trailingAt = 0;
+  private pastKey = false;
+  private coveredByLabel = false;
+
+  constructor(private readonly input: AlignerInput) {
+    const tail = input.hasHistory ? input.storedTail : [];
+    this.keys = [];
+    let lastKey = -1;
+    tail.forEach((f, i) => {
+      if (isKey(f)) {
+        this.keys.push(frameKey(f));
+        lastKey = i;
+      }
+    });
+    this.trailing = tail.slice(lastKey + 1).map(frameKey);
+    this.alive = this.keys.map((_, p) => p);
+  }
+
+  /** The `gap` frame that opened the replay (only before any other frame). */
+  gap(gap: { firstAvailableId: string }): void {
+    if (!this.started) this.gapInfo = gap;
+  }
+
+  /** Every frame after the ack (and the leading gap), in order. */
+  push(frame: AlignFrame): void {
+    if (this.live) return this.afterOverlap(frame);
+    this.started = true;
+    this.held.push(frame);
+    if (isKey(frame)) {
+      if (!this.ended) this.replay.push(frame);
+      const key = frameKey(frame);
+      const n = this.keys.length;
+      const j = this.keyCount++;
+      this.alive = this.alive.filter((p) => n - p <= j || this.keys[p + j] === key);
+    } else if (this.gapInfo !== null && frame.upstreamId !== null) {
+      if (!this.ended) this.replay.push(frame); // a gap replay holds the id-0 frames too
+    } else {
+      this.ended = true; // never in a replay: the replay is over and this frame is live
+    }
+    this.advance();
+  }
+
+  /** A comment (heartbeat): never inside a replay, so the replay is over. */
+  comment(): void {
+    if (this.ended || this.live) return;
+    this.ended = true;
+    this.advance();
+  }
+
+  /** Timing says the replay burst is probably over: judge labels now (never duplicates vs new). */
+  hint(): void {
+    if (this.hinted || this.live) return;
+    this.hinted = true;
+    this.advance();
+  }
+
+  /** The whole replay has been pushed (a batch caller): everything is decided now. */
+  end(): void {
+    this.ended = true;
+    this.advance();
+  }
+
+  /**
+   * The connection ended. Frames whose fate is decided are released (labelled with what arrived);
+   * undecided ones are dropped: the replay was cut short and the next connection replays them.
+   */
+  close(): void {
+    if (this.live) return;
+    this.hinted = true;
+    this.advance();
+    this.held = [];
+  }
+
+  /** Frames held back (tests, logs). */
+  get pending(): number {
+    return this.live ? 0 : this.held.length;
+  }
+
+  private advance(): void {
+    if (this.live) return;
+    const n = this.keys.length;
+    if (this.overlap === null) {
+      if (this.ended) this.alive = this.alive.filter((p) => n - p <= this.keyCount);
+      const best = this.alive[0];
+      const k = best === undefined ? 0 : n - best;
+      if (k > this.keyCount) return; // a longer overlap may still claim the held frames
+      this.overlap = k;
+      this.ambiguous = this.alive.length > 1; // shorter overlaps, all fully matched
+    }
+    const k = this.overlap;
+    if (!(this.started || this.ended || this.hinted)) return; // a leading gap may still come
+    const needsLength =
+      this.input.hasHistory &&
+      this.gapInfo === null &&
+      ((k === 0 && this.replay.length > 0) || (this.ambiguous && k === n));
+    if (needsLength && !this.ended && !this.hinted) return;
+    this.label(k);
+    this.live = true;
+    const held = this.held;
+    this.held = [];
+    let skip = k;
+    this.pastKey = k === 0;
+    // On first contact the cold-attach fact already says the attempts' starts are unknown.
+    this.coveredByLabel = !this.input.hasHistory;
+    for (const f of held) {
+      if (skip > 0) {
+        if (isKey(f)) skip--;
+        continue;
+      }
+      this.afterOverlap(f);
+    }
+    this.coveredByLabel = false;
+  }
+
+  private label(k: number): void {
+    const { gapInfo: gap, replay } = this;
+    const n = this.keys.length;
+    const missing = (reason: MissingReason): void =>
+      this.input.emit({
+        kind: 'missing',
+        fact: gap ? { reason, firstAvailableId: gap.firstAvailableId } : { reason },
+      });
+    if (!this.input.hasHistory) return missing('cold-attach');
+    const whole = replayIsWholeSession(replay, gap !== null, this.input.bufferSize);
+    // A new capsule session. Within one session the buffer never loses its newest frames, so an
+    // empty replay after we stored replayable frames means the buffer was emptied (restart), and a
+    // replay that is provably the whole session yet does not continue ours is another session's.
+    if (gap === null && n > 0 && (replay.length === 0 || (k === 0 && whole))) {
+      this.input.emit({ kind: 'missing', fact: { reason: 'capsule-restarted' } });
+      this.input.emit({ kind: 'new-session' });
+      this.input.idZero.reset();
+      return;
+    }
+    if (k === 0 && replay.length > 0) {
+      if (gap) missing('gap');
+      else if (n > 0 || !whole) missing('no-overlap');
+      // else: nothing replayable stored and the replay is the whole session: nothing skipped but id-0.
+    } else if (this.ambiguous && !(whole && k === n)) {
+      // The stored tail is periodic where it meets the replay (a reopened attempt repeating the
+      // previous one), so the replay could start at more than one point. We took the longest overlap
+      // (never a duplicate); a shorter one would mean frames we now skip were new: say so.
+      missing('no-overlap');
+    }
+  }
+
+  /**
+   * Right after the overlap, stored frames after our last key frame can only be frames the
+   * alignment skips (id 0, received live); a `gap` replay holds them again here, so those are
+   * dropped in order until the next key frame, and any other is new to us and kept.
+   */
+  private afterOverlap(f: AlignFrame): void {
+    if (!this.pastKey) {
+      this.pastKey = isKey(f);
+      if (
+        !this.pastKey &&
+        this.trailingAt < this.trailing.length &&
+        frameKey(f) === this.trailing[this.trailingAt]
+      ) {
+        this.trailingAt++;
+        return;
+      }
+    }
+    this.release(f);
+  }
+
+  private release(f: AlignFrame): void {
+    if (this.input.idZero.note(f) && !this.coveredByLabel) {
+      this.input.emit({ kind: 'missing', fact: { reason: 'id-zero-unreplayable', count: 1 } });
+    }
+    this.input.emit({ kind: 'frame', frame: f });
+  }
+}
