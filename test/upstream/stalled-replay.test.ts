@@ -1,0 +1,52 @@
+/**
+ * Issue 8, fault 2: a reconnect's replay held by the network for 1.5 s partway (a real TCP proxy
+ * between ingestor and capsule) is appended exactly once — no duplicate, nothing lost.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { RedisStore } from '../../src/log/redis-store.js';
+import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
+import { testRedisUrl, uniqueCapsule } from '../support/redis.js';
+import { settle, startRig, type Rig } from './harness.js';
+import { compareLog, readAll } from './log-vs-written.js';
+import { startStallProxy, type StallProxy } from './stall-proxy.js';
+
+describe.skipIf(!testRedisUrl())('a replay stalled partway by the network', () => {
+  let sim: SimulatedCapsule | null = null;
+  let proxy: StallProxy | null = null;
+  let rig: Rig | null = null;
+  let store: RedisStore | null = null;
+
+  afterEach(async () => {
+    await rig?.stop();
+    await store?.close();
+    await proxy?.close();
+    await sim?.stop();
+    sim = proxy = rig = store = null;
+  });
+
+  it('held 1.5 s inside the replay: every frame logged once, in order', async () => {
+    sim = await startSimulator({ taskAcceptance: 'queue' });
+    proxy = await startStallProxy(sim.url);
+    store = new RedisStore(testRedisUrl()!);
+    const capsule = uniqueCapsule('stall');
+    rig = startRig(sim, store, capsule, { url: proxy.url });
+    await rig.connected();
+    // ~300 replayable frames (≈ 40 KB of replay), all stored before the cut.
+    for (let i = 0; i < 10; i++) await sim.submit('#sim {"chunks":25,"thinking":3,"delayMs":0}').done;
+    await settle(sim, store, capsule, rig);
+
+    const before = rig.ingestor.state().reconnects;
+    const released = proxy.stallNext(12_000, 1500); // the ack and a slice of the replay, then 1.5 s of nothing
+    proxy.cutAll();
+    await rig.reconnectedAfter(before);
+    await released;
+    await sim.submit('#sim {"chunks":5}').done; // live after the replay
+    await settle(sim, store, capsule, rig);
+
+    const records = await readAll(store, capsule);
+    const cmp = compareLog(records, sim.written);
+    expect(cmp.problems).toEqual([]); // a duplicate is a problem
+    expect(cmp.covered).toEqual([]);
+    expect(cmp.matched).toBe(sim.written.length);
+  });
+});
