@@ -57,6 +57,8 @@ const createStore = (config: GatewayConfig, logger: Logger): LogStore => {
 /** Knobs that are not configuration: tests shorten the upstream reconnect backoff with them. */
 export interface GatewayTuning {
   upstream?: { backoffBaseMs?: number; backoffCapMs?: number };
+  /** e.g. a short store timeout for submissions in tests that freeze Redis */
+  core?: { submitStoreTimeoutMs?: number };
 }
 
 export const startGateway = async (
@@ -89,7 +91,14 @@ export const startGateway = async (
     logger: logger.child({ room: 'hub' }),
   });
   const shutdown = new AbortController();
-  const core = new GatewayCoreImpl({ hub, writer, upstreams, shutdownSignal: shutdown.signal });
+  const core = new GatewayCoreImpl({
+    hub,
+    writer,
+    upstreams,
+    shutdownSignal: shutdown.signal,
+    logger: logger.child({ room: 'core' }),
+    ...tuning.core,
+  });
 
   const deps: AdapterDeps = { core, config: adapterConfigOf(config), logger: logger.child({ room: 'http' }) };
   if (beeosSurfaceIsOpen(deps.config)) {

@@ -58,11 +58,18 @@ export class ChannelRegistry {
     let after = 0;
     // Bounded: every page advances `after`; stop at the head seen when the rebuild started.
     const { head } = await this.core.position(capsule);
+    /** A task's submission messageId → its channel: a failed submission made no task. */
+    const taskOf = new Map<string, Channel>();
     while (after < head) {
       const page = await this.core.read(capsule, after, READ_PAGE);
       if (page.records.length === 0) break;
       for (const record of page.records) {
         after = record.offset;
+        if (record.kind === 'fact' && record.fact === 'submission-failed') {
+          const failed = taskOf.get(record.messageId);
+          if (failed) this.unindex(state, failed);
+          continue;
+        }
         const meta = beeosMeta(record);
         if (!meta || record.kind !== 'submission' || !meta.channelId) continue;
         if (meta.op === 'task' || meta.op === 'conversation-open') {
@@ -79,6 +86,7 @@ export class ChannelRegistry {
             ...(meta.op === 'task' ? { text: record.text } : {}),
           };
           this.index(state, channel);
+          if (meta.op === 'task') taskOf.set(record.messageId, channel);
         } else if (meta.op === 'close') {
           const channel = state.byId.get(meta.channelId);
           if (channel) channel.closed = true;
@@ -91,6 +99,12 @@ export class ChannelRegistry {
   private index(state: CapsuleChannels, channel: Channel): void {
     state.byId.set(channel.id, channel);
     if (channel.idempotencyKey) state.byKey.set(keyOf(channel.owner, channel.idempotencyKey), channel);
+  }
+
+  private unindex(state: CapsuleChannels, channel: Channel): void {
+    if (state.byId.get(channel.id) === channel) state.byId.delete(channel.id);
+    const key = channel.idempotencyKey ? keyOf(channel.owner, channel.idempotencyKey) : null;
+    if (key && state.byKey.get(key) === channel) state.byKey.delete(key);
   }
 
   async get(capsule: string, id: string): Promise<Channel | undefined> {
@@ -108,8 +122,6 @@ export class ChannelRegistry {
 
   /** Forget a channel whose creation record could not be written. */
   async remove(channel: Channel): Promise<void> {
-    const state = await this.load(channel.capsule);
-    state.byId.delete(channel.id);
-    if (channel.idempotencyKey) state.byKey.delete(keyOf(channel.owner, channel.idempotencyKey));
+    this.unindex(await this.load(channel.capsule), channel);
   }
 }

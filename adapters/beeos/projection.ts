@@ -87,13 +87,16 @@ export class ChannelProjector {
 
   /** Project one record (any record of the capsule's log; others' records yield nothing). */
   project(record: LogRecord): ProjectionStep {
-    const context = this.tracker.contextOf(record);
-    if (context !== this.spec.contextId) return { envelopes: [] };
+    if (record.kind === 'fact' && record.fact === 'submission-failed') {
+      // Facts name no context: this one belongs to the channel that holds the failed message.
+      if (!this.unpaired.includes(record.messageId)) return { envelopes: [] };
+    } else if (this.tracker.contextOf(record) !== this.spec.contextId) return { envelopes: [] };
     this.seen++;
     this.h1 = Math.imul(this.h1 ^ record.offset, 0x01000193) >>> 0;
     this.h2 = Math.imul(this.h2 ^ (record.receivedAt % 0x7fffffff), 0x5bd1e995) >>> 0;
     this.updatedAt = record.receivedAt;
     this.latestOffset = Math.max(this.latestOffset, record.offset * OFFSET_SLOTS);
+    if (record.kind === 'fact' && record.fact === 'submission-failed') return this.neverMade(record);
     if (record.kind === 'submission') return this.submission(record);
     const view = viewFrame(record);
     if (!view || !view.taskId) return { envelopes: [] };
@@ -166,6 +169,32 @@ export class ChannelProjector {
         },
       },
     ]);
+  }
+
+  /**
+   * A caller message whose record became durable only after its caller was told it failed (the
+   * store was down): it was never sent to the agent. It answers no task (so it cannot take the next
+   * reply's `in_reply_to`), and its stream says it failed, like an unreachable agent's outcome.
+   */
+  private neverMade(record: LogRecord & { kind: 'fact' } & { messageId: string }): ProjectionStep {
+    this.unpaired.splice(this.unpaired.indexOf(record.messageId), 1);
+    const message = 'the message was not recorded in time (log store unavailable) and was never delivered';
+    this.status = 'failed';
+    this.error = message;
+    const at = iso(record.receivedAt);
+    const envelope: Envelope = {
+      type: 'agent_reply_error',
+      message_id: stableUuid(this.spec.contextId, record.messageId, 'submission-failed'),
+      offset: record.offset * OFFSET_SLOTS + SLOT_MAIN,
+      in_reply_to: record.messageId,
+      publisher_id: `agent:${this.spec.agentId}`,
+      state: 'failed',
+      stop_reason: 'agent_lost',
+      payload: { code: 'agent_service_unavailable', error: message },
+      created_at: at,
+      updated_at: at,
+    };
+    return this.finish([{ delta: false, envelope }]);
   }
 
   /** A terminal envelope: tasks end here (beeos-streaming.md §3 `task_terminal`). */

@@ -10,6 +10,8 @@ import { messageMetaOf } from './projection.js';
 export interface ConversationEntry {
   uid: string;
   createdAt: number;
+  /** The A2A messageId of the submission that created it. */
+  createdBy: string;
 }
 
 export interface Receipt {
@@ -17,6 +19,7 @@ export interface Receipt {
   uid: string;
   offset: number;
   fingerprint: string;
+  messageId: string;
 }
 
 interface CapsuleIndex {
@@ -34,6 +37,17 @@ export interface IndexView {
 }
 
 const receiptKey = (conversationId: string, key: string): string => `${conversationId}\u0000${key}`;
+
+/**
+ * A submission its client was told failed (store down) was never made: its idempotency receipt must
+ * not answer the client's retry as a duplicate, and a conversation it alone created does not exist.
+ */
+const forgetSubmission = (index: CapsuleIndex, messageId: string): void => {
+  for (const [key, receipt] of index.receipts)
+    if (receipt.messageId === messageId) index.receipts.delete(key);
+  for (const [id, entry] of index.conversations)
+    if (entry.createdBy === messageId) index.conversations.delete(id);
+};
 
 export class ConversationIndex {
   private readonly capsules = new Map<string, CapsuleIndex>();
@@ -57,9 +71,11 @@ export class ConversationIndex {
     const previous = this.running.get(capsule) ?? Promise.resolve(undefined);
     const next = previous.catch(() => undefined).then(() => this.scan(capsule));
     this.running.set(capsule, next);
-    void next.finally(() => {
+    // Both branches handled: a failed refresh (store down) is the caller's error, not an unhandled one.
+    const forget = (): void => {
       if (this.running.get(capsule) === next) this.running.delete(capsule);
-    });
+    };
+    next.then(forget, forget);
     return next;
   }
 
@@ -77,17 +93,26 @@ export class ConversationIndex {
       if (records.length === 0) break;
       for (const record of records) {
         index.through = record.offset;
+        if (record.kind === 'fact' && record.fact === 'submission-failed') {
+          forgetSubmission(index, record.messageId);
+          continue;
+        }
         if (record.kind !== 'submission') continue;
         const meta = messageMetaOf(record);
         if (!meta) continue;
         if (!index.conversations.has(record.contextId))
-          index.conversations.set(record.contextId, { uid: meta.uid, createdAt: record.offset });
+          index.conversations.set(record.contextId, {
+            uid: meta.uid,
+            createdAt: record.offset,
+            createdBy: record.messageId,
+          });
         if (meta.idempotencyKey !== undefined)
           index.receipts.set(receiptKey(record.contextId, meta.idempotencyKey), {
             submissionId: meta.submissionId,
             uid: meta.uid,
             offset: record.offset,
             fingerprint: meta.fingerprint ?? '',
+            messageId: record.messageId,
           });
       }
     }

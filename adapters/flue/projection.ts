@@ -87,6 +87,8 @@ export class ConversationProjector {
   private readonly foreign = new Set<string>();
   private readonly settled = new Set<string>();
   private readonly toolIds = new Set<string>();
+  /** A2A messageId → submissionId of this conversation's admitted messages (for submission-failed). */
+  private readonly bySubmissionMessage = new Map<string, string>();
 
   constructor(
     readonly conversationId: string,
@@ -127,6 +129,7 @@ export class ConversationProjector {
 
   /** Project one record (in offset order) and apply its chunks to `state`. */
   project(record: LogRecord): FlueChunk[] {
+    if (record.kind === 'fact' && record.fact === 'submission-failed') return this.forget(record);
     const context = this.tracker.contextOf(record);
     let bodies: ChunkBody[] = [];
     if (record.kind === 'fact') {
@@ -144,6 +147,21 @@ export class ConversationProjector {
     );
     for (const chunk of chunks) applyChunk(this.state, chunk);
     return this.createdAt === record.offset ? this.reset(record.offset) : chunks;
+  }
+
+  /**
+   * A submission whose record became durable only after its client was told it failed (the store
+   * was down): it was never forwarded, so it must not wait for (and steal) the next task, and the
+   * transcript drops its message. A reset is the one chunk that can take a message back out.
+   */
+  private forget(record: { messageId: string; offset: number }): FlueChunk[] {
+    const submissionId = this.bySubmissionMessage.get(record.messageId);
+    if (submissionId === undefined) return [];
+    this.bySubmissionMessage.delete(record.messageId);
+    const i = this.pending.indexOf(submissionId);
+    if (i >= 0) this.pending.splice(i, 1);
+    this.state.messages = this.state.messages.filter((m) => m.id !== record.messageId);
+    return this.reset(record.offset);
   }
 
   /** §conversation-reset: creation is a structural boundary; the reset subsumes its batch. */
@@ -164,6 +182,7 @@ export class ConversationProjector {
     if (message) {
       if (!this.created) this.createdAt = record.offset;
       this.pending.push(message.submissionId);
+      this.bySubmissionMessage.set(record.messageId, message.submissionId);
       return [{ type: 'message-appended', message: messageOf(message, record.messageId) }];
     }
     const settlement = settlementMetaOf(record);

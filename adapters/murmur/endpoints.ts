@@ -3,10 +3,12 @@
  * writes, in order"), served from the log with gateway offsets as ids. Routing and input checks are
  * routes.ts's; record-by-record decisions are feed.ts's.
  */
+import { GatewayError } from '../../src/errors.js';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import type { SubmitOutcome } from '../../src/core/types.js';
 import { REPLAY_PAGE, SSE_HEADERS } from './constants.js';
 import { encodeConnectionAck, encodeErrorFrame, encodeRecord, encodeRejected } from './codec.js';
+import { murmurError } from './errors.js';
 import { checkCursor, LogFeed } from './feed.js';
 import type { PreparedMessage } from './message.js';
 import { SseConnection } from './sse-connection.js';
@@ -135,12 +137,13 @@ export const serveMessageStream = async (
     });
     outcome = result.outcome;
   } catch (err) {
-    // The submission could not be recorded or sent (store down, draining): an error frame, close.
+    // The submission could not be recorded (store down past the submit timeout, draining): it was
+    // never forwarded. Nothing was streamed yet, so the answer is a JSON-RPC error, not a stream.
     deps.logger.warn({ err, capsule }, 'murmur: message/stream submit failed');
-    const reason = err instanceof Error ? err.message : String(err);
-    conn.write(encodeErrorFrame(JSON.stringify({ error: `internal error: ${reason}` })));
-    conn.end();
-    return sseResponse(conn);
+    conn.discard();
+    const code = err instanceof GatewayError ? err.code : 'internal';
+    const { status, body } = murmurError(code, rpcId);
+    return new Response(body, { status, headers: { 'content-type': 'application/json' } });
   }
   if (outcome.kind === 'method-not-found') {
     conn.discard();

@@ -2,8 +2,9 @@
  * The core adapters ask: reads go to the hub, writes of surface records to the log writer, task
  * submission and cancel to the capsule's upstream client. It decides nothing about protocols.
  */
+import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
-import type { LogEntry, SubmissionEntry } from '../log/record.js';
+import type { FactEntry, LogEntry, SubmissionEntry } from '../log/record.js';
 import type { LogPosition } from '../log/store.js';
 import type {
   CancelOutcome,
@@ -23,9 +24,17 @@ import type {
 /** The read side the hub provides: exactly these methods of the core, answered by `src/hub`. */
 export type HubPort = Pick<GatewayCore, 'position' | 'cursorStatus' | 'read' | 'waitAfter' | 'subscribe'>;
 
-/** The log writer: enqueue without blocking, resolve when durable. */
+/**
+ * The log writer: enqueue without blocking, resolve when durable. When `signal` aborts before the
+ * entry's batch was first sent to the store the entry is withdrawn (never appended) and the promise
+ * rejects with `store_unavailable` `{withdrawn: true}`; once sent it settles by the store's answer.
+ */
 export interface WriterPort {
-  append(capsule: string, entry: LogEntry): Promise<{ offset: number; epoch: number }>;
+  append(
+    capsule: string,
+    entry: LogEntry,
+    options?: { signal?: AbortSignal },
+  ): Promise<{ offset: number; epoch: number }>;
 }
 
 /** What the upstream room offers for one capsule. */
@@ -48,7 +57,17 @@ export interface GatewayCoreDeps {
   writer: WriterPort;
   upstreams: Map<string, UpstreamPort>;
   shutdownSignal: AbortSignal;
+  /**
+   * How long a submission (or a surface record) may wait for the store before its client is told
+   * `store_unavailable`. Default 5000.
+   */
+  submitStoreTimeoutMs?: number;
+  logger?: Logger;
 }
+
+export const DEFAULT_SUBMIT_STORE_TIMEOUT_MS = 5_000;
+
+type Recorded = { offset: number; epoch: number };
 
 const conversationModeOf = (ack: string | null): 'stateless' | 'threaded' => {
   if (!ack) return 'stateless';
@@ -121,7 +140,8 @@ export class GatewayCoreImpl implements GatewayCore {
     const upstream = this.upstream(capsule);
     if (this.shutdownSignal.aborted) throw new GatewayError('shutting_down', 'the gateway is shutting down');
     // Recorded before forwarding, so the submission precedes every frame of its task in the log.
-    const recorded = await this.deps.writer.append(capsule, {
+    // A submission the store cannot record in time fails, and is then never forwarded.
+    const recorded = await this.record(capsule, {
       kind: 'submission',
       ...request.record,
       contextId: request.contextId,
@@ -149,7 +169,67 @@ export class GatewayCoreImpl implements GatewayCore {
 
   append(capsule: string, entry: SubmissionEntry): Promise<{ offset: number; epoch: number }> {
     this.upstream(capsule);
-    return this.deps.writer.append(capsule, entry);
+    return this.record(capsule, entry);
+  }
+
+  /**
+   * Append a surface's entry, bounded by `submitStoreTimeoutMs`. Past it the entry is withdrawn from
+   * the writer's queue when it was not sent yet; when it was (a frozen store holds the batch), it may
+   * still become durable after its client was told it failed, so a `submission-failed` fact is queued
+   * right behind it (same lane, FIFO): every projection then treats it as never made.
+   */
+  private async record(capsule: string, entry: SubmissionEntry): Promise<Recorded> {
+    const timeoutMs = this.deps.submitStoreTimeoutMs ?? DEFAULT_SUBMIT_STORE_TIMEOUT_MS;
+    const abort = new AbortController();
+    const appended = this.deps.writer.append(capsule, entry, { signal: abort.signal });
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), timeoutMs);
+    });
+    try {
+      const first = await Promise.race([appended, timedOut]);
+      if (first !== 'timeout') return first;
+    } finally {
+      clearTimeout(timer);
+    }
+    abort.abort();
+    // The writer answers a withdrawal at once; give it one turn before deciding the entry was sent.
+    const settled = await Promise.race([
+      appended.then(
+        (at) => ({ kind: 'durable' as const, at }),
+        (err: unknown) => ({ kind: 'failed' as const, err }),
+      ),
+      new Promise<{ kind: 'in-flight' }>((resolve) => setImmediate(() => resolve({ kind: 'in-flight' }))),
+    ]);
+    // Durable in that same turn: its client has not been told anything yet, so it goes on.
+    if (settled.kind === 'durable') return settled.at;
+    if (
+      settled.kind === 'failed' &&
+      settled.err instanceof GatewayError &&
+      settled.err.code === 'shutting_down'
+    )
+      throw settled.err;
+    if (settled.kind === 'in-flight') this.markFailed(capsule, entry.messageId);
+    this.deps.logger?.warn(
+      { capsule, messageId: entry.messageId, timeoutMs, withdrawn: settled.kind === 'failed' },
+      'submission not recorded in time: the store is unavailable',
+    );
+    throw new GatewayError('store_unavailable', 'the log store did not record the submission in time', {
+      timeoutMs,
+    });
+  }
+
+  private markFailed(capsule: string, messageId: string): void {
+    const fact: FactEntry = {
+      kind: 'fact',
+      fact: 'submission-failed',
+      messageId,
+      reason: 'store-unavailable',
+      receivedAt: Date.now(),
+    };
+    this.deps.writer.append(capsule, fact).catch((err: unknown) => {
+      this.deps.logger?.error({ capsule, messageId, err }, 'could not record a failed submission');
+    });
   }
 
   async status(capsule: string): Promise<CapsuleStatus> {

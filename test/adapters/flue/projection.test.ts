@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import type { FlueChunk } from '../../../adapters/flue/chunks.js';
 import { ConversationProjector } from '../../../adapters/flue/projection.js';
 import { applyChunk, type ConversationState } from '../../../adapters/flue/snapshot.js';
-import type { LogRecord } from '../../../src/log/record.js';
+import type { LogEntry, LogRecord } from '../../../src/log/record.js';
 import {
   artifact,
   numbered,
@@ -255,6 +255,57 @@ describe('flue projection table', () => {
       { submissionId: 's2', outcome: 'failed', error: { message: 'capsule restarted: task lost' } },
     ]);
     expect(p.openTasks()).toEqual([]);
+  });
+});
+
+describe('a submission its client was told failed (store down), durable only later', () => {
+  const failed = (messageId: string): LogEntry => ({
+    kind: 'fact',
+    fact: 'submission-failed',
+    messageId,
+    reason: 'store-unavailable',
+    receivedAt: 1_700_000_000_000,
+  });
+
+  it('never takes a task, leaves the transcript by a reset, and snapshot + updates still agree', () => {
+    const records = numbered([
+      submission(CONV, 's1', 'first'),
+      status('t1', CONV, 'working', 'inference turn 1'),
+      status('t1', null, 'completed', 'done', 'r1'),
+      submission(CONV, 'orphan', 'never sent'),
+      failed('msg_orphan'),
+      submission(CONV, 's3', 'third'),
+      status('t3', CONV, 'working', 'inference turn 1'),
+      status('t3', null, 'completed', 'done', 'r3'),
+    ]);
+    const { chunks, p } = projectAll(records);
+    // The fact's batch is one conversation-reset whose snapshot no longer holds the orphan.
+    const reset = chunks.filter((c) => c.type === 'conversation-reset' && c.position.batch === 5);
+    expect(reset).toHaveLength(1);
+    const ids = (m: { id: string }[]) => m.map((x) => x.id);
+    expect(ids((reset[0] as Extract<FlueChunk, { type: 'conversation-reset' }>).snapshot.messages)).toEqual([
+      'msg_s1',
+      'asst_s1',
+    ]);
+    // t3 is s3's task, not the orphan's.
+    const started = chunks.filter((c) => c.type === 'message-started');
+    expect(started.map((c) => (c as { submissionId?: string }).submissionId)).toEqual(['s1', 's3']);
+    const snapshot = p.snapshot(records.length);
+    expect(ids(snapshot.messages)).toEqual(['msg_s1', 'asst_s1', 'msg_s3', 'asst_s3']);
+    expect(snapshot.settlements.map((s) => s.submissionId)).toEqual(['s1', 's3']);
+    // A reader holding the state at every offset converges on the fresh snapshot.
+    for (let x = 0; x <= records.length; x++) {
+      const { p: at } = projectAll(records, x);
+      const state: ConversationState = structuredClone(at.state);
+      for (const chunk of updatesAfter(records, x, records.length)) applyChunk(state, chunk);
+      expect(state.messages).toEqual(snapshot.messages);
+    }
+  });
+
+  it('a fact naming another conversation’s or an unknown message projects nothing', () => {
+    const records = numbered([submission(CONV, 's1', 'first'), failed('msg_elsewhere')]);
+    const { chunks } = projectAll(records);
+    expect(chunks.filter((c) => c.position.batch === 2)).toEqual([]);
   });
 });
 
