@@ -68,6 +68,14 @@ export const configSchema = z
     maxQueuedRecords: z.number().int().positive().default(10_000),
     /** Frames held in memory per capsule while the store is unreachable. */
     maxPendingAppends: z.number().int().positive().default(100_000),
+    /** Bytes held in memory per capsule while the store is unreachable (frames and facts). */
+    maxPendingBytes: z
+      .number()
+      .int()
+      .positive()
+      .default(64 * 1024 * 1024),
+    /** How long a submission waits for the store before its client is told the service is unavailable. */
+    submitStoreTimeoutSeconds: z.number().positive().max(300).default(5),
     logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   })
   .strict()
