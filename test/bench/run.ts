@@ -20,6 +20,12 @@ const main = async (): Promise<void> => {
     console.log(`\n# ingest (simulated burst → watch → reconcile → durable append), median of ${runs} runs`);
     console.table(await benchIngest({ ...(redisUrl ? { redisUrl } : {}), chunks: 20_000, runs }));
 
+    console.log(
+      '\n# id-0 frames lost to 12 connection cuts 0.3–0.7 s apart (busy capsule, default reconnect)',
+    );
+    const { benchIdZeroCuts } = await import('./id-zero-cuts.js');
+    console.table([await benchIdZeroCuts()]);
+
     for (const extra of ['./murmur-fanout.js', './hub-fanout.js']) {
       const mod = (await import(extra).catch(() => null)) as {
         runBench?: (o: { redisUrl?: string; runs: number }) => Promise<void>;
