@@ -91,6 +91,8 @@ export interface CapsuleStatus {
   id: string;
   url: string;
   state: UpstreamStateName;
+  /** Why the upstream is in that state (e.g. 'store unavailable', 'log queue full', a socket error). */
+  reason?: string | null;
   lastFrameAt: number | null;
   reconnects: number;
   /** The last `connection-ack` data line, or null before the first connection. */

@@ -34,6 +34,7 @@ export const createOpsRoutes = (deps: OpsDeps): Hono => {
           id: s.id,
           url: s.url,
           upstream: s.state,
+          upstream_reason: s.reason ?? null,
           last_frame_at: s.lastFrameAt === null ? null : new Date(s.lastFrameAt).toISOString(),
           reconnects: s.reconnects,
           conversation_mode: deps.core.conversationMode(id),
