@@ -49,6 +49,7 @@ const createStore = (config: GatewayConfig, logger: Logger): LogStore => {
     maxRecords: config.retention.maxRecords,
     maxAgeMs: config.retention.maxAgeSeconds * 1000,
   };
+  // A URL, a Sentinel-monitored master or a Cluster: the store builds the matching connection.
   if (config.redis) return new RedisStore(config.redis, { retention, logger: logger.child({ room: 'log' }) });
   logger.warn('no Redis configured: using the embedded in-memory store; nothing survives a restart');
   return new MemoryStore(retention);

@@ -79,6 +79,37 @@ const readConfigFile = (file: string): Record<string, unknown> => {
   return parsed as Record<string, unknown>;
 };
 
+const list = (value: string): string[] =>
+  value
+    .split(',')
+    .map((v) => v.trim())
+    .filter((v) => v !== '');
+
+/**
+ * REDIS_URL, or REDIS_CLUSTER (comma-separated node URLs), or REDIS_SENTINELS (comma-separated
+ * sentinel URLs) with REDIS_SENTINEL_NAME and optional REDIS_PASSWORD / REDIS_SENTINEL_PASSWORD:
+ * the three `redis` forms for deployments configured by environment alone. At most one of them.
+ */
+const readRedisEnv = (env: NodeJS.ProcessEnv): unknown => {
+  const given = (['REDIS_URL', 'REDIS_CLUSTER', 'REDIS_SENTINELS'] as const).filter(
+    (k) => env[k] !== undefined && env[k]!.trim() !== '',
+  );
+  if (given.length > 1) {
+    throw new ConfigError(`invalid configuration (${given.join(', ')}): set only one of them`);
+  }
+  if (env.REDIS_URL && env.REDIS_URL.trim() !== '') return env.REDIS_URL;
+  if (env.REDIS_CLUSTER && env.REDIS_CLUSTER.trim() !== '') return { cluster: list(env.REDIS_CLUSTER) };
+  if (env.REDIS_SENTINELS && env.REDIS_SENTINELS.trim() !== '') {
+    return {
+      sentinels: list(env.REDIS_SENTINELS),
+      name: env.REDIS_SENTINEL_NAME,
+      ...(env.REDIS_PASSWORD ? { password: env.REDIS_PASSWORD } : {}),
+      ...(env.REDIS_SENTINEL_PASSWORD ? { sentinelPassword: env.REDIS_SENTINEL_PASSWORD } : {}),
+    };
+  }
+  return undefined;
+};
+
 /**
  * Merge file < env < flags and validate. `env` is passed in (not read from process.env here) so
  * tests can supply their own.
@@ -89,7 +120,8 @@ export const loadConfig = (flags: FlagValues, env: NodeJS.ProcessEnv): GatewayCo
 
   if (env.PORT !== undefined) merged.port = parseNumber(env.PORT, 'PORT');
   if (env.HOST !== undefined) merged.host = env.HOST;
-  if (env.REDIS_URL !== undefined && env.REDIS_URL !== '') merged.redis = env.REDIS_URL;
+  const redisFromEnv = readRedisEnv(env);
+  if (redisFromEnv !== undefined) merged.redis = redisFromEnv;
   if (env.PUBLIC_URL !== undefined && env.PUBLIC_URL !== '') merged.publicUrl = env.PUBLIC_URL;
   if (env.CAPSULES !== undefined && env.CAPSULES.trim() !== '') {
     merged.capsules = env.CAPSULES.split(',').map((p) => parseCapsulePair(p, 'CAPSULES'));

@@ -30,15 +30,113 @@ const apiKeySchema = z.object({
   owner: z.string().min(1, 'must not be empty'),
 });
 
+const REDIS_URL_MESSAGE = 'must be a redis:// or rediss:// URL';
+const isRedisUrl = (u: string): boolean => {
+  try {
+    const { protocol, hostname } = new URL(u);
+    return (protocol === 'redis:' || protocol === 'rediss:') && hostname !== '';
+  } catch {
+    return false;
+  }
+};
+const redisUrl = z.string({ error: REDIS_URL_MESSAGE }).refine(isRedisUrl, REDIS_URL_MESSAGE);
+const port = z.number().int().min(1).max(65535);
+
+/** A sentinel's address: `redis://host:port` (no credentials: see sentinelPassword) or {host, port}. */
+const SENTINEL_MESSAGE = 'must be a redis://host:port URL or {host, port}';
+const sentinelAddress = z.union(
+  [
+    z
+      .string()
+      .refine(
+        (u) =>
+          isRedisUrl(u) && new URL(u).protocol === 'redis:' && !new URL(u).username && !new URL(u).password,
+      ),
+    z.object({ host: z.string().min(1), port }).strict(),
+  ],
+  { error: SENTINEL_MESSAGE },
+);
+
+const redisSentinelSchema = z
+  .object({
+    sentinels: z
+      .array(sentinelAddress, { error: 'must be a list of sentinels' })
+      .min(1, 'must list at least one sentinel'),
+    /** The master set's name as the sentinels know it (`sentinel monitor <name> …`). */
+    name: z
+      .string({ error: 'must be the name the sentinels monitor the master under (e.g. mymaster)' })
+      .min(1, 'must be the name the sentinels monitor the master under (e.g. mymaster)'),
+    /** The master's (and replicas') password. */
+    password: z.string().min(1, 'must not be empty').optional(),
+    /** The sentinels' own password (`requirepass` on the sentinels), if any. */
+    sentinelPassword: z.string().min(1, 'must not be empty').optional(),
+  })
+  .strict();
+
+const redisClusterSchema = z
+  .object({
+    /** Seed nodes (any subset of the cluster); credentials and rediss:// apply to every node. */
+    cluster: z
+      .array(redisUrl, { error: 'must be a list of redis:// URLs' })
+      .min(1, 'must list at least one node'),
+  })
+  .strict()
+  .superRefine((cfg, ctx) => {
+    const identity = (u: string): string => {
+      const url = new URL(u);
+      return `${url.protocol}${url.username}:${url.password}`;
+    };
+    const first = identity(cfg.cluster[0]!);
+    cfg.cluster.forEach((u, i) => {
+      if (i > 0 && identity(u) !== first) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['cluster', i],
+          message: 'must use the same scheme and credentials as cluster[0]',
+        });
+      }
+    });
+  });
+
+export type RedisSentinelConfig = z.output<typeof redisSentinelSchema>;
+export type RedisClusterConfig = z.output<typeof redisClusterSchema>;
+export type RedisConfig = string | RedisSentinelConfig | RedisClusterConfig;
+
+/**
+ * Dispatched by shape rather than a zod union, so a bad field gets its own message instead of
+ * "Invalid input" for the whole union: a string is a URL, `{cluster}` a Cluster, `{sentinels}` Sentinel.
+ */
+const redisSchema = z.unknown().transform((value, ctx): RedisConfig | null => {
+  if (value === null) return null;
+  const schema =
+    typeof value === 'string'
+      ? redisUrl
+      : typeof value === 'object' && !Array.isArray(value) && 'cluster' in value
+        ? redisClusterSchema
+        : typeof value === 'object' && !Array.isArray(value) && 'sentinels' in value
+          ? redisSentinelSchema
+          : null;
+  if (!schema) {
+    ctx.addIssue({
+      code: 'custom',
+      message: 'must be a redis:// or rediss:// URL, {sentinels: [...], name} or {cluster: [...]}',
+    });
+    return z.NEVER;
+  }
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  for (const issue of result.error.issues) {
+    ctx.addIssue({ code: 'custom', message: issue.message, path: issue.path });
+  }
+  return z.NEVER;
+});
+
 export const configSchema = z
   .object({
     port: z.number().int().min(0).max(65535).default(8080),
     host: z.string().min(1).default('0.0.0.0'),
-    redis: z
-      .string()
-      .refine((u) => /^rediss?:\/\/.+/.test(u), 'must be a redis:// or rediss:// URL')
-      .nullable()
-      .default(null),
+    /** One Redis (a URL), a Sentinel-monitored master, or a Cluster; null = the in-memory store. */
+    redis: redisSchema.default(null),
     publicUrl: httpUrl.nullable().default(null),
     demo: z.boolean().default(false),
     capsules: z.array(capsuleSchema).default([]),

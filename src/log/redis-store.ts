@@ -1,14 +1,17 @@
 /**
  * The Redis Streams log store: per capsule one stream, one meta hash and one short-lived dedup key
- * per writer, all sharing the `{capsule}` hash tag (Cluster-safe: each script touches one slot).
+ * per writer, all sharing the `{capsule}` hash tag, so on a Cluster every script and command touches
+ * one slot (one node). Works the same on one Redis, Sentinel or Cluster (`redis-connection.ts`).
  * Offsets are minted and regressions fenced with a new epoch inside append.lua; batching, outage
  * queueing and retries are the writer's (`log-writer.ts`), periodic age trimming is its owner's.
  */
 import { readFileSync } from 'node:fs';
-import { Redis, type RedisOptions } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import type { RedisConfig } from '../config/schema.js';
 import { GatewayError } from '../errors.js';
 import { decodeRecord, encodeEntry, type LogEntry, type LogRecord } from './record.js';
+import { RedisConnection } from './redis-connection.js';
 import {
   storeResetFact,
   type AppendOptions,
@@ -52,35 +55,35 @@ const decodeEntries = (entries: StreamEntry[]): LogRecord[] =>
 /** Pages scanned per trim() call when looking for the age cut (bounded work per call). */
 const TRIM_PAGE = 500;
 const TRIM_MAX_PAGES = 50;
-/** Idle blocking connections kept for waitAfter. */
-const MAX_IDLE_BLOCKERS = 8;
+/** `MOVED <slot> <host:port>`: on a Cluster, the slot changed owner since the slot map was read. */
+const movedTo = (err: unknown): string | null => {
+  const match = err instanceof Error ? /^MOVED \d+ (\S+)/.exec(err.message) : null;
+  return match?.[1] ?? null;
+};
 
 export class RedisStore implements LogStore {
   readonly kind = 'redis' as const;
-  private readonly redis: Redis & ScriptCommands;
+  /** The connection (one Redis, Sentinel or Cluster); closed by close() only when this store made it. */
+  readonly connection: RedisConnection;
+  private readonly ownsConnection: boolean;
+  private readonly redis: (Redis | Cluster) & ScriptCommands;
   private readonly retention: RetentionPolicy;
   private readonly prefix: string;
   private readonly dedupTtlMs: number;
-  private readonly idleBlockers: Redis[] = [];
-  private readonly activeBlockers = new Set<Redis>();
   private closed = false;
 
-  constructor(url: string, options: RedisStoreOptions = {}) {
+  /** `redis`: a configuration (URL, `{sentinels, name}`, `{cluster}`) or a connection shared with others. */
+  constructor(redis: RedisConfig | RedisConnection, options: RedisStoreOptions = {}) {
     this.retention = options.retention ?? { maxRecords: 0, maxAgeMs: 0 };
     this.prefix = options.keyPrefix ?? 'mg';
     this.dedupTtlMs = options.dedupTtlMs ?? 24 * 60 * 60 * 1000;
-    const redisOptions: RedisOptions = {
-      // Fail fast while Redis is away: the writer keeps entries queued and retries with backoff.
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      autoResendUnfulfilledCommands: false,
-      commandTimeout: options.commandTimeoutMs ?? 2000,
-      retryStrategy: (times) => Math.min(50 * times, 1000),
-      keepAlive: 10_000,
-    };
-    this.redis = new Redis(url, redisOptions) as Redis & ScriptCommands;
-    const logger = options.logger;
-    this.redis.on('error', (err: Error) => logger?.debug({ err: err.message }, 'redis error'));
+    this.ownsConnection = !(redis instanceof RedisConnection);
+    this.connection =
+      redis instanceof RedisConnection
+        ? redis
+        : new RedisConnection(redis, { commandTimeoutMs: options.commandTimeoutMs, logger: options.logger });
+    this.redis = this.connection.client as (Redis | Cluster) & ScriptCommands;
+    // Idempotent per client: a shared connection gets the same definitions again.
     this.redis.defineCommand('mgAppend', { numberOfKeys: 3, lua: lua('append') });
     this.redis.defineCommand('mgRead', { numberOfKeys: 2, lua: lua('read') });
   }
@@ -165,11 +168,39 @@ export class RedisStore implements LogStore {
     const now = await this.read(capsule, after, limit);
     if (now.records.length > 0 || timeoutMs <= 0 || signal?.aborted || this.closed) return now;
     const empty: ReadResult = { records: [], position: now.position };
-    const blocker = await this.blocker();
+    const { log } = this.keys(capsule);
+    let woke = await this.blockingRead(log, after, timeoutMs, signal);
+    // On a Cluster the slot moved since the slot map was read: the reply names the new owner.
+    if (typeof woke === 'object') {
+      this.connection.refreshTopology();
+      woke = await this.blockingRead(log, after, timeoutMs, signal, woke.movedTo);
+    }
+    if (woke !== true) return empty;
+    return await this.read(capsule, after, limit);
+  }
+
+  /**
+   * XREAD BLOCK on a connection of its own (never the shared one: it would stall appends; on a
+   * Cluster, one to the node owning the log's slot). True when a record came, false on timeout or
+   * abort, `{movedTo}` when a Cluster answered MOVED.
+   */
+  private async blockingRead(
+    log: string,
+    after: number,
+    timeoutMs: number,
+    signal: AbortSignal | undefined,
+    node?: string,
+  ): Promise<boolean | { movedTo: string }> {
+    let blocker: Redis;
+    try {
+      blocker = await this.connection.acquireBlocking(log, node);
+    } catch (err) {
+      throw this.unavailable(err);
+    }
     // The signal may have fired while connecting: a listener added now would never run.
     if (signal?.aborted || this.closed) {
-      this.release(blocker);
-      return empty;
+      this.connection.release(blocker);
+      return false;
     }
     let aborted = false;
     const onAbort = (): void => {
@@ -185,8 +216,7 @@ export class RedisStore implements LogStore {
       blocker.disconnect();
     }, timeoutMs + 2000);
     try {
-      const { log } = this.keys(capsule);
-      // An explicit id (not `$`): a record appended since the read above is returned at once.
+      // An explicit id (not `$`): a record appended since the caller's read is returned at once.
       const reply = await blocker.xread(
         'COUNT',
         1,
@@ -196,13 +226,14 @@ export class RedisStore implements LogStore {
         log,
         `${Math.max(0, after)}-0`,
       );
-      this.release(blocker);
-      if (!reply) return empty;
-      return await this.read(capsule, after, limit);
+      this.connection.release(blocker);
+      return reply !== null;
     } catch (err) {
-      this.activeBlockers.delete(blocker);
-      blocker.disconnect();
-      if (aborted || this.closed) return empty;
+      const moved = movedTo(err);
+      // A MOVED reply leaves the connection sound, but it serves the slot no more: not kept.
+      this.connection.drop(blocker);
+      if (aborted || this.closed) return false;
+      if (moved && node === undefined) return { movedTo: moved };
       throw this.unavailable(frozen ? new Error('redis did not answer XREAD in time') : err);
     } finally {
       clearTimeout(guard);
@@ -257,14 +288,7 @@ export class RedisStore implements LogStore {
 
   async close(): Promise<void> {
     this.closed = true;
-    for (const b of [...this.idleBlockers, ...this.activeBlockers]) b.disconnect();
-    this.idleBlockers.length = 0;
-    this.activeBlockers.clear();
-    try {
-      await this.redis.quit();
-    } catch {
-      this.redis.disconnect();
-    }
+    if (this.ownsConnection) await this.connection.close();
   }
 
   /** Wait briefly for the connection to be ready (start-up, reconnect), else fail fast. */
@@ -303,44 +327,13 @@ export class RedisStore implements LogStore {
         : err;
     }
     const message = err instanceof Error ? err.message : String(err);
-    // ioredis's refusal without an offline queue; "Connection is closed." is NOT one: it also
-    // fails commands already written to a socket that then closed.
-    const refused = message.startsWith("Stream isn't writeable");
+    // ioredis's refusals without an offline queue (a Redis; a Cluster not ready); "Connection is
+    // closed." is NOT one: it also fails commands already written to a socket that then closed.
+    const refused = message.startsWith("Stream isn't writeable") || message.startsWith("Cluster isn't ready");
     return new GatewayError(
       'store_unavailable',
       `redis: ${message}`,
       notSent || refused ? { notSent: true } : undefined,
     );
-  }
-
-  /** A dedicated connection for one blocking XREAD (never the main one: it would stall appends). */
-  private async blocker(): Promise<Redis> {
-    const idle = this.idleBlockers.pop();
-    if (idle && idle.status === 'ready') {
-      this.activeBlockers.add(idle);
-      return idle;
-    }
-    idle?.disconnect();
-    const conn = this.redis.duplicate({
-      lazyConnect: true,
-      enableOfflineQueue: false,
-      commandTimeout: undefined,
-      retryStrategy: () => null,
-    });
-    conn.on('error', () => {});
-    try {
-      await conn.connect();
-    } catch (err) {
-      conn.disconnect();
-      throw this.unavailable(err);
-    }
-    this.activeBlockers.add(conn);
-    return conn;
-  }
-
-  private release(conn: Redis): void {
-    this.activeBlockers.delete(conn);
-    if (this.closed || this.idleBlockers.length >= MAX_IDLE_BLOCKERS) conn.disconnect();
-    else this.idleBlockers.push(conn);
   }
 }

@@ -29,7 +29,7 @@ export const freePort = (): Promise<number> =>
     });
   });
 
-const waitForPort = async (port: number, timeoutMs: number): Promise<void> => {
+export const waitForPort = async (port: number, timeoutMs: number): Promise<void> => {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     const ok = await new Promise<boolean>((resolve) => {
