@@ -3,6 +3,7 @@
  * envelopes past `since`, `replay_complete`, then live envelopes and exactly one `end`
  * (beeos-streaming.md §3-§4). Also the JSON page reader of `…/messages`. HTTP details live in routes.
  */
+import { isStoreReset } from '../../src/core/store-reset.js';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import type { LogRecord } from '../../src/log/record.js';
 import type { Channel } from './channels.js';
@@ -68,6 +69,8 @@ const encodeStep = (record: LogRecord, key: string, envelopes: readonly Projecte
 
 const HINT_TRUNCATED =
   'records before oldest_redis_offset have aged out of the log; GET /messages for what survives';
+const HINT_RESET =
+  'the log store lost records before oldest_redis_offset (store reset); GET /messages for what survives';
 const HINT_AHEAD = 'since is beyond the head of the log (the store was reset): replaying from the start';
 
 /** Open the SSE stream of a channel. Resolves once the first checks are done; frames follow. */
@@ -115,6 +118,10 @@ export const openChannelStream = async (
   const onRecords = async (records: readonly LogRecord[]): Promise<void> => {
     for (const record of records) {
       if (ended || writer.closed) return;
+      // The store lost records before this point (a new epoch starts here): whatever of this
+      // channel they held is gone for every reader that had not read past it.
+      if (isStoreReset(record) && record.offset * OFFSET_SLOTS > since)
+        writer.write(encodeBackfillTruncated(record.offset * OFFSET_SLOTS, since, HINT_RESET));
       const key = `${channel.id}\u0000${projector.stateKey()}`;
       const step = projector.project(record);
       if (step.envelopes.length > 0) {

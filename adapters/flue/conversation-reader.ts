@@ -39,6 +39,18 @@ export const rebuild = async (
   return projector;
 };
 
+/**
+ * Chunks are deltas against the state at `after`: when records after it are gone (trimmed by
+ * retention, or lost by the store: offsets then jump to its store-reset fact) the deltas would
+ * silently miss them, so the client must start over (416, flue-client.md: never `200 []`). After 0
+ * (a read from -1) everything retained is read and nothing the client held is missing.
+ */
+export const assertRetained = (after: number, records: readonly LogRecord[], position: LogPosition): void => {
+  if (after === 0) return;
+  const first = records[0];
+  if (first ? first.offset > after + 1 : after < position.first - 1) throw offsetGone();
+};
+
 /** One read cycle's result: chunks after `after`, the next offset, whether the head was reached. */
 export interface Cycle {
   chunks: FlueChunk[];
@@ -56,6 +68,7 @@ export const projectRecords = (
   limit: number,
 ): Cycle => {
   if (position.epoch !== projector.epoch) throw offsetGone();
+  assertRetained(after, records, position);
   const chunks: FlueChunk[] = [];
   let next = after;
   for (const record of records) {

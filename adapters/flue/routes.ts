@@ -115,6 +115,9 @@ export const createRoutes = (deps: AdapterDeps): Hono => {
       const view = await lookup(capsule, conversationId);
       if (parsed.kind === 'at' && (parsed.epoch !== view.epoch || parsed.offset > view.head))
         throw offsetGone();
+      // Records after the offset were trimmed: deltas from it would miss them (never `200 []`).
+      if (parsed.kind === 'at' && (await core.cursorStatus(capsule, after)).status === 'gone')
+        throw offsetGone();
       const projector = await rebuild(core, capsule, conversationId, view.epoch, after);
       const live = { core, config, capsule, projector, signal: c.req.raw.signal };
       if (query.live === LIVE.sse) {

@@ -46,18 +46,12 @@ export const checkCursor = async (
   capsule: string,
   cursor: number,
   conn: SseConnection,
-  knownEpoch?: number,
 ): Promise<FeedStart> => {
   const { status, position } = await core.cursorStatus(capsule, cursor);
-  const epochChanged = knownEpoch !== undefined && knownEpoch !== position.epoch;
-  if (status === 'ok' && !epochChanged)
-    return { after: cursor, liveAfter: position.head, epoch: position.epoch };
-  const reason =
-    status === 'gone'
-      ? GAP_REASON.retention
-      : status === 'ahead'
-        ? GAP_REASON.cursorAhead
-        : GAP_REASON.epochChanged;
+  // A new epoch alone is no reason to start over: its offsets continue above every offset handed
+  // out before and it opens with a store-reset fact, which the replay writes as a `gap` in order.
+  if (status === 'ok') return { after: cursor, liveAfter: position.head, epoch: position.epoch };
+  const reason = status === 'gone' ? GAP_REASON.retention : GAP_REASON.cursorAhead;
   conn.write(encodeGap(position.first, reason));
   return { after: position.first - 1, liveAfter: position.head, epoch: position.epoch };
 };
@@ -176,7 +170,7 @@ export class LogFeed {
     this.retryTimer = null;
     const { core, capsule, conn, logger } = this.options;
     if (!conn.open || this.subscription) return;
-    checkCursor(core, capsule, this.cursor, conn, this.epoch ?? undefined).then(
+    checkCursor(core, capsule, this.cursor, conn).then(
       (start) => {
         if (!conn.open || this.subscription) return;
         if (start.epoch !== this.epoch) this.liveAfter = start.liveAfter;

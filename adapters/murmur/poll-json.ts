@@ -2,6 +2,7 @@
  * The long-poll response body (pure): log records as JSON, the next cursor, and the gap, if any.
  * Each record is serialised once and cached, since one batch answers every parked poller.
  */
+import { isStoreReset } from '../../src/core/store-reset.js';
 import type { LogRecord } from '../../src/log/record.js';
 import type { LogPosition } from '../../src/log/store.js';
 
@@ -92,8 +93,12 @@ export const pollGap = (
   position: LogPosition,
 ): PollGap | null => {
   const first = records[0];
-  if (first && first.offset > after + 1) return { reason: 'retention', first_available: first.offset };
-  if (!first && after < position.first - 1) return { reason: 'retention', first_available: position.first };
+  // after = 0 is "from the start" (see cursorStatusAt): nothing it held can have been trimmed. A
+  // new epoch's offsets jump ahead and open with its store-reset fact: that fact is the gap.
+  if (first && after > 0 && first.offset > after + 1 && !isStoreReset(first))
+    return { reason: 'retention', first_available: first.offset };
+  if (!first && after > 0 && after < position.first - 1)
+    return { reason: 'retention', first_available: position.first };
   if (!first && after > position.head) return { reason: 'ahead', first_available: position.first };
   for (const record of records) {
     if (record.kind === 'fact' && record.fact === 'frames-possibly-missing') {

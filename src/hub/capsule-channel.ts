@@ -14,7 +14,12 @@ export interface ChannelListener {
    * every listener, so per-record encodings can be cached. Must be cheap: it runs on the tail loop.
    */
   push(records: readonly LogRecord[], position: LogPosition): void;
-  /** The store lost the log (new epoch): offsets restarted, so the listener's cursor means nothing. */
+  /**
+   * The log went backwards (its head is below what this channel delivered: a store that came back
+   * older and has not fenced it with a new epoch yet). The listener's cursor is beyond the head.
+   * A new epoch whose offsets continue above is NOT a reset: its records are pushed as usual,
+   * opening with the store-reset fact, which each surface turns into its own signal.
+   */
   reset(position: LogPosition): void;
   /** The hub is closing. */
   shutdown(): void;
@@ -189,7 +194,12 @@ export class CapsuleChannel {
    */
   observe(position: LogPosition, generation: number): boolean {
     if (generation !== this.gen || this.stopped) return false;
-    if (position.epoch === this.currentEpoch) return true;
+    if (position.epoch === this.currentEpoch && position.head >= this.lastSeen) return true;
+    if (position.head >= this.lastSeen) {
+      // A new epoch continuing above everything delivered: the read is valid as it stands.
+      this.enterEpoch(position);
+      return true;
+    }
     this.reset(position);
     return false;
   }
@@ -238,10 +248,11 @@ export class CapsuleChannel {
       if (this.stopped) break;
       if (gen !== this.gen) continue; // a reset happened while this wait was in flight
       const { records, position } = result;
-      if (position.epoch !== this.currentEpoch || position.head < this.lastSeen) {
+      if (position.head < this.lastSeen) {
         this.reset(position);
         continue;
       }
+      if (position.epoch !== this.currentEpoch) this.enterEpoch(position);
       this.latest = position;
       const last = records[records.length - 1];
       if (!last) continue;
@@ -251,15 +262,34 @@ export class CapsuleChannel {
     }
   }
 
-  /** The store lost the log: every listener ends, and the loop follows the new epoch from its head. */
-  private reset(position: LogPosition): void {
+  /**
+   * A new epoch whose offsets continue above everything this channel delivered: memory of the old
+   * epoch is dropped (never served under the new one), store reads started before are stale, and
+   * listeners keep their cursors: the records after them, the store-reset fact first, come as usual.
+   */
+  private enterEpoch(position: LogPosition): void {
     this.options.logger.warn(
       { capsule: this.capsule, oldEpoch: this.currentEpoch, epoch: position.epoch, head: position.head },
-      'hub: log epoch changed; ending subscribers of the old epoch',
+      'hub: new log epoch; listeners continue from their cursors',
     );
     this.gen++;
     this.recent = [];
     this.recentStart = 0;
+    this.inflight.clear();
+    this.currentEpoch = position.epoch;
+    this.latest = position;
+  }
+
+  /** The log went backwards: every listener ends, and the loop follows the log from its head. */
+  private reset(position: LogPosition): void {
+    this.options.logger.warn(
+      { capsule: this.capsule, oldEpoch: this.currentEpoch, epoch: position.epoch, head: position.head },
+      'hub: the log went backwards; ending its listeners',
+    );
+    this.gen++;
+    this.recent = [];
+    this.recentStart = 0;
+    this.inflight.clear();
     this.currentEpoch = position.epoch;
     this.lastSeen = position.head;
     this.latest = position;

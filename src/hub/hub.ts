@@ -166,9 +166,13 @@ export class Hub implements HubReadSide {
   }
 }
 
-/** 'gone' when records after `after` were trimmed, 'ahead' when `after` is beyond the head. */
+/**
+ * 'gone' when records after `after` were trimmed, 'ahead' when `after` is beyond the head. Cursor 0
+ * is "no cursor": a client that holds nothing lost nothing, and a log's first offset is far above 1
+ * (epochs start at a time floor), so 0 reads whatever is retained, from the start, with no gap.
+ */
 export const cursorStatusAt = (position: LogPosition, after: number): CursorStatus => {
-  if (after < position.first - 1) return 'gone';
+  if (after > 0 && after < position.first - 1) return 'gone';
   if (after > position.head) return 'ahead';
   return 'ok';
 };

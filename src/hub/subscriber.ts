@@ -5,6 +5,7 @@
 import type { Logger } from 'pino';
 import type { LogRecord } from '../log/record.js';
 import type { LogPosition, ReadResult } from '../log/store.js';
+import { isStoreReset } from '../core/store-reset.js';
 import type { SubscribeOptions, Subscription, SubscriptionEnd } from '../core/types.js';
 import type { CapsuleChannel, ChannelListener } from './capsule-channel.js';
 
@@ -25,8 +26,6 @@ export class Subscriber implements ChannelListener, Subscription {
   private started = false;
   private pumping = false;
   private ended = false;
-  private epoch = 0;
-  private generation = 0;
   /** The first read may start past `after` (the caller reported that gap); later jumps may not. */
   private firstRead = true;
   private readonly maxQueued: number;
@@ -54,8 +53,6 @@ export class Subscriber implements ChannelListener, Subscription {
     this.channel.ready.then(
       () => {
         if (this.ended) return;
-        this.epoch = this.channel.epoch;
-        this.generation = this.channel.generation;
         this.started = true;
         this.kick();
       },
@@ -175,9 +172,10 @@ export class Subscriber implements ChannelListener, Subscription {
     return batch.filter((r) => r.offset > cursor);
   }
 
-  /** A store read; null when the subscription ended (store error, or the log changed epoch). */
+  /** A store read; null when the subscription ended (store error, or the log went backwards). */
   private async read(after: number, limit: number): Promise<ReadResult | null> {
     let page: ReadResult;
+    const generation = this.channel.generation;
     try {
       // Memory near the head (empty at the head: live batches follow), else one shared store read.
       page = await this.channel.read(after, limit, true);
@@ -189,15 +187,22 @@ export class Subscriber implements ChannelListener, Subscription {
     if (this.ended) return null;
     const firstRead = this.firstRead;
     this.firstRead = false;
-    if (page.position.epoch !== this.epoch) {
-      // The store lost the log; offsets of the old epoch mean nothing now. Tell the channel (which
-      // ends every listener of the old epoch), and end this one in any case.
-      this.channel.observe(page.position, this.generation);
+    // Offsets never repeat across epochs, so a new epoch is no reason to stop: this subscriber reads
+    // on from its cursor and meets the store-reset fact. Only a head below the cursor (a store that
+    // came back older, not fenced yet) makes the cursor meaningless: end it; its surface says so.
+    const consistent = this.channel.observe(page.position, generation);
+    if (this.ended) return null;
+    if (page.position.head < after) {
       this.end('store_error');
       return null;
     }
-    const firstOffset = page.records[0]?.offset ?? page.position.first;
-    if (!firstRead && firstOffset > after + 1) {
+    if (!consistent && page.position.epoch !== this.channel.epoch) {
+      // A read started before the channel entered a newer epoch: read again rather than trust it.
+      return this.read(after, limit);
+    }
+    const first = page.records[0];
+    const firstOffset = first?.offset ?? page.position.first;
+    if (!firstRead && firstOffset > after + 1 && !(first && isStoreReset(first))) {
       // Retention trimmed records this subscriber had not read yet: it fell too far behind. End it;
       // it resumes from its cursor and its surface reports the gap (never skip silently).
       this.settings.logger.info(
