@@ -194,7 +194,8 @@ export class CapsuleChannel {
    */
   observe(position: LogPosition, generation: number): boolean {
     if (generation !== this.gen || this.stopped) return false;
-    if (position.epoch === this.currentEpoch && position.head >= this.lastSeen) return true;
+    // Same epoch: a read may report an older head than the tail has seen (it started earlier).
+    if (position.epoch === this.currentEpoch) return true;
     if (position.head >= this.lastSeen) {
       // A new epoch continuing above everything delivered: the read is valid as it stands.
       this.enterEpoch(position);

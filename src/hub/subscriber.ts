@@ -188,15 +188,15 @@ export class Subscriber implements ChannelListener, Subscription {
     const firstRead = this.firstRead;
     this.firstRead = false;
     // Offsets never repeat across epochs, so a new epoch is no reason to stop: this subscriber reads
-    // on from its cursor and meets the store-reset fact. Only a head below the cursor (a store that
-    // came back older, not fenced yet) makes the cursor meaningless: end it; its surface says so.
+    // on from its cursor and meets the store-reset fact. A log that went backwards instead ends
+    // every listener of the channel (this one included) through observe().
     const consistent = this.channel.observe(page.position, generation);
     if (this.ended) return null;
-    if (page.position.head < after) {
-      this.end('store_error');
-      return null;
-    }
-    if (!consistent && page.position.epoch !== this.channel.epoch) {
+    if (!consistent) {
+      if (!this.channel.running) {
+        this.end('store_error');
+        return null;
+      }
       // A read started before the channel entered a newer epoch: read again rather than trust it.
       return this.read(after, limit);
     }

@@ -183,7 +183,14 @@ describe('BeeOS conformance: tasks on the real gateway + simulator', () => {
     const a = await openSse(url, { headers: ALICE });
     const twin = await openSse(url, { headers: ALICE }); // same state as `a`: shares its encodings
     const twinDone = twin.rest();
-    const early = await a.until((e) => e.event === 'message' && JSON.parse(e.data).offset > 4 * 100);
+    // Offsets start at a time floor: count from the task's first envelope.
+    let firstOffset: number | null = null;
+    const early = await a.until((e) => {
+      if (e.event !== 'message') return false;
+      const offset = (JSON.parse(e.data) as { offset: number }).offset;
+      firstOffset ??= offset;
+      return offset > firstOffset + 4 * 100;
+    });
     const b = await openSse(`${url}?since=0`, { headers: ALICE });
     const [restA, eventsTwin, eventsB] = await Promise.all([a.rest(), twinDone, b.rest()]);
     expect(restA.at(-1)?.event).toBe('end');

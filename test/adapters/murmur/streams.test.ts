@@ -31,16 +31,18 @@ describe('murmur surface: gap', () => {
     expect(s.blocks()).toEqual(want);
   });
 
-  it('writes a gap and replays from the first retained for a cursor beyond the head (another epoch)', async () => {
+  it('writes a gap and replays from the first retained for a cursor beyond the head', async () => {
     const { gw, sim, capsule } = await setup();
     await sim.submit('a task').done;
     const last = sim.written[sim.written.length - 1]!;
     await waitForRecord(gw, capsule, (r) => r.kind === 'frame' && r.data === last.data);
     const records = await allRecords(gw, capsule);
-    const s = track(await rpcPost(gw.baseUrl, capsule, WATCH, { 'Last-Event-ID': '987654321' }));
+    const { head, first } = await gw.core.position(capsule);
+    const ahead = String(head + 1_000_000);
+    const s = track(await rpcPost(gw.baseUrl, capsule, WATCH, { 'Last-Event-ID': ahead }));
     const want = [
       ACK_STATELESS,
-      'event: gap\ndata: {"first_available_id":1,"reason":"cursor-ahead"}',
+      `event: gap\ndata: {"first_available_id":${first},"reason":"cursor-ahead"}`,
       ...expectedBlocks(records),
     ];
     await s.waitFor((x) => x.blocks().length >= want.length, 'gap and replay');
