@@ -106,6 +106,7 @@ export class ReplayAligner {
   private trailingAt = 0;
   private pastKey = false;
   private coveredByLabel = false;
+  private oneTaskMemo: boolean | undefined;
 
   constructor(private readonly input: AlignerInput) {
     const tail = input.hasHistory ? input.storedTail : [];
@@ -197,7 +198,7 @@ export class ReplayAligner {
     const needsLength =
       this.input.hasHistory &&
       this.gapInfo === null &&
-      ((k === 0 && this.replay.length > 0) || (this.ambiguous && k === n));
+      ((k === 0 && this.replay.length > 0) || (this.ambiguous && k === n) || (k > 0 && this.oneTask(k)));
     if (needsLength && !this.ended && !this.hinted) return;
     this.label(k);
     this.live = true;
@@ -245,7 +246,34 @@ export class ReplayAligner {
       // previous one), so the replay could start at more than one point. We took the longest overlap
       // (never a duplicate); a shorter one would mean frames we now skip were new: say so.
       missing('no-overlap');
+    } else if (k > 0 && !replayIsWholeSession(replay, false, this.input.bufferSize) && this.oneTask(k)) {
+      // The buffer is full (it evicted) and the overlap lies inside one task. A reopened attempt repeats
+      // its task byte for byte, so a buffer that now starts inside the NEXT attempt matches our tail
+      // just as well: everything between (the rest of this attempt, the next one's start) would be
+      // gone without a trace. Content cannot tell the two apart; an overlap spanning two tasks can.
+      missing('no-overlap');
     }
+  }
+
+  /** Whether the last k stored key frames all belong to one task (then the label needs the length). */
+  private oneTask(k: number): boolean {
+    this.oneTaskMemo ??= this.computeOneTask(k);
+    return this.oneTaskMemo;
+  }
+
+  private computeOneTask(k: number): boolean {
+    const { storedTail } = this.input;
+    let task: string | null | undefined;
+    let seen = 0;
+    for (let i = storedTail.length - 1; i >= 0 && seen < k; i--) {
+      const f = storedTail[i]!;
+      if (!isKey(f)) continue;
+      seen++;
+      const t = taskOf(f);
+      if (task === undefined) task = t;
+      else if (t !== task) return false;
+    }
+    return true;
   }
 
   /**

@@ -211,6 +211,29 @@ describe('reconcile', () => {
       missing: [{ reason: 'no-overlap' }],
     },
     {
+      // The buffer (6) evicted the rest of attempt 1 and the start of attempt 2, which repeats attempt
+      // 1 byte for byte: the replay's start matches our tail exactly as if nothing were missing.
+      name: 'a full buffer whose overlap lies inside one task: a reopened attempt could match it, said so',
+      in: {
+        storedTail: [t('A', 1, 'a'), t('A', 2, 'b')],
+        replay: [t('A', 1, 'a'), t('A', 2, 'b'), t('A', 3, 'c'), s('A', 4, 'completed'), t('B', 1, 'd')],
+        bufferSize: 6,
+      },
+      append: [t('A', 3, 'c'), s('A', 4, 'completed'), t('B', 1, 'd')],
+      missing: [{ reason: 'no-overlap' }],
+      zeroAt: [2],
+    },
+    {
+      name: 'a full buffer whose overlap spans two tasks: no repeat can match it, nothing said',
+      in: {
+        storedTail: [s('Z', 3, 'completed'), t('A', 1, 'a'), t('A', 2, 'b')],
+        replay: [s('Z', 3, 'completed'), t('A', 1, 'a'), t('A', 2, 'b'), t('A', 3, 'c'), t('A', 4, 'e')],
+        bufferSize: 6,
+      },
+      append: [t('A', 3, 'c'), t('A', 4, 'e')],
+      missing: [],
+    },
+    {
       name: 'overlap of length 1 that is the only alignment is taken',
       in: { storedTail: [t('A', 1, 'p'), t('A', 2, 'a')], replay: [t('A', 2, 'a'), t('A', 3, 'q')] },
       append: [t('A', 3, 'q')],
