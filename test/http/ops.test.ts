@@ -126,6 +126,26 @@ describe('operations routes', () => {
     },
   );
 
+  it.skipIf(!haveRedis && !requireRedis)(
+    'readyz is 503 when the gateway starts before Redis, 200 once Redis answers',
+    async () => {
+      // Reserve a port, start the gateway against it with nothing listening, then bring Redis up there.
+      const probe = await startRedisServer();
+      const port = probe.port;
+      await probe.stop();
+      sim = await startSimulator();
+      gw = await startTestGateway({ capsules: { alpha: sim.url }, redisUrl: `redis://127.0.0.1:${port}` });
+      const down = await fetch(`${gw.baseUrl}/readyz`);
+      expect(down.status).toBe(503);
+      expect(await down.json()).toEqual({ status: 'store_unreachable' });
+      redis = await startRedisServer(port);
+      await eventually(
+        async () => ((await fetch(`${gw!.baseUrl}/readyz`)).status === 200 ? true : undefined),
+        'readyz 200',
+      );
+    },
+  );
+
   it('applies CORS for configured origins only, exposing the coordination headers', async () => {
     sim = await startSimulator();
     gw = await startTestGateway({
