@@ -33,7 +33,7 @@ export interface Collector {
   batches: (readonly LogRecord[])[];
   ended: Promise<SubscriptionEnd>;
   endReason: SubscriptionEnd | null;
-  /** Resolves once a record with offset >= `offset` was delivered. */
+  /** Resolves once a record with offset >= `offset` was delivered; rejects if the subscription ends first. */
   until(offset: number): Promise<void>;
   sub: Subscription;
 }
@@ -50,7 +50,7 @@ export interface CollectOptions {
 export const collect = (hub: HubReadSide, capsule: string, options: CollectOptions = {}): Collector => {
   let endResolve: (reason: SubscriptionEnd) => void = () => undefined;
   const ended = new Promise<SubscriptionEnd>((resolve) => (endResolve = resolve));
-  const waiters: { offset: number; resolve: () => void }[] = [];
+  const waiters: { offset: number; resolve: () => void; reject: (err: Error) => void }[] = [];
   let inFlight = false;
   const collector: Collector = {
     records: [],
@@ -58,10 +58,11 @@ export const collect = (hub: HubReadSide, capsule: string, options: CollectOptio
     ended,
     endReason: null,
     until: (offset) =>
-      new Promise<void>((resolve) => {
+      new Promise<void>((resolve, reject) => {
         const last = collector.records[collector.records.length - 1];
         if (last && last.offset >= offset) resolve();
-        else waiters.push({ offset, resolve });
+        else if (collector.endReason) reject(endedBefore(collector, offset));
+        else waiters.push({ offset, resolve, reject });
       }),
     sub: { close: () => undefined },
   };
@@ -82,11 +83,19 @@ export const collect = (hub: HubReadSide, capsule: string, options: CollectOptio
     },
     onEnd: (reason) => {
       collector.endReason = reason;
+      // A wait for an offset that can no longer come fails at once and says why, instead of hanging.
+      for (const w of waiters.splice(0)) w.reject(endedBefore(collector, w.offset));
       endResolve(reason);
     },
   });
   return collector;
 };
+
+const endedBefore = (collector: Collector, offset: number): Error =>
+  new Error(
+    `subscription ended (${collector.endReason}) before offset ${offset}; last delivered: ` +
+      `${collector.records[collector.records.length - 1]?.offset ?? 'none'}`,
+  );
 
 export const offsetsOf = (records: readonly LogRecord[]): number[] => records.map((r) => r.offset);
 

@@ -37,6 +37,7 @@ describe('fan-out', () => {
     const hub = makeHub(store);
     const capsule = uniqueCapsule();
     const other = uniqueCapsule();
+    const base = (await store.position(capsule)).head; // offsets start above a time floor, not at 1
     const subs = Array.from({ length: 50 }, () => collect(hub, capsule));
     const otherSub = collect(hub, other);
     await vi.waitFor(() => expect(store.inFlightWaits.get(capsule)).toBe(1));
@@ -44,8 +45,8 @@ describe('fan-out', () => {
     expect(hub.stats().tailLoops).toBe(2);
     expect(hub.capsuleStats(capsule)).toEqual({ subscribers: 50, waiters: 0, tailLoop: true });
     await appendInBatches(store, capsule, 1000, 7);
-    await Promise.all(subs.map((s) => s.until(1000)));
-    for (const s of subs) expect(offsetsOf(s.records)).toEqual(range(1, 1000));
+    await Promise.all(subs.map((s) => s.until(base + 1000)));
+    for (const s of subs) expect(offsetsOf(s.records)).toEqual(range(base + 1, base + 1000));
     expect(store.maxConcurrentWaits).toBe(1); // never two readers of one capsule at once
 
     for (const s of subs) s.sub.close();
@@ -62,12 +63,13 @@ describe('fan-out', () => {
     const store = new WrappedStore(new MemoryStore());
     const hub = makeHub(store);
     const capsule = uniqueCapsule();
+    const base = (await store.position(capsule)).head;
     const a = collect(hub, capsule);
     const b = collect(hub, capsule);
     // Both are live once the tail loop waits in the store and their (empty, in-memory) catch-up ran.
     await untilLive(store, capsule);
     await store.append(capsule, frames(0, 3));
-    await Promise.all([a.until(3), b.until(3)]);
+    await Promise.all([a.until(base + 3), b.until(base + 3)]);
     expect(a.batches).toHaveLength(1);
     expect(a.batches[0]).toBe(b.batches[0]);
   });
@@ -78,18 +80,23 @@ describe('catch-up and the live seam', () => {
     const store = new MemoryStore();
     const hub = makeHub(store, { pageSize: 64 });
     const capsule = uniqueCapsule();
+    const base = (await store.position(capsule)).head;
     await appendInBatches(store, capsule, 2000, 100);
     // Slow-ish async writers make the catch-up overlap the live appends.
     const yieldEach = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
-    const subs = [0, 1, 500, 1999, 2000].map((after) => collect(hub, capsule, { after, onBatch: yieldEach }));
+    // Cursors relative to the log's base; 0 stays 0 ("no cursor").
+    const cursor = (rel: number): number => (rel === 0 ? 0 : base + rel);
+    const subs = [0, 1, 500, 1999, 2000].map((rel) =>
+      collect(hub, capsule, { after: cursor(rel), onBatch: yieldEach }),
+    );
     await appendInBatches(store, capsule, 2000, 3);
-    await Promise.all(subs.map((s) => s.until(4000)));
+    await Promise.all(subs.map((s) => s.until(base + 4000)));
 
     const stored = (await store.read(capsule, 0, 10_000)).records;
     expect(stored).toHaveLength(4000);
     for (const [i, after] of [0, 1, 500, 1999, 2000].entries()) {
       const s = subs[i]!;
-      expect(offsetsOf(s.records)).toEqual(range(after + 1, 4000));
+      expect(offsetsOf(s.records)).toEqual(range(base + after + 1, base + 4000));
       expect(s.records).toEqual(stored.slice(after));
       expect(s.endReason).toBeNull();
     }
@@ -99,6 +106,7 @@ describe('catch-up and the live seam', () => {
     const store = new MemoryStore();
     const hub = makeHub(store, { pageSize: 100 });
     const capsule = uniqueCapsule();
+    const base = (await store.position(capsule)).head;
     await appendInBatches(store, capsule, 1000, 100);
     const held = gate();
     gates.push(held.open);
@@ -111,13 +119,13 @@ describe('catch-up and the live seam', () => {
         return held.promise; // stuck on its first catch-up page
       },
     });
-    const witness = collect(hub, capsule, { after: 1000 });
-    await slowStart.until(100);
+    const witness = collect(hub, capsule, { after: base + 1000 });
+    await slowStart.until(base + 100);
     await appendInBatches(store, capsule, 500, 10); // 500 live records > 50 queued
-    await witness.until(1500); // the tail loop has pushed every live batch to both
+    await witness.until(base + 1500); // the tail loop has pushed every live batch to both
     held.open();
-    await slowStart.until(1500);
-    expect(offsetsOf(slowStart.records)).toEqual(range(1, 1500));
+    await slowStart.until(base + 1500);
+    expect(offsetsOf(slowStart.records)).toEqual(range(base + 1, base + 1500));
     expect(slowStart.endReason).toBeNull();
   });
 
@@ -125,10 +133,11 @@ describe('catch-up and the live seam', () => {
     const store = new MemoryStore({ maxRecords: 100, maxAgeMs: 0 });
     const hub = makeHub(store);
     const capsule = uniqueCapsule();
+    const base = (await store.position(capsule)).head;
     await appendInBatches(store, capsule, 300, 50);
-    const s = collect(hub, capsule, { after: 10 });
-    await s.until(300);
-    expect(offsetsOf(s.records)).toEqual(range(201, 300));
+    const s = collect(hub, capsule, { after: base + 10 });
+    await s.until(base + 300);
+    expect(offsetsOf(s.records)).toEqual(range(base + 201, base + 300));
   });
 });
 
@@ -139,17 +148,18 @@ describe('slow subscribers', () => {
     const capsule = uniqueCapsule();
     const stuck = gate();
     gates.push(stuck.open);
+    const base = (await store.position(capsule)).head;
     const slow = collect(hub, capsule, { maxQueuedRecords: 20, onBatch: () => stuck.promise });
     const fast = collect(hub, capsule, { maxQueuedRecords: 20 });
     await untilLive(store, capsule); // both caught up (the log is empty): live
     await appendInBatches(store, capsule, 200, 5);
-    await fast.until(200);
+    await fast.until(base + 200);
 
     expect(await slow.ended).toBe('slow');
-    expect(offsetsOf(fast.records)).toEqual(range(1, 200));
+    expect(offsetsOf(fast.records)).toEqual(range(base + 1, base + 200));
     expect(fast.endReason).toBeNull();
     // What the slow one did get is a gap-free prefix: it resumes from its cursor.
-    expect(offsetsOf(slow.records)).toEqual(range(1, slow.records.length));
+    expect(offsetsOf(slow.records)).toEqual(range(base + 1, base + slow.records.length));
     expect(hub.capsuleStats(capsule).subscribers).toBe(1);
   });
 });
@@ -159,15 +169,16 @@ describe('falling behind retention', () => {
     const store = new MemoryStore({ maxRecords: 50, maxAgeMs: 0 });
     const hub = makeHub(store, { pageSize: 10 });
     const capsule = uniqueCapsule();
+    const base = (await store.position(capsule)).head;
     await appendInBatches(store, capsule, 50, 50);
     const held = gate();
     gates.push(held.open);
     const s = collect(hub, capsule, { onBatch: () => held.promise });
-    await s.until(10);
-    await appendInBatches(store, capsule, 100, 10); // trims 1..100 while it is stuck at 10
+    await s.until(base + 10);
+    await appendInBatches(store, capsule, 100, 10); // trims base+1..base+100 while it is stuck at base+10
     held.open();
     expect(await s.ended).toBe('slow');
-    expect(offsetsOf(s.records)).toEqual(range(1, 10));
+    expect(offsetsOf(s.records)).toEqual(range(base + 1, base + 10));
   });
 });
 
@@ -206,15 +217,22 @@ describe('ending subscriptions', () => {
     expect(s.records).toEqual([]);
   });
 
-  it('ends subscribers of the old epoch with "store_error" when the store loses the log', async () => {
-    const store = new WrappedStore(new MemoryStore(), () => new MemoryStore());
-    const hub = makeHub(store, { tailWaitMs: 20 });
+  it('ends subscribers of the old epoch with "store_error" when the store comes back below their cursor', async () => {
+    // A store that lost the log now starts its new epoch above every offset it handed out (a time
+    // floor), so only a store that came back older (not fenced yet) leaves a cursor beyond its head.
+    // The replacement log is created first, so its offsets (time floor) are below the current log's.
     const capsule = uniqueCapsule();
+    const older = new MemoryStore();
+    const olderBase = (await older.position(capsule)).head;
+    const store = new WrappedStore(new MemoryStore(), () => older);
+    const hub = makeHub(store, { tailWaitMs: 20 });
     await store.append(capsule, frames(0, 5));
+    const base = (await store.position(capsule)).head - 5;
+    expect(olderBase + 2).toBeLessThan(base + 5);
     const old = collect(hub, capsule);
-    await old.until(5);
+    await old.until(base + 5);
     const oldEpoch = (await hub.position(capsule)).epoch;
-    const parked = hub.waitAfter(capsule, 5, 10, 20_000);
+    const parked = hub.waitAfter(capsule, base + 5, 10, 20_000);
     store.loseLog();
     await store.append(capsule, frames(0, 2));
 
@@ -224,10 +242,10 @@ describe('ending subscriptions', () => {
     expect(woke.position.epoch).not.toBe(oldEpoch);
     // A new subscriber follows the new epoch from its start.
     const fresh = collect(hub, capsule);
-    await fresh.until(2);
+    await fresh.until(olderBase + 2);
     await store.append(capsule, frames(2, 1));
-    await fresh.until(3);
-    expect(offsetsOf(fresh.records)).toEqual([1, 2, 3]);
+    await fresh.until(olderBase + 3);
+    expect(offsetsOf(fresh.records)).toEqual([olderBase + 1, olderBase + 2, olderBase + 3]);
   });
 });
 
@@ -236,11 +254,12 @@ describe('waitAfter', () => {
     const store = new MemoryStore();
     const hub = makeHub(store);
     const capsule = uniqueCapsule();
+    const base = (await store.position(capsule)).head;
     await store.append(capsule, frames(0, 10));
-    const result = await hub.waitAfter(capsule, 3, 4, 20_000);
+    const result = await hub.waitAfter(capsule, base + 3, 4, 20_000);
     expect(result.timedOut).toBe(false);
-    expect(offsetsOf(result.records)).toEqual([4, 5, 6, 7]);
-    expect(result.position.head).toBe(10);
+    expect(offsetsOf(result.records)).toEqual([base + 4, base + 5, base + 6, base + 7]);
+    expect(result.position.head).toBe(base + 10);
     expect(hub.capsuleStats(capsule).waiters).toBe(0);
   });
 
@@ -248,15 +267,16 @@ describe('waitAfter', () => {
     const store = new WrappedStore(new MemoryStore());
     const hub = makeHub(store);
     const capsule = uniqueCapsule();
+    const base = (await store.position(capsule)).head;
     await store.append(capsule, frames(0, 2));
-    const waits = Array.from({ length: 20 }, () => hub.waitAfter(capsule, 2, 100, 20_000));
+    const waits = Array.from({ length: 20 }, () => hub.waitAfter(capsule, base + 2, 100, 20_000));
     await vi.waitFor(() => expect(hub.capsuleStats(capsule).waiters).toBe(20));
     await vi.waitFor(() => expect(store.inFlightWaits.get(capsule)).toBe(1));
     await store.append(capsule, frames(2, 3));
     const results = await Promise.all(waits);
     for (const r of results) {
       expect(r.timedOut).toBe(false);
-      expect(offsetsOf(r.records)).toEqual([3, 4, 5]);
+      expect(offsetsOf(r.records)).toEqual([base + 3, base + 4, base + 5]);
     }
     expect(results[0]!.records[0]).toBe(results[1]!.records[0]); // one read, shared record objects
     expect(store.maxConcurrentWaits).toBe(1);
@@ -267,10 +287,11 @@ describe('waitAfter', () => {
     const store = new MemoryStore();
     const hub = makeHub(store);
     const capsule = uniqueCapsule();
+    const base = (await store.position(capsule)).head;
     await store.append(capsule, frames(0, 3));
-    const result = await hub.waitAfter(capsule, 3, 10, 30);
-    expect(result).toMatchObject({ records: [], timedOut: true, position: { head: 3 } });
-    const zero = await hub.waitAfter(capsule, 3, 10, 0);
+    const result = await hub.waitAfter(capsule, base + 3, 10, 30);
+    expect(result).toMatchObject({ records: [], timedOut: true, position: { head: base + 3 } });
+    const zero = await hub.waitAfter(capsule, base + 3, 10, 0);
     expect(zero).toMatchObject({ records: [], timedOut: true });
     expect(hub.capsuleStats(capsule).waiters).toBe(0);
   });
@@ -298,15 +319,23 @@ describe('cursorStatus', () => {
     const store = new MemoryStore({ maxRecords: 10, maxAgeMs: 0 });
     const hub = makeHub(store);
     const capsule = uniqueCapsule();
+    const base = (await store.position(capsule)).head;
     expect((await hub.cursorStatus(capsule, 0)).status).toBe('ok');
-    expect((await hub.cursorStatus(capsule, 1)).status).toBe('ahead');
+    expect((await hub.cursorStatus(capsule, base)).status).toBe('ok');
+    expect((await hub.cursorStatus(capsule, base + 1)).status).toBe('ahead');
     await store.append(capsule, frames(0, 30));
     const status = async (after: number): Promise<string> => (await hub.cursorStatus(capsule, after)).status;
-    expect(await status(0)).toBe('gone');
-    expect(await status(19)).toBe('gone');
-    expect(await status(20)).toBe('ok');
-    expect(await status(30)).toBe('ok');
-    expect(await status(31)).toBe('ahead');
-    expect((await hub.cursorStatus(capsule, 25)).position).toMatchObject({ head: 30, first: 21 });
+    // 0 is "no cursor" (reads what is retained, see cursorStatusAt); a cursor before the log's first
+    // record is gone once retention trimmed past it.
+    expect(await status(0)).toBe('ok');
+    expect(await status(base)).toBe('gone');
+    expect(await status(base + 19)).toBe('gone');
+    expect(await status(base + 20)).toBe('ok');
+    expect(await status(base + 30)).toBe('ok');
+    expect(await status(base + 31)).toBe('ahead');
+    expect((await hub.cursorStatus(capsule, base + 25)).position).toMatchObject({
+      head: base + 30,
+      first: base + 21,
+    });
   });
 });
