@@ -110,6 +110,12 @@ export const gate = (): { promise: Promise<void>; open: () => void } => {
  * A store that delegates to another, counts concurrent tail waits per capsule, can fail reads, and can
  * "lose the log": swap to a fresh inner store under a new epoch (what a flushed Redis looks like).
  */
+/**
+ * Added to the epoch per lost log. Memory epochs are creation times in µs, so a small bump could equal
+ * the gap between two stores' epochs; 10^12 µs (11 days) cannot, and keeps epochs below 10^16.
+ */
+const EPOCH_BUMP = 1e12;
+
 export class WrappedStore implements LogStore {
   readonly kind = 'memory' as const;
   inFlightWaits = new Map<string, number>();
@@ -133,13 +139,13 @@ export class WrappedStore implements LogStore {
 
   /** Results carry the epoch of the inner store the call went to, as a real store's would. */
   private at(bump: number, position: LogPosition): LogPosition {
-    return { ...position, epoch: position.epoch + bump * 1000 };
+    return { ...position, epoch: position.epoch + bump * EPOCH_BUMP };
   }
 
   async append(capsule: string, entries: LogEntry[]): Promise<AppendResult> {
     const { inner, epochBump } = this;
     const result = await inner.append(capsule, entries);
-    return { ...result, epoch: result.epoch + epochBump * 1000 };
+    return { ...result, epoch: result.epoch + epochBump * EPOCH_BUMP };
   }
 
   async read(capsule: string, after: number, limit: number): Promise<ReadResult> {
