@@ -202,7 +202,8 @@ export class Subscriber implements ChannelListener, Subscription {
     }
     const first = page.records[0];
     const firstOffset = first?.offset ?? page.position.first;
-    if (!firstRead && firstOffset > after + 1 && !(first && isStoreReset(first))) {
+    // Cursor 0 holds nothing (a log starts at a time floor, far above 1): nothing can be missed.
+    if (!firstRead && after > 0 && firstOffset > after + 1 && !(first && isStoreReset(first))) {
       // Retention trimmed records this subscriber had not read yet: it fell too far behind. End it;
       // it resumes from its cursor and its surface reports the gap (never skip silently).
       this.settings.logger.info(
