@@ -35,7 +35,7 @@ const CAPSULE = 'soak';
 
 interface CapsuleView {
   id: string;
-  state: string;
+  upstream: string;
   reconnects: number;
   head: number;
   epoch: number;
@@ -214,7 +214,7 @@ describe.skipIf(!haveRedis)('ingestion soak: cuts, Redis rollback and outage, st
       expect(reset.offset).toBeGreaterThan(handedOut);
       expect(records.find((r) => r.offset === reset.offset)).toMatchObject({ reason: 'store-reset' });
       // The restarted gateway is watching the capsule again, as /capsules says.
-      expect((await capsuleView(gw)).state).toBe('connected');
+      expect((await capsuleView(gw)).upstream).toBe('connected');
     },
   );
 });
