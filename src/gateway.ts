@@ -70,10 +70,13 @@ export const startGateway = async (
   const store = createStore(config, logger);
   const writer = new LogWriter(store, {
     maxQueuedEntries: config.maxPendingAppends,
+    maxQueuedBytes: config.maxPendingBytes,
     logger: logger.child({ room: 'log' }),
   });
   const upstreams = new Map<string, CapsuleUpstream>();
   for (const capsule of config.capsules) {
+    // Age retention also reaches a capsule that never appends again (an idle one).
+    writer.track(capsule.id);
     upstreams.set(
       capsule.id,
       new CapsuleUpstream({
@@ -98,6 +101,7 @@ export const startGateway = async (
     upstreams,
     shutdownSignal: shutdown.signal,
     logger: logger.child({ room: 'core' }),
+    submitStoreTimeoutMs: config.submitStoreTimeoutSeconds * 1000,
     ...tuning.core,
   });
 
