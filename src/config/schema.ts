@@ -44,16 +44,10 @@ const port = z.number().int().min(1).max(65535);
 
 /** A sentinel's address: `redis://host:port` (no credentials: see sentinelPassword) or {host, port}. */
 const SENTINEL_MESSAGE = 'must be a redis://host:port URL or {host, port}';
+const isSentinelUrl = (u: string): boolean =>
+  isRedisUrl(u) && new URL(u).protocol === 'redis:' && !new URL(u).username && !new URL(u).password;
 const sentinelAddress = z.union(
-  [
-    z
-      .string()
-      .refine(
-        (u) =>
-          isRedisUrl(u) && new URL(u).protocol === 'redis:' && !new URL(u).username && !new URL(u).password,
-      ),
-    z.object({ host: z.string().min(1), port }).strict(),
-  ],
+  [z.string().refine(isSentinelUrl, SENTINEL_MESSAGE), z.object({ host: z.string().min(1), port }).strict()],
   { error: SENTINEL_MESSAGE },
 );
 
@@ -82,13 +76,16 @@ const redisClusterSchema = z
   })
   .strict()
   .superRefine((cfg, ctx) => {
-    const identity = (u: string): string => {
+    // Runs even when a URL above was refused: those have their own message already.
+    const identity = (u: string | undefined): string | null => {
+      if (u === undefined || !isRedisUrl(u)) return null;
       const url = new URL(u);
       return `${url.protocol}${url.username}:${url.password}`;
     };
-    const first = identity(cfg.cluster[0]!);
+    const first = identity(cfg.cluster[0]);
     cfg.cluster.forEach((u, i) => {
-      if (i > 0 && identity(u) !== first) {
+      const own = identity(u);
+      if (i > 0 && first !== null && own !== null && own !== first) {
         ctx.addIssue({
           code: 'custom',
           path: ['cluster', i],

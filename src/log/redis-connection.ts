@@ -102,9 +102,9 @@ export class RedisConnection {
         ...(config.password ? { password: config.password } : {}),
         ...(config.sentinelPassword ? { sentinelPassword: config.sentinelPassword } : {}),
         sentinelRetryStrategy: retryStrategy,
-        // Sentinel announces a failover (+switch-master): reconnect to the new master at once
-        // rather than when the old one's socket finally fails (a partitioned master keeps it open).
-        failoverDetector: true,
+        // No `failoverDetector`: its +switch-master handler disconnects the connector even while a
+        // reconnect is resolving the master, which ends the client for good (seen in the failover
+        // test). A dead master's socket closes and the reconnect asks the sentinels anyway.
         // The old master came back as a replica and we are still on it: reconnect, the sentinels
         // name the new master. The failed command is not re-sent: its caller retries.
         reconnectOnError: (err) => (err.message.startsWith('READONLY') ? 1 : false),
@@ -112,6 +112,17 @@ export class RedisConnection {
       // Every reconnect may land on another master (a failover): idle blockers still on the old one
       // would wait on a stream that no longer grows there.
       this.client.on('ready', () => this.dropIdle());
+    }
+    if (this.client instanceof Redis) {
+      const redis = this.client;
+      // Safety net: ioredis ends a client for good when its connector fails outright (our retry
+      // strategies never give up). A store that stops reconnecting would stall its writer forever.
+      redis.on('end', () => {
+        if (this.closed) return;
+        setTimeout(() => {
+          if (!this.closed && redis.status === 'end') redis.connect().catch(() => {});
+        }, 1000).unref();
+      });
     }
     const logger = options.logger;
     this.client.on('error', (err: Error) =>

@@ -98,6 +98,57 @@ describe('loadConfig', () => {
       'redis: must be a redis:// or rediss:// URL',
     ],
     [
+      'a redis setting of no known form',
+      'redis: {host: h}\n',
+      'redis: must be a redis:// or rediss:// URL, {sentinels: [...], name} or {cluster: [...]}',
+    ],
+    [
+      'an empty sentinel list',
+      'redis: {sentinels: [], name: mymaster}\n',
+      'redis.sentinels: must list at least one sentinel',
+    ],
+    [
+      'a sentinel that is no address',
+      'redis: {sentinels: ["redis://127.0.0.1:26379", "http://h:1", {host: h}], name: mymaster}\n',
+      'redis.sentinels[1]: must be a redis://host:port URL or {host, port}',
+    ],
+    [
+      'a sentinel object without a port',
+      'redis: {sentinels: [{host: h}], name: mymaster}\n',
+      'redis.sentinels[0]: must be a redis://host:port URL or {host, port}',
+    ],
+    [
+      'sentinels without a master name',
+      'redis: {sentinels: ["redis://127.0.0.1:26379"]}\n',
+      'redis.name: must be the name the sentinels monitor the master under (e.g. mymaster)',
+    ],
+    [
+      'an empty sentinel password',
+      'redis: {sentinels: ["redis://127.0.0.1:26379"], name: m, sentinelPassword: ""}\n',
+      'redis.sentinelPassword: must not be empty',
+    ],
+    [
+      'an unknown sentinel setting',
+      'redis: {sentinels: ["redis://127.0.0.1:26379"], name: m, master: x}\n',
+      'redis: Unrecognized key: "master"',
+    ],
+    ['an empty cluster', 'redis: {cluster: []}\n', 'redis.cluster: must list at least one node'],
+    [
+      'a cluster given as one string',
+      'redis: {cluster: "redis://127.0.0.1:7000"}\n',
+      'redis.cluster: must be a list of redis:// URLs',
+    ],
+    [
+      'a cluster node that is no redis URL',
+      'redis: {cluster: ["redis://127.0.0.1:7000", "127.0.0.1:7001"]}\n',
+      'redis.cluster[1]: must be a redis:// or rediss:// URL',
+    ],
+    [
+      'cluster nodes with mixed TLS',
+      'redis: {cluster: ["redis://127.0.0.1:7000", "rediss://127.0.0.1:7001"]}\n',
+      'redis.cluster[1]: must use the same scheme and credentials as cluster[0]',
+    ],
+    [
       'an API key that is not a hash',
       'apiKeys:\n  - {sha256: oag_abc, owner: alice}\n',
       'apiKeys[0].sha256: must be the lowercase hex SHA-256',
@@ -108,6 +159,53 @@ describe('loadConfig', () => {
     const message = errorOf(() => loadConfig({ config: p }, {}));
     expect(message).toContain(`invalid configuration (${p})`);
     expect(message).toContain(expected);
+  });
+
+  it('accepts the three redis forms: a URL, Sentinel and Cluster, from a file or the environment', () => {
+    const sentinel = file(
+      'sentinel.yaml',
+      'redis:\n  sentinels: ["redis://10.0.0.1:26379", {host: 10.0.0.2, port: 26380}]\n  name: mymaster\n  password: pw\n  sentinelPassword: spw\n',
+    );
+    expect(loadConfig({ config: sentinel }, {}).redis).toEqual({
+      sentinels: ['redis://10.0.0.1:26379', { host: '10.0.0.2', port: 26380 }],
+      name: 'mymaster',
+      password: 'pw',
+      sentinelPassword: 'spw',
+    });
+    const cluster = file(
+      'cluster.yaml',
+      'redis:\n  cluster: ["rediss://:pw@10.0.0.1:7000", "rediss://:pw@10.0.0.2:7000"]\n',
+    );
+    expect(loadConfig({ config: cluster }, {}).redis).toEqual({
+      cluster: ['rediss://:pw@10.0.0.1:7000', 'rediss://:pw@10.0.0.2:7000'],
+    });
+    expect(loadConfig({}, { REDIS_URL: 'rediss://u:p@h:6380/2' }).redis).toBe('rediss://u:p@h:6380/2');
+    expect(loadConfig({}, { REDIS_CLUSTER: 'redis://a:7000, redis://b:7000' }).redis).toEqual({
+      cluster: ['redis://a:7000', 'redis://b:7000'],
+    });
+    expect(
+      loadConfig(
+        {},
+        {
+          REDIS_SENTINELS: 'redis://a:26379,redis://b:26379',
+          REDIS_SENTINEL_NAME: 'm',
+          REDIS_PASSWORD: 'pw',
+        },
+      ).redis,
+    ).toEqual({ sentinels: ['redis://a:26379', 'redis://b:26379'], name: 'm', password: 'pw' });
+    // The --redis flag (a URL) overrides whichever form the file gave.
+    expect(loadConfig({ config: cluster, redis: 'redis://127.0.0.1:6379' }, {}).redis).toBe(
+      'redis://127.0.0.1:6379',
+    );
+  });
+
+  it('rejects two redis forms in the environment, and sentinels without a name', () => {
+    expect(errorOf(() => loadConfig({}, { REDIS_URL: 'redis://a:1', REDIS_CLUSTER: 'redis://b:2' }))).toBe(
+      'invalid configuration (REDIS_URL, REDIS_CLUSTER): set only one of them',
+    );
+    expect(errorOf(() => loadConfig({}, { REDIS_SENTINELS: 'redis://a:26379' }))).toBe(
+      'invalid configuration (flags and environment):\n  redis.name: must be the name the sentinels monitor the master under (e.g. mymaster)',
+    );
   });
 
   it('accepts the example config shipped in config/', () => {

@@ -111,11 +111,12 @@ describe.skipIf(skip)('RedisStore on a Redis Cluster', () => {
       dstPort,
       ...cluster!.ports.filter((p) => p !== srcPort && p !== dstPort),
     ].map(node);
-    /** Poll a node's client list for a blocked XREAD (no event for it; bounded). */
+    /** Poll a node's client list for a client blocked (flag b) in XREAD (no event for it; bounded). */
     const blockedOn = async (n: Redis, want: boolean): Promise<void> => {
       for (let i = 0; i < 200; i++) {
-        const list = (await n.client('LIST')) as string;
-        if (/cmd=xread/.test(list) === want) return;
+        const lines = ((await n.client('LIST')) as string).split('\n');
+        const blocked = lines.some((l) => /\bflags=\w*b/.test(l) && /\bcmd=xread\b/.test(l));
+        if (blocked === want) return;
         await new Promise((r) => setTimeout(r, 25));
       }
       throw new Error(`xread ${want ? 'never blocked' : 'still blocked'} on that node`);
