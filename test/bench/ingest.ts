@@ -4,14 +4,13 @@
  * store, through the real watch connection, reconciliation and log writer. Frames the capsule dropped
  * because the gateway lagged (the spec's 128-frame rule) are counted as lost.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { createInterface } from 'node:readline';
 import { LogWriter } from '../../src/log/log-writer.js';
 import { MemoryStore } from '../../src/log/memory-store.js';
 import { RedisStore } from '../../src/log/redis-store.js';
 import type { LogStore } from '../../src/log/store.js';
 import { CapsuleUpstream } from '../../src/upstream/capsule-upstream.js';
+import { startSimulatorProcess, submitTask } from '../support/simulator-process.js';
 
 export interface IngestResult {
   store: string;
@@ -21,48 +20,6 @@ export interface IngestResult {
 }
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-
-const startSimulatorProcess = async (): Promise<{ url: string; child: ChildProcess }> => {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'simulate', '--port', '0'], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const lines = createInterface({ input: child.stdout! });
-  for await (const line of lines) {
-    const m = /"url":"([^"]+)"/.exec(line);
-    if (m?.[1]) return { url: m[1], child };
-  }
-  throw new Error('simulator process printed no url');
-};
-
-/** Submit with message/stream; resolves with the task id (from its first frame) and the drained end. */
-const submit = async (url: string, text: string): Promise<{ taskId: string; drained: Promise<void> }> => {
-  const res = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: 1,
-      method: 'message/stream',
-      params: { message: { messageId: randomUUID(), role: 'user', parts: [{ text }] } },
-    }),
-  });
-  const reader = res.body!.getReader();
-  const decoder = new TextDecoder();
-  let buffered = '';
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error('message/stream ended before the task started');
-    buffered += decoder.decode(value, { stream: true });
-    const m = /"id":"(tsk_[0-9a-f]+)"/.exec(buffered);
-    if (m?.[1]) {
-      // Drain to the end in the background: the capsule closes message/stream after the final status.
-      const drained = (async () => {
-        while (!(await reader.read()).done);
-      })();
-      return { taskId: m[1], drained };
-    }
-  }
-};
 
 const runOnce = async (
   store: LogStore,
@@ -78,7 +35,7 @@ const runOnce = async (
   while (head === 0) head = (await store.waitAfter(capsule, 0, 1, 1_000)).position.head;
   const start = performance.now();
   // Only this task's frames count: a cold attach replays earlier runs' frames from the capsule buffer.
-  const { taskId, drained } = await submit(url, `#sim {"chunks":${chunks},"burst":true}`);
+  const { taskId, drained } = await submitTask(url, `#sim {"chunks":${chunks},"burst":true}`);
   let seen = 0;
   let done = false;
   while (!done) {
