@@ -3,18 +3,29 @@
  * Command line: `murmur-gateway [flags]` runs the gateway; `murmur-gateway simulate [flags]` runs a
  * standalone capsule simulator. Flags are documented in the README and gateway-contract.md.
  */
+import { homedir } from 'node:os';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, type FlagValues } from './config/load.js';
 import { runGatewayProcess } from './process.js';
 
 const USAGE = `usage: murmur-gateway [--port N] [--host H] [--redis URL] [--capsule ID=URL]... [--config FILE]
-                      [--public-url URL] [--demo]
+                      [--public-url URL] [--demo] [--discover-running [DIR]]
        murmur-gateway simulate [--port P] [--host H] [--heartbeat-ms N] [--mode stateless|threaded]
                       [--acceptance none|single|queue] [--workload]`;
 
+/** `--discover-running` takes an optional directory: a bare flag gets the default one. */
+const DEFAULT_RUNNING_DIR = join(homedir(), '.murmur', 'running');
+const withDiscoverDefault = (argv: string[]): string[] =>
+  argv.flatMap((arg, i) =>
+    arg === '--discover-running' && (argv[i + 1] === undefined || argv[i + 1]!.startsWith('--'))
+      ? [`--discover-running=${DEFAULT_RUNNING_DIR}`]
+      : [arg],
+  );
+
 const parseFlags = (argv: string[]): FlagValues | 'help' => {
   const { values } = parseArgs({
-    args: argv,
+    args: withDiscoverDefault(argv),
     strict: true,
     allowPositionals: false,
     options: {
@@ -25,6 +36,7 @@ const parseFlags = (argv: string[]): FlagValues | 'help' => {
       config: { type: 'string' },
       'public-url': { type: 'string' },
       demo: { type: 'boolean' },
+      'discover-running': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -37,6 +49,7 @@ const parseFlags = (argv: string[]): FlagValues | 'help' => {
     config: values.config,
     publicUrl: values['public-url'],
     demo: values.demo,
+    discoverRunning: values['discover-running'],
   };
 };
 

@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import type { z } from 'zod';
+import { sha256Hex } from '../auth/admin-token.js';
 import { configSchema, type GatewayConfig } from './schema.js';
 
 export class ConfigError extends Error {
@@ -23,6 +24,8 @@ export interface FlagValues {
   config?: string;
   publicUrl?: string;
   demo?: boolean;
+  /** A directory (the CLI fills in the default when the flag has no value). */
+  discoverRunning?: string;
 }
 
 const describePath = (path: PropertyKey[]): string =>
@@ -127,11 +130,18 @@ export const loadConfig = (flags: FlagValues, env: NodeJS.ProcessEnv): GatewayCo
     merged.capsules = env.CAPSULES.split(',').map((p) => parseCapsulePair(p, 'CAPSULES'));
   }
 
+  if (env.GATEWAY_ADMIN_TOKEN !== undefined && env.GATEWAY_ADMIN_TOKEN.trim() !== '') {
+    // Only the hash is kept: the clear token never reaches the configuration or a log line.
+    const hashed = { sha256: sha256Hex(env.GATEWAY_ADMIN_TOKEN.trim()) };
+    merged.adminTokens = [...(Array.isArray(merged.adminTokens) ? merged.adminTokens : []), hashed];
+  }
+
   if (flags.port !== undefined) merged.port = parseNumber(flags.port, '--port');
   if (flags.host !== undefined) merged.host = flags.host;
   if (flags.redis !== undefined) merged.redis = flags.redis;
   if (flags.publicUrl !== undefined) merged.publicUrl = flags.publicUrl;
   if (flags.demo) merged.demo = true;
+  if (flags.discoverRunning !== undefined) merged.discoverRunning = flags.discoverRunning;
   if (flags.capsule && flags.capsule.length > 0) {
     // Flags replace the capsule list but keep door tokens the file gave the same ids.
     const fromFile = new Map(

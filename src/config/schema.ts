@@ -30,6 +30,15 @@ const apiKeySchema = z.object({
   owner: z.string().min(1, 'must not be empty'),
 });
 
+/** Admin API tokens, held only as SHA-256 (env GATEWAY_ADMIN_TOKEN adds the hash of a clear one). */
+const adminTokenSchema = z
+  .object({
+    sha256: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/, 'must be the lowercase hex SHA-256 of the token (64 characters)'),
+  })
+  .strict();
+
 const REDIS_URL_MESSAGE = 'must be a redis:// or rediss:// URL';
 const isRedisUrl = (u: string): boolean => {
   try {
@@ -138,6 +147,10 @@ export const configSchema = z
     demo: z.boolean().default(false),
     capsules: z.array(capsuleSchema).default([]),
     apiKeys: z.array(apiKeySchema).default([]),
+    /** The admin API (`/admin/`) is enabled only when at least one is configured. */
+    adminTokens: z.array(adminTokenSchema).default([]),
+    /** Directory of running-capsule records to front (`--discover-running`); null = no discovery. */
+    discoverRunning: z.string().min(1, 'must not be empty').nullable().default(null),
     cors: z.object({ origins: z.array(z.string().min(1)).default([]) }).default({ origins: [] }),
     retention: z
       .object({

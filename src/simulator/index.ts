@@ -41,6 +41,8 @@ export interface SimulatedCapsule extends EventEmitter {
   readonly url: string;
   readonly port: number;
   readonly session: number;
+  /** The current session's `ses_…` id (a restart makes a new one), as its agent card reports it. */
+  readonly sessionId: string;
   readonly written: WrittenFrame[];
   submit(text: string, contextId?: string): TaskHandle;
   idle(): Promise<void>;
@@ -99,6 +101,10 @@ class SimCapsule extends EventEmitter implements SimulatedCapsule, DoorHost {
 
   get session(): number {
     return this.current.number;
+  }
+
+  get sessionId(): string {
+    return this.current.id;
   }
 
   track(conn: Connection): void {

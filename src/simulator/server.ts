@@ -137,6 +137,21 @@ const tasksCancel = (host: DoorHost, res: ServerResponse, id: RpcId, params: unk
   sendRpcError(res, id, result.reason === 'not-found' ? RPC.taskNotFound : RPC.taskNotCancelable);
 };
 
+/**
+ * A minimal agent card (no auth needed, murmur-upstream.md): enough for discovery to check that a
+ * running-capsule record's session is the one answering at its url.
+ */
+const agentCard = (host: DoorHost, res: ServerResponse): void => {
+  const body = JSON.stringify({
+    name: 'murmur-simulator',
+    protocolVersion: '0.3',
+    capabilities: { streaming: true },
+    metadata: { session_id: host.current.id },
+  });
+  res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  res.end(body);
+};
+
 /** The node:http request listener for one simulated capsule. */
 export const createDoorHandler =
   (host: DoorHost) =>
@@ -144,6 +159,7 @@ export const createDoorHandler =
     const body = await readBody(req).catch(() => null);
     if (body === null) return;
     const path = (req.url ?? '').split('?')[0];
+    if (req.method === 'GET' && path === '/.well-known/agent-card.json') return agentCard(host, res);
     if (req.method !== 'POST' || path !== '/') return sendNotFound(res);
     if (!isJsonContentType(req.headers['content-type']) || body.length === 0) return sendNotFound(res);
     const token = host.options.doorToken;

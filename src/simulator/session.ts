@@ -3,6 +3,7 @@
  * and task runner. restart() replaces the whole object, which is how every counter and the buffer
  * reset together (murmur-upstream.md: "a restarted capsule has an empty buffer and counters reset").
  */
+import { randomBytes } from 'node:crypto';
 import { CHUNK_COUNTER_START, Counter, QUEUED_CANCEL_COUNTER_START } from './ids.js';
 import { ReplayBuffer } from './replay-buffer.js';
 import { TaskRunner, type Acceptance } from './tasks.js';
@@ -15,6 +16,8 @@ export interface SessionOptions {
 }
 
 export class Session {
+  /** `ses_` + 32 hex, as `mur run --json` prints it and the agent card reports it. */
+  readonly id = `ses_${randomBytes(16).toString('hex')}`;
   readonly buffer: ReplayBuffer;
   readonly chunk = new Counter(CHUNK_COUNTER_START);
   readonly queuedCancel = new Counter(QUEUED_CANCEL_COUNTER_START);

@@ -2,6 +2,7 @@
  * The whole gateway for black-box tests: config → store → ingestion → hub → all adapters → HTTP on
  * 127.0.0.1, a free port. Short intervals are passed through `config`; nothing is mocked.
  */
+import { randomUUID } from 'node:crypto';
 import { configSchema, type GatewayConfigInput } from '../../src/config/schema.js';
 import type { GatewayCore } from '../../src/core/types.js';
 import { startGateway, type GatewayTuning, type RunningGateway } from '../../src/gateway.js';
@@ -14,6 +15,8 @@ export interface TestGatewayOptions {
   redisUrl?: string;
   /** e.g. a short upstream reconnect backoff for tests that cut or stop capsules */
   tuning?: GatewayTuning;
+  /** Config fields passed as they are (e.g. adminTokens, discoverRunning). */
+  extra?: Partial<GatewayConfigInput>;
   config?: Partial<{
     heartbeatMs: number;
     longPollMaxMs: number;
@@ -64,9 +67,15 @@ export const startTestGateway = async (opts: TestGatewayOptions): Promise<TestGa
         }
       : {}),
     logLevel: (process.env.TEST_LOG_LEVEL as 'info' | undefined) ?? 'silent',
+    ...opts.extra,
   };
   const config = configSchema.parse(input);
-  const gateway = await startGateway(config, createLogger(config.logLevel), opts.tuning);
+  // Gateways sharing the test Redis are separate fleets unless a test gives them one registry.
+  const tuning: GatewayTuning = {
+    ...opts.tuning,
+    fleet: { registryKey: `mg:fleet:capsules:test-${randomUUID()}`, ...opts.tuning?.fleet },
+  };
+  const gateway = await startGateway(config, createLogger(config.logLevel), tuning);
   return {
     baseUrl: gateway.url,
     core: gateway.core,
