@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import type { GatewayCore } from '../core/types.js';
 import { createMetrics, type InternalStats, type MetricsRegistry } from './metrics.js';
 import { createOpsRoutes } from './ops-routes.js';
+import { createStaticRoutes } from './static-routes.js';
 
 /** Headers browsers must be allowed to read cross-origin (Flue and BeeOS coordination headers). */
 export const EXPOSED_HEADERS = [
@@ -99,6 +100,8 @@ export const createHttpApp = (options: HttpAppOptions): HttpApp => {
     '/',
     createOpsRoutes({ core: options.core, storeReady: options.storeReady, connections, metrics }),
   );
+  // The browser client module and the dashboard (static files).
+  app.route('/', createStaticRoutes());
   for (const surface of options.surfaces) app.route('/', surface);
 
   app.notFound((c) =>

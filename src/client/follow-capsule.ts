@@ -1,0 +1,189 @@
+/**
+ * `followCapsule`: every frame of a capsule's log once, in offset order, over SSE or long-poll,
+ * across reconnects and switches. One connection at a time; each is tagged with a generation so a
+ * late callback of a replaced connection can never deliver anything.
+ */
+import { authHeaders, HttpError, httpError, TicketSource } from './auth.js';
+import { pollAnswer, sseEvent, type PollBody, type Sink } from './capsule-records.js';
+import { openEventSource, openFetchSse, type SseConnection } from './sse-source.js';
+import { DEFAULT_TUNING, jitteredBackoff, TransportPolicy } from './transport-policy.js';
+import type { FollowCapsuleOptions, FollowState, Subscription, Transport } from './types.js';
+
+/** Names the Murmur stream uses (EventSource can only listen to names it knows). */
+const MURMUR_EVENTS = [
+  'status',
+  'artifact',
+  'text',
+  'thinking',
+  'gap',
+  'connection-ack',
+  'capsule-closed',
+  'error',
+];
+
+/** HTTP answers that no retry will change. */
+const FATAL = new Set([400, 401, 403, 404]);
+
+export const followCapsule = (options: FollowCapsuleOptions): Subscription => {
+  const tuning = { ...DEFAULT_TUNING, ...options.tuning };
+  const policy = new TransportPolicy(options.transport ?? 'auto', tuning);
+  const base = options.gateway.replace(/\/+$/, '');
+  const path = `${base}/murmur/${encodeURIComponent(options.capsule)}`;
+  const tickets = options.useEventSource && options.token ? new TicketSource(base, options.token) : null;
+  const sink: Sink = {
+    cursor: options.after ?? 0,
+    onRecord: (r) => options.onRecord(r),
+    onGap: (g) => options.onGap?.(g),
+  };
+  let generation = 0;
+  let closed = false;
+  let failures = 0;
+  let timer: ReturnType<typeof setTimeout> | null = null;
+  let sse: SseConnection | null = null;
+  let poll: AbortController | null = null;
+  let lastState = '';
+
+  const state = (s: FollowState['state'], reason?: string): void => {
+    const key = `${s}/${policy.transport}`;
+    if (key === lastState && reason === undefined) return;
+    lastState = key;
+    options.onState?.({ state: s, transport: policy.transport, ...(reason ? { reason } : {}) });
+  };
+  const liveState = (): FollowState['state'] => (policy.fallback ? 'fallback' : 'live');
+
+  const stop = (): void => {
+    generation++;
+    if (timer) clearTimeout(timer);
+    timer = null;
+    sse?.close();
+    sse = null;
+    poll?.abort();
+    poll = null;
+  };
+
+  const finish = (reason: string): void => {
+    if (closed) return;
+    stop();
+    closed = true;
+    state('closed', reason);
+  };
+
+  const connect = (): void => {
+    if (closed) return;
+    const gen = ++generation;
+    state('connecting');
+    const run = policy.transport === 'sse' ? openSse(gen) : pollLoop(gen);
+    run.catch((err: unknown) => retry(gen, err));
+  };
+
+  /** After a failure: fatal answers end the subscription, anything else retries with backoff. */
+  const retry = (gen: number, err: unknown): void => {
+    if (gen !== generation || closed) return;
+    if (err instanceof HttpError && FATAL.has(err.status)) {
+      if (err.status === 401 && tickets) tickets.invalidate();
+      return finish(err.message);
+    }
+    const delay = jitteredBackoff(failures++, tuning, err instanceof HttpError ? err.retryAfterMs : null);
+    state('connecting', err instanceof Error ? err.message : String(err));
+    timer = setTimeout(connect, delay);
+  };
+
+  const openSse = async (gen: number): Promise<void> => {
+    let url = `${path}/events?last_event_id=${sink.cursor}`;
+    const started = Date.now();
+    let lastByte = started;
+    let gotEvent = false;
+    let capsuleClosed = false;
+    let healthy = false;
+    const onEnd = (error: unknown, buffered: boolean): void => {
+      if (gen !== generation) return;
+      stop();
+      const switched = policy.sseEnded({
+        ageMs: Date.now() - started,
+        idleMs: Date.now() - lastByte,
+        buffered,
+      });
+      if (switched) state('fallback', switched);
+      // A stream that delivered and was then cut is normal life behind a proxy: reconnect at once.
+      if (error === null || gotEvent || capsuleClosed) {
+        failures = 0;
+        timer = setTimeout(connect, capsuleClosed ? tuning.backoffMs : Math.random() * 50);
+      } else retry(generation, error);
+    };
+    const handlers = {
+      onOpen: () => undefined,
+      onActivity: () => {
+        lastByte = Date.now();
+      },
+      onEvent: (event: string, id: string | null, data: string) => {
+        if (gen !== generation) return;
+        lastByte = Date.now();
+        if (!gotEvent) {
+          gotEvent = true;
+          failures = 0;
+          state('live');
+        }
+        if (sseEvent(sink, event, id, data) === 'closed') capsuleClosed = true;
+      },
+      onClose: (error: unknown) => onEnd(error, false),
+    };
+    if (tickets) url += `&ticket=${encodeURIComponent(await tickets.get())}`;
+    if (gen !== generation) return;
+    const headers = tickets ? {} : await authHeaders(options.token);
+    if (gen !== generation) return;
+    sse =
+      options.useEventSource && typeof EventSource !== 'undefined'
+        ? openEventSource(url, MURMUR_EVENTS, handlers)
+        : openFetchSse(url, headers, handlers);
+    timer = setTimeout(() => {
+      if (gen === generation && !gotEvent) onEnd(new Error('no byte in time'), true);
+    }, tuning.firstByteMs);
+    // Past youngMs the connection proves SSE works here (checked again on its end).
+    setTimeout(() => {
+      if (gen === generation && gotEvent && !healthy) {
+        healthy = true;
+        policy.sseHealthy();
+      }
+    }, tuning.youngMs);
+  };
+
+  const pollLoop = async (gen: number): Promise<void> => {
+    while (gen === generation && !closed) {
+      if (policy.shouldProbe(Date.now())) return connect();
+      const hold = policy.pollHoldMs();
+      const url = `${path}/poll?after=${sink.cursor}&wait=${hold / 1000}&limit=${tuning.pollLimit}`;
+      const abort = new AbortController();
+      poll = abort;
+      const deadline = setTimeout(() => abort.abort(), hold + 15_000);
+      const started = Date.now();
+      let body: PollBody;
+      try {
+        const res = await fetch(url, { headers: await authHeaders(options.token), signal: abort.signal });
+        if (!res.ok) throw await httpError(res, 'poll');
+        body = (await res.json()) as PollBody;
+      } catch (err) {
+        if (gen !== generation) return;
+        if (!(err instanceof HttpError)) policy.pollCut(Date.now() - started);
+        throw err;
+      } finally {
+        clearTimeout(deadline);
+      }
+      if (gen !== generation) return;
+      failures = 0;
+      state(liveState());
+      pollAnswer(sink, body);
+    }
+  };
+
+  connect();
+
+  return {
+    get cursor() {
+      return sink.cursor;
+    },
+    get transport(): Transport {
+      return policy.transport;
+    },
+    close: () => finish('closed by the caller'),
+  };
+};

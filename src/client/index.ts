@@ -1,0 +1,21 @@
+/**
+ * murmur-gateway/client: follow a capsule's log or a BeeOS channel from a browser (or Node 20+),
+ * exactly once and in order across reconnects, with automatic long-poll fallback behind proxies.
+ * No runtime dependency: the gateway serves this bundled as one ES module at
+ * `GET /client/murmur-gateway.js`.
+ */
+export { followCapsule } from './follow-capsule.js';
+export { followBeeos } from './follow-beeos.js';
+export { TicketSource } from './auth.js';
+export type {
+  BeeosEnvelope,
+  CapsuleGap,
+  CapsuleRecord,
+  FollowBeeosOptions,
+  FollowCapsuleOptions,
+  FollowState,
+  FollowTuning,
+  Subscription,
+  TokenInput,
+  Transport,
+} from './types.js';

@@ -1,0 +1,128 @@
+/**
+ * The public shapes of the browser client (murmur-gateway/client). No runtime code: the client must
+ * stay dependency-free and compile to one self-contained module.
+ */
+
+/** A token, or a function that yields one (called again whenever a fresh one is needed). */
+export type TokenInput = string | (() => string | Promise<string>);
+
+/**
+ * One capsule frame in the long-poll's record shape (README "GET /murmur/{capsule}/poll"). Over SSE
+ * the stream carries the offset, event and data only, so `id` (the capsule's own label) and
+ * `received_at` are present only on records that arrived by long-poll.
+ */
+export interface CapsuleRecord {
+  offset: number;
+  kind: 'frame';
+  event: string;
+  /** The data line, byte for byte (a string: some `error` frames are not valid JSON). */
+  data: string;
+  id?: string | null;
+  received_at?: string;
+}
+
+/**
+ * Frames may be missing before `first_available`:
+ * - `frames-possibly-missing`: the log recorded why (`reason`: gap, cold-attach, capsule-restarted…),
+ *   at `fact_offset`;
+ * - `store-reset`: a new epoch began at `fact_offset` (offsets continue above the old ones);
+ * - `retention`: the cursor was older than what the log keeps;
+ * - `cursor-ahead`: the cursor was beyond the head (another store): reading starts over.
+ */
+export interface CapsuleGap {
+  type: 'frames-possibly-missing' | 'store-reset' | 'retention' | 'cursor-ahead';
+  reason: string;
+  first_available: number;
+  fact_offset?: number;
+  count?: number;
+}
+
+export type Transport = 'sse' | 'long-poll';
+
+/**
+ * `connecting`: opening a connection (also between retries); `live`: receiving on the chosen
+ * transport; `fallback`: on long-poll because SSE did not survive here (auto only); `closed`: for good.
+ */
+export interface FollowState {
+  state: 'connecting' | 'live' | 'fallback' | 'closed';
+  transport: Transport;
+  /** Why, when the state changed because of a failure or a switch. */
+  reason?: string;
+}
+
+export interface Subscription {
+  /** The last offset delivered (records and gaps): pass it as `after` to resume. */
+  readonly cursor: number;
+  /** The transport in use right now. */
+  readonly transport: Transport;
+  close(): void;
+}
+
+export interface FollowCapsuleOptions {
+  /** Base URL of the gateway, e.g. `https://gw.example.com` (a page may use `location.origin`). */
+  gateway: string;
+  capsule: string;
+  /** Resume after this offset; default 0 = from the start of retention. */
+  after?: number;
+  transport?: 'auto' | Transport;
+  /**
+   * When given: `Authorization: Bearer` on fetch requests; an EventSource (`useEventSource`) gets a
+   * short-lived ticket from `POST {gateway}/auth/tickets` instead, passed as `?ticket=`.
+   */
+  token?: TokenInput;
+  onRecord(record: CapsuleRecord): void;
+  onGap?(gap: CapsuleGap): void;
+  onState?(state: FollowState): void;
+  /** Use the browser's EventSource for SSE instead of a streamed fetch (needs tickets with a token). */
+  useEventSource?: boolean;
+  /** Tuning, mostly for tests (milliseconds). */
+  tuning?: Partial<FollowTuning>;
+}
+
+export interface FollowTuning {
+  /** An SSE connection with no byte by then counts as buffered by a proxy. */
+  firstByteMs: number;
+  /** An SSE connection that ends before this age died young. */
+  youngMs: number;
+  /** This many young deaths in a row switch `auto` to long-poll. */
+  youngDeaths: number;
+  /** First pause before probing SSE again from the fallback (doubles per failed probe). */
+  probeMs: number;
+  probeMaxMs: number;
+  /** Longest long-poll hold (the gateway caps it at its `longPollSeconds`). */
+  pollHoldMs: number;
+  /** Backoff after errors: base and ceiling. */
+  backoffMs: number;
+  backoffMaxMs: number;
+  /** Records per long-poll page. */
+  pollLimit: number;
+}
+
+/** One BeeOS envelope (beeos-streaming.md): `offset` is its cursor. */
+export interface BeeosEnvelope {
+  offset: number;
+  type: string;
+  [field: string]: unknown;
+}
+
+export interface FollowBeeosOptions {
+  gateway: string;
+  /** The agent id (= capsule id). */
+  capsule: string;
+  task?: string;
+  conversation?: string;
+  /** Resume after this envelope offset (default 0: the whole channel). */
+  since?: number;
+  /** The BeeOS key (`oag_…`), sent as `Authorization: Bearer`. */
+  token?: TokenInput;
+  includeDeltas?: boolean;
+  onEnvelope(envelope: BeeosEnvelope): void;
+  /** `backfill_truncated`: envelopes before `oldest_redis_offset` are gone. */
+  onGap?(gap: { oldest_redis_offset: number; since: number; hint?: string }): void;
+  /** After replay: `latest_offset` as the gateway reported it. */
+  onReplayComplete?(info: { latest_offset: number }): void;
+  onState?(state: FollowState): void;
+  /** The stream ended for good (`task_terminal`, `channel_closed`): no reconnect follows. */
+  onEnd?(reason: string): void;
+  tuning?: Partial<FollowTuning>;
+}
