@@ -74,6 +74,7 @@ export class RedisCapsuleRegistry implements CapsuleRegistry {
   }
 
   async list(): Promise<CapsuleEntries> {
+    await this.ready();
     const raw = await this.client.hgetall(this.key);
     const entries: CapsuleEntries = new Map();
     for (const id of Object.keys(raw).sort()) {
@@ -85,17 +86,20 @@ export class RedisCapsuleRegistry implements CapsuleRegistry {
   }
 
   async get(id: string): Promise<CapsuleEntry | null> {
+    await this.ready();
     const raw = await this.client.hget(this.key, id);
     return raw === null ? null : parseStoredEntry(id, raw);
   }
 
   async put(id: string, entry: CapsuleEntry): Promise<{ created: boolean }> {
+    await this.ready();
     const added = await this.client.hset(this.key, id, JSON.stringify(entry));
     await this.announce();
     return { created: added === 1 };
   }
 
   async remove(id: string): Promise<boolean> {
+    await this.ready();
     const removed = await this.client.hdel(this.key, id);
     if (removed > 0) await this.announce();
     return removed > 0;
@@ -112,6 +116,22 @@ export class RedisCapsuleRegistry implements CapsuleRegistry {
     const sub = this.subscriber;
     this.subscriber = null;
     if (sub) await sub.quit().catch(() => sub.disconnect());
+  }
+
+  /** The store's client fails fast while not connected: at start-up, wait briefly for it. */
+  private async ready(): Promise<void> {
+    if (this.client.status === 'ready') return;
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.client.off('ready', onReady);
+        reject(new Error(`redis not ready (${this.client.status})`));
+      }, 1_000);
+      const onReady = (): void => {
+        clearTimeout(timer);
+        resolve();
+      };
+      this.client.once('ready', onReady);
+    });
   }
 
   /** Tell every replica (this one too: it applies the change without waiting on the channel). */
@@ -148,6 +168,7 @@ export class RedisCapsuleRegistry implements CapsuleRegistry {
 
   /** Config entries are upserted once per start (config wins for the ids it names). */
   private async seedOnce(seed: Map<string, { url: string; doorToken?: string }>): Promise<void> {
+    await this.ready();
     const now = Date.now();
     const fields: string[] = [];
     for (const [id, c] of seed) fields.push(id, JSON.stringify({ ...c, source: 'config', updatedAt: now }));
