@@ -30,7 +30,8 @@ export const sanitiseCapsuleName = (name: string, max = 64): string => {
   const cleaned = name
     .replace(/[^A-Za-z0-9._-]+/g, '-')
     .replace(/^[^A-Za-z0-9]+/, '')
-    .slice(0, max);
+    .slice(0, max)
+    .replace(/-+$/, '');
   return cleaned === '' ? 'capsule' : cleaned;
 };
 
