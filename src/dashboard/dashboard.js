@@ -1,0 +1,192 @@
+/* global document, location, sessionStorage, URLSearchParams */
+// The gateway's live dashboard: the fleet from GET /capsules (polled), a records/s sparkline per
+// capsule from head-offset deltas, and a live tail of one capsule through the client library.
+// Plain ES module, no build step. With auth on (GET /capsules answers 401) it asks for a key once,
+// keeps it for the tab, and the tail's EventSource uses tickets obtained with it.
+import { followCapsule } from '../client/murmur-gateway.js';
+
+const KEY_STORAGE = 'murmur-gateway.dashboard.key';
+const REFRESH_MS = 1000;
+const SPARK_POINTS = 60;
+const TAIL_ROWS = 200;
+
+const $ = (sel) => document.querySelector(sel);
+const gateway = location.origin;
+const params = new URLSearchParams(location.search);
+let key = sessionStorage.getItem(KEY_STORAGE);
+let selected = params.get('capsule');
+let tail = null;
+const history = new Map(); // capsule → {epoch, head, at, rates: number[]}
+
+const el = (tag, attrs = {}, ...children) => {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  for (const child of children) node.append(child);
+  return node;
+};
+
+const age = (iso) => {
+  if (!iso) return '—';
+  const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
+  return s < 60
+    ? `${s.toFixed(1)} s ago`
+    : s < 3600
+      ? `${Math.floor(s / 60)} min ago`
+      : `${Math.floor(s / 3600)} h ago`;
+};
+
+const sparkline = (rates) => {
+  const w = 120;
+  const h = 24;
+  const max = Math.max(1, ...rates);
+  const pts = rates.map((r, i) => `${(i / (SPARK_POINTS - 1)) * w},${h - (r / max) * (h - 2) - 1}`).join(' ');
+  const svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
+  svg.setAttribute('class', 'spark');
+  svg.setAttribute('width', String(w));
+  svg.setAttribute('height', String(h));
+  svg.innerHTML = `<polyline fill="none" stroke="currentColor" stroke-width="1.5" points="${pts}"/>`;
+  return svg;
+};
+
+/** Records/s since the last refresh; a new epoch restarts the series (offsets jump there). */
+const track = (c) => {
+  const now = Date.now();
+  const prev = history.get(c.id);
+  const rates = prev?.rates ?? [];
+  if (prev && prev.epoch === c.epoch && c.head_offset >= prev.head) {
+    rates.push(((c.head_offset - prev.head) * 1000) / Math.max(1, now - prev.at));
+    if (rates.length > SPARK_POINTS) rates.shift();
+  }
+  history.set(c.id, { epoch: c.epoch, head: c.head_offset, at: now, rates });
+  return rates;
+};
+
+const authHeaders = () => (key ? { authorization: `Bearer ${key}` } : {});
+
+const askForKey = () => {
+  const form = $('#key-form');
+  form.hidden = false;
+  $('#status').textContent = 'auth required';
+  form.onsubmit = (e) => {
+    e.preventDefault();
+    key = $('#key').value.trim();
+    sessionStorage.setItem(KEY_STORAGE, key);
+    form.hidden = true;
+    void refresh();
+  };
+};
+
+const connectionsText = (conns) => ['murmur', 'beeos', 'flue'].map((s) => conns?.[s] ?? 0).join(' / ');
+
+const render = (body) => {
+  // Both shapes: {capsules} from one gateway, {replica, capsules} with owners across replicas.
+  const capsules = Array.isArray(body) ? body : (body.capsules ?? []);
+  $('#replica').textContent = body.replica ? `replica ${body.replica}` : '';
+  const rows = capsules.map((c) => {
+    const rates = track(c);
+    const missing = c.frames_possibly_missing ?? c.possibly_missing ?? null;
+    const tr = el(
+      'tr',
+      { 'data-capsule': c.id },
+      el('td', {}, c.id),
+      el(
+        'td',
+        { class: `state-${c.upstream}` },
+        c.upstream + (c.upstream_reason ? ` (${c.upstream_reason})` : ''),
+      ),
+      el('td', {}, c.owner ?? body.replica ?? '—'),
+      el('td', { class: 'num head' }, String(c.head_offset)),
+      el('td', {}, age(c.last_frame_at)),
+      el('td', { class: 'num' }, String(c.reconnects)),
+      el('td', { class: 'num' }, missing === null ? 'n/a' : String(missing)),
+      el('td', {}, connectionsText(c.connections)),
+      el('td', {}, sparkline(rates), ` ${(rates[rates.length - 1] ?? 0).toFixed(1)}`),
+    );
+    if (c.id === selected) tr.classList.add('selected');
+    tr.onclick = () => select(c.id, c.head_offset);
+    return tr;
+  });
+  $('#fleet tbody').replaceChildren(...rows);
+  const reported = capsules.some((c) => (c.frames_possibly_missing ?? c.possibly_missing) !== undefined);
+  $('#fleet-note').textContent = reported
+    ? ''
+    : '"possibly missing": this gateway does not report a count in /capsules (n/a); the tail shows each such fact as it happens.';
+  if (!selected && capsules[0]) select(capsules[0].id, capsules[0].head_offset);
+};
+
+const refresh = async () => {
+  try {
+    const res = await fetch(`${gateway}/capsules`, { headers: authHeaders() });
+    if (res.status === 401 || res.status === 403) return askForKey();
+    if (!res.ok) throw new Error(`GET /capsules: ${res.status}`);
+    render(await res.json());
+    $('#status').textContent = `updated ${new Date().toLocaleTimeString()}`;
+  } catch (err) {
+    $('#status').textContent = String(err.message ?? err);
+  }
+};
+
+/** A readable line for a frame: the text of text/thinking, a status's state, a tool's name. */
+const preview = (event, data) => {
+  let j;
+  try {
+    j = JSON.parse(data);
+  } catch {
+    return data.slice(0, 160);
+  }
+  if (event === 'text' || event === 'thinking') return JSON.stringify(j.text ?? '');
+  if (event === 'status')
+    return `${j.status?.state ?? j.state ?? ''} ${j.status?.message ?? j.message ?? ''}`.trim();
+  if (event === 'artifact')
+    return `${j.tool_name ?? j.name ?? 'artifact'}: ${String(j.content ?? '').slice(0, 120)}`;
+  return data.slice(0, 160);
+};
+
+const addTailRow = (tr) => {
+  const body = $('#tail tbody');
+  body.prepend(tr);
+  while (body.rows.length > TAIL_ROWS) body.deleteRow(body.rows.length - 1);
+};
+
+function select(capsule, head) {
+  if (tail && selected === capsule) return;
+  tail?.close();
+  selected = capsule;
+  $('#tail-name').textContent = `· ${capsule}`;
+  $('#tail tbody').replaceChildren();
+  for (const row of document.querySelectorAll('#fleet tbody tr'))
+    row.classList.toggle('selected', row.dataset.capsule === capsule);
+  tail = followCapsule({
+    gateway,
+    capsule,
+    after: Math.max(0, head - 50), // some recent history, then live
+    transport: 'auto',
+    ...(key ? { token: key, useEventSource: true } : {}),
+    onRecord: (r) =>
+      addTailRow(
+        el(
+          'tr',
+          { 'data-offset': String(r.offset) },
+          el('td', { class: 'num' }, String(r.offset)),
+          el('td', {}, r.event),
+          el('td', { class: 'num' }, r.id ?? '·'),
+          el('td', { class: 'preview' }, preview(r.event, r.data)),
+        ),
+      ),
+    onGap: (g) =>
+      addTailRow(
+        el(
+          'tr',
+          { class: 'gap' },
+          el('td', { class: 'num' }, String(g.fact_offset ?? g.first_available)),
+          el('td', {}, 'gap'),
+          el('td', {}, ''),
+          el('td', {}, `${g.type}: ${g.reason}${g.count ? ` (${g.count})` : ''}`),
+        ),
+      ),
+    onState: (s) => ($('#tail-state').textContent = `${s.state} · ${s.transport}`),
+  });
+}
+
+void refresh();
+setInterval(refresh, REFRESH_MS);

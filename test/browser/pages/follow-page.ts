@@ -1,0 +1,44 @@
+/**
+ * The page side of the followCapsule tests, as plain JS evaluated in the page (vitest transforms
+ * functions, so none is passed). It loads the client module the gateway serves and follows a
+ * capsule, keeping the cursor and every delivered record in sessionStorage: a reload resumes from
+ * the cursor, and the test reads everything every life of the page delivered.
+ */
+export interface PageFollowArgs {
+  capsule: string;
+  transport: 'auto' | 'sse' | 'long-poll';
+  tuning?: Record<string, number>;
+}
+
+export const PAGE_FOLLOW = `async (args) => {
+  let mod = null;
+  // The proxy may cut the very connection this import rides on: try again.
+  for (let i = 0; i < 10 && !mod; i++) {
+    try { mod = await import(location.origin + '/client/murmur-gateway.js'); }
+    catch { await new Promise((r) => setTimeout(r, 100)); }
+  }
+  if (!mod) throw new Error('could not load the client module');
+  const saved = sessionStorage.getItem('cursor');
+  window.__states = [];
+  window.__sub = mod.followCapsule({
+    gateway: location.origin,
+    capsule: args.capsule,
+    transport: args.transport,
+    ...(saved !== null ? { after: Number(saved) } : {}),
+    ...(args.tuning ? { tuning: args.tuning } : {}),
+    onRecord(r) {
+      const n = Number(sessionStorage.getItem('count') ?? '0');
+      sessionStorage.setItem('rec:' + n, JSON.stringify({ offset: r.offset, event: r.event, data: r.data }));
+      sessionStorage.setItem('count', String(n + 1));
+      sessionStorage.setItem('cursor', String(r.offset));
+      window.__last = { event: r.event, data: r.data };
+    },
+    onState(s) { window.__states.push(s); },
+  });
+}`;
+
+/** Everything the page delivered, in delivery order, from sessionStorage. */
+export const PAGE_RECORDS = `() => {
+  const n = Number(sessionStorage.getItem('count') ?? '0');
+  return Array.from({ length: n }, (_, i) => JSON.parse(sessionStorage.getItem('rec:' + i)));
+}`;
