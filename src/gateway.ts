@@ -20,6 +20,9 @@ import { MemoryStore } from './log/memory-store.js';
 import { RedisStore } from './log/redis-store.js';
 import type { LogStore } from './log/store.js';
 import { CapsuleUpstream } from './upstream/capsule-upstream.js';
+import { LocalOwnership } from './fleet/local-ownership.js';
+import { FleetOwnership } from './fleet/ownership.js';
+import type { CapsuleOwnership, IngestionControl } from './fleet/types.js';
 
 export interface RunningGateway {
   /** `http://host:port` as bound (host 0.0.0.0 is reported as 127.0.0.1). */
@@ -30,6 +33,8 @@ export interface RunningGateway {
   writer: LogWriter;
   hub: Hub;
   upstreams: Map<string, CapsuleUpstream>;
+  /** Which capsules this replica ingests (a fleet on Redis: one owner per capsule; else this process). */
+  ownership: CapsuleOwnership;
   /** Drain: stop accepting, end live streams, flush pending appends (bounded), stop upstreams. */
   close(options?: { flushTimeoutMs?: number }): Promise<void>;
 }
@@ -74,6 +79,35 @@ export const startGateway = async (
     logger: logger.child({ room: 'log' }),
   });
   const upstreams = new Map<string, CapsuleUpstream>();
+  // Ingestion follows ownership: with Redis, one replica of the fleet per capsule (a lease with a
+  // fencing token stamped on its appends); with the embedded store this process owns everything.
+  const control: IngestionControl = {
+    start: (capsule, fence) => {
+      writer.setFence(capsule, store instanceof RedisStore ? fence : undefined);
+      upstreams.get(capsule)?.start();
+    },
+    stop: async (capsule) => {
+      await upstreams.get(capsule)?.stopIngesting();
+    },
+    flush: async (capsule, timeoutMs) => {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([writer.flush(capsule), new Promise<void>((r) => (timer = setTimeout(r, timeoutMs)))]);
+      clearTimeout(timer);
+    },
+  };
+  const ownership: CapsuleOwnership =
+    store instanceof RedisStore
+      ? new FleetOwnership({
+          client: store.connection.client,
+          replicaId: config.replicaId,
+          ttlMs: config.lease.ttlMs,
+          renewMs: config.lease.renewMs,
+          control,
+          logger: logger.child({ room: 'fleet' }),
+        })
+      : new LocalOwnership(config.replicaId, control);
+  // An append refused by the fence: another replica took the capsule over; stop ingesting it now.
+  writer.onFenced((capsule, fence) => ownership.lost(capsule, 'append fenced', fence));
   for (const capsule of config.capsules) {
     // Age retention also reaches a capsule that never appends again (an idle one).
     writer.track(capsule.id);
@@ -115,10 +149,12 @@ export const startGateway = async (
     corsOrigins: config.cors.origins,
     storeReady: () => store.ping(),
     internals: () => ({ hub: hub.stats(), writer: writer.stats() }),
+    ownership,
     surfaces: [createMurmurRoutes(deps), createBeeosRoutes(deps), createFlueRoutes(deps)],
   });
 
-  for (const upstream of upstreams.values()) upstream.start();
+  ownership.setCapsules([...upstreams.keys()]);
+  ownership.start();
 
   const server = await new Promise<Server>((resolve, reject) => {
     const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () =>
@@ -135,6 +171,9 @@ export const startGateway = async (
   let closing: Promise<void> | null = null;
   const close = (options: { flushTimeoutMs?: number } = {}): Promise<void> => {
     closing ??= (async () => {
+      // Leases first (stop ingesting, flush, release, announce): a rolling restart hands each
+      // capsule to another replica at once, before this one drains its HTTP clients.
+      await ownership.releaseAll(Math.min(5000, options.flushTimeoutMs ?? 5000));
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       // Streams end with each protocol's own end signal, then their sockets close.
       shutdown.abort();
@@ -153,6 +192,7 @@ export const startGateway = async (
       forced.unref();
       await closed;
       clearTimeout(forced);
+      await ownership.close();
       await store.close();
     })();
     return closing;
@@ -166,6 +206,7 @@ export const startGateway = async (
     writer,
     hub,
     upstreams,
+    ownership,
     close,
   };
 };

@@ -2,6 +2,7 @@
  * The gateway's configuration, validated with zod. One schema for the merged result of config file,
  * environment and flags (see load.ts); every field has a default except the capsules to front.
  */
+import { hostname } from 'node:os';
 import { z } from 'zod';
 
 /** Capsule ids as the contract fixes them. */
@@ -185,6 +186,20 @@ export const configSchema = z
     /** How long a submission waits for the store before its client is told the service is unavailable. */
     submitStoreTimeoutSeconds: z.number().positive().max(300).default(5),
     logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    /** This replica's id in a fleet (stable per process): who owns a capsule, in /capsules. */
+    replicaId: z
+      .string()
+      .regex(/^[^\s|]{1,128}$/, 'must be 1-128 characters without spaces or "|"')
+      .default(() => `${hostname()}-${process.pid}`),
+    /** Capsule ownership leases in a fleet (src/fleet): a dead owner's capsules move after about ttlMs. */
+    lease: z
+      .object({
+        ttlMs: z.number().int().min(100).default(5000),
+        renewMs: z.number().int().min(10).default(1000),
+      })
+      .strict()
+      .refine((l) => l.renewMs * 2 <= l.ttlMs, { message: 'renewMs must be at most half of ttlMs' })
+      .default({ ttlMs: 5000, renewMs: 1000 }),
   })
   .strict()
   .superRefine((cfg, ctx) => {

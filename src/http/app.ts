@@ -8,7 +8,7 @@ import { cors } from 'hono/cors';
 import type { Logger } from 'pino';
 import type { GatewayCore } from '../core/types.js';
 import { createMetrics, type InternalStats, type MetricsRegistry } from './metrics.js';
-import { createOpsRoutes } from './ops-routes.js';
+import { createOpsRoutes, type OpsDeps } from './ops-routes.js';
 import { createStaticRoutes } from './static-routes.js';
 
 /** Headers browsers must be allowed to read cross-origin (Flue and BeeOS coordination headers). */
@@ -27,6 +27,8 @@ export interface HttpAppOptions {
   storeReady: () => Promise<boolean>;
   /** Hub and writer counters for /metrics. */
   internals?: () => InternalStats;
+  /** Capsule ownership across replicas, for /capsules. */
+  ownership?: OpsDeps['ownership'];
   /** Each adapter's routes, with full paths (each adapter may carry its own context variables). */
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   surfaces: Hono<any, any, any>[];
@@ -98,7 +100,13 @@ export const createHttpApp = (options: HttpAppOptions): HttpApp => {
 
   app.route(
     '/',
-    createOpsRoutes({ core: options.core, storeReady: options.storeReady, connections, metrics }),
+    createOpsRoutes({
+      core: options.core,
+      storeReady: options.storeReady,
+      connections,
+      metrics,
+      ownership: options.ownership,
+    }),
   );
   // The browser client module and the dashboard (static files).
   app.route('/', createStaticRoutes());

@@ -4,6 +4,7 @@
  */
 import { Hono } from 'hono';
 import type { GatewayCore } from '../core/types.js';
+import type { OwnerView } from '../fleet/types.js';
 import type { MetricsRegistry } from './metrics.js';
 
 export interface OpsDeps {
@@ -13,6 +14,8 @@ export interface OpsDeps {
   /** Open downstream connections per surface, per capsule. */
   connections: () => Record<string, Record<string, number>>;
   metrics: MetricsRegistry;
+  /** Who ingests which capsule (src/fleet); absent = this process, token 0. */
+  ownership?: { replicaId: string; owners(ids: readonly string[]): Promise<Map<string, OwnerView>> };
 }
 
 export const createOpsRoutes = (deps: OpsDeps): Hono => {
@@ -27,8 +30,10 @@ export const createOpsRoutes = (deps: OpsDeps): Hono => {
 
   app.get('/capsules', async (c) => {
     const connections = deps.connections();
+    const ids = deps.core.capsuleIds();
+    const owners = (await deps.ownership?.owners(ids)) ?? new Map<string, OwnerView>();
     const capsules = await Promise.all(
-      deps.core.capsuleIds().map(async (id) => {
+      ids.map(async (id) => {
         const s = await deps.core.status(id);
         return {
           id: s.id,
@@ -42,10 +47,12 @@ export const createOpsRoutes = (deps: OpsDeps): Hono => {
           first_offset: s.position.first,
           epoch: s.position.epoch,
           connections: connections[id] ?? {},
+          owner: owners.get(id)?.owner ?? (deps.ownership ? null : 'local'),
+          fencing_token: owners.get(id)?.fencingToken ?? 0,
         };
       }),
     );
-    return c.json({ capsules });
+    return c.json({ replica: deps.ownership?.replicaId ?? 'local', capsules });
   });
 
   app.get('/metrics', async (c) => {

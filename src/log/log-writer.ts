@@ -3,14 +3,17 @@
  * flight per capsule, idempotent retries while the store is away, a queue bounded in bytes whose
  * overflow is recorded in the log as one `frames-possibly-missing` fact per run, and a floor (the
  * highest offset seen durable) passed with every append so a store that lost records starts a new
- * epoch instead of re-using offsets (issue 8). Reads are the hub's.
+ * epoch instead of re-using offsets (issue 8), and the capsule owner's fencing token (issue 9,
+ * src/fleet): a batch the store refuses as fenced comes from a replica that lost the capsule, so its
+ * frames and facts are dropped (the new owner's replay restores them), its submissions re-sent
+ * unfenced (any replica may record one), and `onFenced` listeners stop the ingestion. Reads are the hub's.
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { LogEntry } from './record.js';
 import { RetentionSweeper } from './retention-sweeper.js';
-import { notSent, storeResetFact, type AppendResult, type LogStore } from './store.js';
+import { fenced, notSent, storeResetFact, type AppendResult, type LogStore } from './store.js';
 import { approxBytes, type Batch, type Lane, type MissingFact, type Pending } from './writer-lane.js';
 
 export interface LogWriterOptions {
@@ -66,8 +69,10 @@ export class LogWriter {
   readonly writerId = randomUUID();
   private seq = 0;
   private readonly lanes = new Map<string, Lane>();
-  private idleWaiters: (() => void)[] = [];
+  /** flush() callers: everything (capsule null) or one capsule's lane. */
+  private idleWaiters: { capsule: string | null; resolve: () => void }[] = [];
   private readonly resetListeners = new Set<(capsule: string) => void>();
+  private readonly fencedListeners = new Set<(capsule: string, fence: number) => void>();
   private closed = false;
   private readonly maxEntries: number;
   private readonly maxBytes: number;
@@ -142,6 +147,24 @@ export class LogWriter {
     return () => this.resetListeners.delete(listener);
   }
 
+  /**
+   * Stamp the capsule's frames and facts queued from now on with the owner's fencing token (src/fleet);
+   * undefined = unfenced (the embedded store, or tests). Submissions are never fenced.
+   */
+  setFence(capsule: string, fence: number | undefined): void {
+    this.lane(capsule).fence = fence;
+  }
+
+  /**
+   * Call `listener(capsule, fence)` when the store refused a batch stamped with `fence` because another
+   * replica holds a newer token: this replica lost the capsule. By then that batch's frames and facts,
+   * and every queued one stamped with that token or an older one, are dropped; submissions stay queued.
+   */
+  onFenced(listener: (capsule: string, fence: number) => void): () => void {
+    this.fencedListeners.add(listener);
+    return () => this.fencedListeners.delete(listener);
+  }
+
   /** Resolve once the capsule's queue accepts entries again (below its low-water mark after drops). */
   whenRoom(capsule: string): Promise<void> {
     const lane = this.lane(capsule);
@@ -154,10 +177,14 @@ export class LogWriter {
     this.sweeper.track(capsule);
   }
 
-  /** Resolve once everything queued so far (and since) is durable; the caller bounds the wait. */
-  flush(): Promise<void> {
-    if (this.isIdle()) return Promise.resolve();
-    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  /**
+   * Resolve once everything queued so far (and since) is durable, in every capsule or in `capsule`
+   * only; the caller bounds the wait.
+   */
+  flush(capsule?: string): Promise<void> {
+    const key = capsule ?? null;
+    if (this.isIdle(key)) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push({ capsule: key, resolve }));
   }
 
   /** Stop: pending entries are rejected with `shutting_down`. Flush first to drain. */
@@ -244,6 +271,7 @@ export class LogWriter {
   }
 
   private push(lane: Lane, pending: Pending): void {
+    if (pending.entry.kind !== 'submission' && lane.fence !== undefined) pending.fence = lane.fence;
     lane.waiting.push(pending);
     lane.count++;
     lane.bytes += pending.bytes;
@@ -333,10 +361,14 @@ export class LogWriter {
     if (this.closed || lane.inFlight || lane.retryTimer) return;
     const items: Pending[] = [];
     let bytes = 0;
+    let fence: number | undefined;
     while (lane.start < lane.waiting.length && items.length < this.maxBatch) {
       const p = lane.waiting[lane.start]!;
       if (!p.withdrawn) {
         if (items.length > 0 && bytes + p.bytes > this.maxBatchBytes) break;
+        // One token per batch: entries of another ownership term go in the next one.
+        if (p.fence !== undefined && fence !== undefined && p.fence !== fence) break;
+        fence ??= p.fence;
         items.push(p);
         bytes += p.bytes;
       }
@@ -356,6 +388,7 @@ export class LogWriter {
       resetFact: storeResetFact(),
       maybeSent: false,
       attempting: false,
+      ...(fence !== undefined ? { fence } : {}),
     };
     for (const p of items) p.batch = batch;
     lane.inFlight = batch;
@@ -371,7 +404,7 @@ export class LogWriter {
     if (!batch || this.closed) return;
     batch.attempting = true;
     const entries = batch.items.map((p) => p.entry);
-    const options = { batch: batch.id, floor: lane.floor, resetFact: batch.resetFact };
+    const options = { batch: batch.id, floor: lane.floor, resetFact: batch.resetFact, fence: batch.fence };
     this.store.append(lane.capsule, entries, options).then(
       (result) => {
         batch.attempting = false;
@@ -390,6 +423,7 @@ export class LogWriter {
       (err: unknown) => {
         batch.attempting = false;
         if (lane.inFlight !== batch || this.closed) return;
+        if (fenced(err) && batch.fence !== undefined) return this.onFencedBatch(lane, batch, batch.fence);
         if (!notSent(err)) batch.maybeSent = true;
         lane.failures++;
         lane.attempt++;
@@ -462,6 +496,43 @@ export class LogWriter {
     }
   }
 
+  /**
+   * Another replica took the capsule over (a newer token): this term's frames and facts will never
+   * be appended (the new owner's replay restores what the capsule still holds); submissions are
+   * re-queued, in order, without the token. Then the listeners stop the ingestion.
+   */
+  private onFencedBatch(lane: Lane, batch: Batch, fence: number): void {
+    lane.inFlight = null;
+    lane.attempt = 0;
+    this.logger?.warn({ capsule: lane.capsule, fence }, 'append fenced: another replica owns the capsule');
+    const refused = new GatewayError('store_unavailable', 'fenced: another replica owns this capsule', {
+      fenced: true,
+    });
+    const kept: Pending[] = [];
+    for (const p of [...batch.items, ...lane.waiting.slice(lane.start)]) {
+      if (p.withdrawn) continue;
+      if (p.fence !== undefined && p.fence <= fence) {
+        lane.discarded++;
+        this.settle(lane, p, null, refused);
+      } else {
+        p.batch = null;
+        kept.push(p);
+      }
+    }
+    lane.waiting = kept;
+    lane.start = 0;
+    lane.openMarker = null;
+    for (const listener of this.fencedListeners) {
+      try {
+        listener(lane.capsule, fence);
+      } catch (err) {
+        this.logger?.error({ capsule: lane.capsule, err: String(err) }, 'onFenced listener threw');
+      }
+    }
+    this.sendNext(lane);
+    this.settleIdle();
+  }
+
   private lane(capsule: string): Lane {
     let lane = this.lanes.get(capsule);
     if (!lane) {
@@ -491,16 +562,18 @@ export class LogWriter {
     return lane;
   }
 
-  private isIdle(): boolean {
+  private isIdle(capsule: string | null = null): boolean {
     if (this.closed) return true;
+    if (capsule !== null) return (this.lanes.get(capsule)?.count ?? 0) === 0;
     for (const lane of this.lanes.values()) if (lane.count > 0) return false;
     return true;
   }
 
   private settleIdle(): void {
-    if (this.idleWaiters.length === 0 || !this.isIdle()) return;
-    const waiters = this.idleWaiters;
-    this.idleWaiters = [];
-    for (const resolve of waiters) resolve();
+    if (this.idleWaiters.length === 0) return;
+    const ready = this.idleWaiters.filter((w) => this.isIdle(w.capsule));
+    if (ready.length === 0) return;
+    this.idleWaiters = this.idleWaiters.filter((w) => !ready.includes(w));
+    for (const w of ready) w.resolve();
   }
 }

@@ -109,6 +109,7 @@ export class RedisStore implements LogStore {
       Math.max(0, Math.floor(options.floor ?? 0)),
       encodeEntry(options.resetFact ?? storeResetFact()),
       this.dedupTtlMs,
+      options.fence === undefined ? '' : String(Math.floor(options.fence)),
     ];
     for (const entry of entries) args.push(encodeEntry(entry));
     // Not ready → the script was certainly never sent: say so, the writer may re-form the batch.
@@ -321,6 +322,10 @@ export class RedisStore implements LogStore {
    * once without an offline queue). Anything else may have run in Redis without a reply reaching us.
    */
   private unavailable(err: unknown, notSent = false): GatewayError {
+    if (err instanceof Error && err.message.startsWith('FENCED')) {
+      // Certainly applied nothing: a definite refusal, never retried as is.
+      return new GatewayError('store_unavailable', `redis: ${err.message}`, { fenced: true, notSent: true });
+    }
     if (err instanceof GatewayError) {
       return notSent && !err.details?.notSent
         ? new GatewayError(err.code, err.message, { ...err.details, notSent: true })

@@ -68,7 +68,16 @@ export interface AppendOptions {
   floor?: number;
   /** A `frames-possibly-missing` fact with reason `store-reset`; the store makes one when absent. */
   resetFact?: FactEntry;
+  /**
+   * The ingesting owner's fencing token (src/fleet). A store shared by replicas refuses the batch,
+   * appending nothing, when the capsule's current token is higher (another replica took the capsule
+   * over): the append rejects with an error `fenced(err)` recognises. The memory store ignores it.
+   */
+  fence?: number;
 }
+
+/** Whether an append was refused because its fencing token is older than the capsule's current one. */
+export const fenced = (err: unknown): boolean => err instanceof GatewayError && err.details?.fenced === true;
 
 /** 2026-01-01T00:00:00Z, the origin of the time floor. */
 const TIME_FLOOR_ORIGIN_MS = Date.UTC(2026, 0, 1);

@@ -21,6 +21,8 @@ export interface Pending {
   onAbort?: () => void;
   /** Withdrawn by its signal: skipped when batches are formed, already rejected. */
   withdrawn?: boolean;
+  /** The owner's fencing token when a frame or fact was queued (submissions are never fenced). */
+  fence?: number;
 }
 
 export interface Batch {
@@ -32,6 +34,8 @@ export interface Batch {
   maybeSent: boolean;
   /** An attempt is awaiting the store's answer. */
   attempting: boolean;
+  /** The fencing token of its frames and facts (one token per batch). */
+  fence?: number;
 }
 
 export interface Lane {
@@ -44,6 +48,8 @@ export interface Lane {
   bytes: number;
   /** The highest offset seen durable in this capsule's log: the store fences anything below it. */
   floor: number;
+  /** The fencing token stamped on frames and facts queued now (src/fleet); undefined = unfenced. */
+  fence?: number;
   /** Refusing entries since the queue overflowed, until it is below the low-water mark. */
   overflow: boolean;
   roomWaiters: (() => void)[];

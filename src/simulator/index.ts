@@ -44,6 +44,11 @@ export interface SimulatedCapsule extends EventEmitter {
   /** The current session's `ses_…` id (a restart makes a new one), as its agent card reports it. */
   readonly sessionId: string;
   readonly written: WrittenFrame[];
+  /**
+   * Open `stream/watch` connections now. Each change is also emitted as `watchers` (the count), so a
+   * fleet test can sample it on every connection event.
+   */
+  readonly watchers: number;
   submit(text: string, contextId?: string): TaskHandle;
   idle(): Promise<void>;
   cutConnections(): void;
@@ -107,13 +112,21 @@ class SimCapsule extends EventEmitter implements SimulatedCapsule, DoorHost {
     return this.current.id;
   }
 
+  get watchers(): number {
+    let n = 0;
+    for (const conn of this.tracked) if (conn.isWatch) n++;
+    return n;
+  }
+
   track(conn: Connection): void {
     this.tracked.add(conn);
+    if (conn.isWatch) this.emit('watchers', this.watchers);
   }
 
   untrack(conn: Connection): void {
-    this.tracked.delete(conn);
+    const had = this.tracked.delete(conn);
     this.live.delete(conn);
+    if (had && conn.isWatch) this.emit('watchers', this.watchers);
   }
 
   goLive(conn: Connection): void {

@@ -1,6 +1,10 @@
 /**
  * The upstream room for one capsule, as the core sees it (`UpstreamPort`): the ingestor's watch and
  * state, plus the client's submit, cancel and forward. Wiring capsules to it is the app's job.
+ *
+ * In a fleet only the replica owning the capsule ingests it (src/fleet): ingestion starts and stops
+ * with ownership, each term a fresh ingestor seeded from the store (exactly like a reconnect), while
+ * submit, cancel and forward work on every replica.
  */
 import type { Logger } from 'pino';
 import type { UpstreamPort } from '../core/gateway-core.js';
@@ -14,20 +18,24 @@ export interface CapsuleUpstreamOptions
   logger?: Logger;
 }
 
+const notIngesting: IngestorState = {
+  state: 'stopped',
+  reason: 'not owner',
+  lastFrameAt: null,
+  reconnects: 0,
+  ack: null,
+};
+
 export class CapsuleUpstream implements UpstreamPort {
-  readonly ingestor: CapsuleIngestor;
   readonly client: CapsuleClient;
 
   private readonly frameListeners = new Set<(frame: SseFrame) => void>();
+  private current: CapsuleIngestor | null = null;
+  /** The previous term's ingestor winding down: the next term starts only after it ended. */
+  private stopping: Promise<void> = Promise.resolve();
+  private lastState: IngestorState = notIngesting;
 
-  constructor(options: CapsuleUpstreamOptions) {
-    this.ingestor = new CapsuleIngestor({
-      ...options,
-      onFrame: (frame) => {
-        options.onFrame?.(frame);
-        for (const l of this.frameListeners) l(frame);
-      },
-    });
+  constructor(private readonly options: CapsuleUpstreamOptions) {
     this.client = new CapsuleClient({
       ...options,
       url: options.url,
@@ -43,17 +51,51 @@ export class CapsuleUpstream implements UpstreamPort {
     return this.client.url;
   }
 
+  /** The ingestor of the current term (null while this replica does not ingest the capsule). */
+  get ingestor(): CapsuleIngestor | null {
+    return this.current;
+  }
+
+  /** Whether this replica ingests the capsule now. */
+  get ingesting(): boolean {
+    return this.current !== null;
+  }
+
+  /** Start ingesting (idempotent): a new term, after the previous one fully stopped. */
   start(): void {
-    this.ingestor.start();
+    if (this.current) return;
+    const { onFrame } = this.options;
+    const ingestor = new CapsuleIngestor({
+      ...this.options,
+      onFrame: (frame) => {
+        onFrame?.(frame);
+        for (const l of this.frameListeners) l(frame);
+      },
+    });
+    this.current = ingestor;
+    void this.stopping.then(() => {
+      if (this.current === ingestor) ingestor.start();
+    });
+  }
+
+  /** Stop ingesting (the watch closes at once); resolves once nothing more will be appended. */
+  stopIngesting(): Promise<void> {
+    const ingestor = this.current;
+    if (!ingestor) return this.stopping;
+    this.current = null;
+    this.lastState = { ...ingestor.state(), state: 'stopped', reason: 'not owner' };
+    const previous = this.stopping;
+    this.stopping = Promise.all([previous, ingestor.stop()]).then(() => undefined);
+    return this.stopping;
   }
 
   async stop(): Promise<void> {
     this.client.close();
-    await this.ingestor.stop();
+    await this.stopIngesting();
   }
 
   state(): IngestorState {
-    return this.ingestor.state();
+    return this.current?.state() ?? this.lastState;
   }
 
   submit(request: SubmitParams): Promise<SubmitOutcome> {

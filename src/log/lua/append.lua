@@ -3,7 +3,7 @@
 -- new epoch (issue 8). Called by redis-store.ts. Stands alone: lines shared with read.lua are
 -- duplicated on purpose (an EVAL script cannot include another).
 local logKey = KEYS[1] -- stream <prefix>:{capsule}:log, entry ids <offset>-0, field r = encoded entry
-local metaKey = KEYS[2] -- hash <prefix>:{capsule}:meta: epoch, offset (the counter), minted
+local metaKey = KEYS[2] -- hash <prefix>:{capsule}:meta: epoch, offset (the counter), minted, fence
 local dedupKey = KEYS[3] -- string <prefix>:{capsule}:w:<writerId> = "<seq>:<first>:<count>[:r]"
 local writerId = ARGV[1] -- '' when the batch carries no BatchId
 local seq = tonumber(ARGV[2])
@@ -11,7 +11,8 @@ local maxRecords = tonumber(ARGV[3]) -- count retention, 0 = unbounded
 local floor = tonumber(ARGV[4]) -- highest offset this writer has seen durable here, 0 = none
 local resetFact = ARGV[5] -- encoded store-reset fact, '' = the caller sent none
 local dedupTtlMs = tonumber(ARGV[6])
-local FIRST_ENTRY = 7 -- ARGV[7..] are the encoded entries, in order
+local fence = ARGV[7] -- the ingesting owner's fencing token (src/fleet), '' = not fenced (submissions)
+local FIRST_ENTRY = 8 -- ARGV[8..] are the encoded entries, in order
 
 -- 2026-01-01T00:00:00Z in seconds. A new epoch's offsets start above the microseconds elapsed since
 -- then, so even a Redis that lost everything while the gateway restarted (no floor known) never
@@ -33,9 +34,21 @@ if writerId ~= '' then
   end
 end
 
+-- Fenced (issue 9): a batch stamped with a token older than the capsule's current one comes from a
+-- replica that lost its lease (paused, partitioned) after another took over: refused, nothing written.
+-- After the dedup check on purpose: a retry of a batch applied while its token was current is answered.
+if fence ~= '' then
+  local current = tonumber(redis.call('HGET', metaKey, 'fence') or '0')
+  if tonumber(fence) < current then
+    return redis.error_reply('FENCED token ' .. fence .. ' is older than ' .. string.format('%d', current))
+  end
+end
+
 -- The per-writer dedup fields once lived in the meta hash (one more per gateway restart, never
--- pruned): drop them when seen. HLEN is O(1); only a legacy hash pays for HKEYS.
-if redis.call('HLEN', metaKey) > 3 then
+-- pruned): drop them when seen. HLEN is O(1); only a legacy hash pays for HKEYS. Current fields:
+-- epoch, offset, and when present minted (briefly) and fence (src/fleet).
+local known = 2 + redis.call('HEXISTS', metaKey, 'minted') + redis.call('HEXISTS', metaKey, 'fence')
+if redis.call('HLEN', metaKey) > known then
   for _, field in ipairs(redis.call('HKEYS', metaKey)) do
     if string.sub(field, 1, 2) == 'w:' then redis.call('HDEL', metaKey, field) end
   end

@@ -1,0 +1,25 @@
+-- lease-acquire.lua: take a capsule's ingestion lease when it is free (or already ours) and mint a
+-- fencing token in the SAME atomic step, so a token is never handed to two holders. Called by lease.ts.
+local leaseKey = KEYS[1] -- string <prefix>:{capsule}:lease = "<replicaId>|<fence>", with a TTL
+local metaKey = KEYS[2] -- hash <prefix>:{capsule}:meta, field fence (append.lua refuses older tokens)
+local replicaId = ARGV[1]
+local ttlMs = ARGV[2]
+
+local holder = redis.call('GET', leaseKey)
+if holder then
+  -- Greedy: the last '|' separates the token, so a replica id may contain one.
+  local who = string.match(holder, '^(.*)|%d+$')
+  if who ~= replicaId then return { 0, holder } end
+end
+
+-- The token only grows, and never below Redis's clock in ms: a Redis that lost the meta key (a
+-- restart from an old snapshot) still hands the next owner a token above any earlier owner's.
+local t = redis.call('TIME')
+local nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local fence = tonumber(redis.call('HGET', metaKey, 'fence') or '0')
+fence = math.max(fence + 1, nowMs)
+local token = string.format('%d', fence)
+redis.call('HSET', metaKey, 'fence', token)
+local value = replicaId .. '|' .. token
+redis.call('SET', leaseKey, value, 'PX', ttlMs)
+return { 1, value }

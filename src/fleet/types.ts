@@ -1,0 +1,40 @@
+/**
+ * What the gateway asks of capsule ownership, whatever decides it: `ownership.ts` (a fleet sharing
+ * Redis, leases with fencing tokens) or `local-ownership.ts` (the embedded store: one process owns all).
+ */
+
+/** How ownership starts and stops a capsule's ingestion (the gateway wires it to upstreams + writer). */
+export interface IngestionControl {
+  /** Acquired with `fence`: stamp the capsule's appends with it, then open the watch. */
+  start(capsule: string, fence: number): void;
+  /** Close the watch; resolves once the ingestor will append nothing more. */
+  stop(capsule: string): Promise<void>;
+  /** Wait (at most `timeoutMs`) until the capsule's queued appends are durable. */
+  flush(capsule: string, timeoutMs: number): Promise<void>;
+}
+
+export interface OwnerView {
+  /** The owning replica, or null while nobody holds the capsule. */
+  owner: string | null;
+  fencingToken: number;
+}
+
+export interface CapsuleOwnership {
+  readonly replicaId: string;
+  /** Begin (never blocks on Redis: a replica may start before its Redis answers). */
+  start(): void;
+  /** The capsules to front, now: new ones become candidates, removed ones are released. */
+  setCapsules(ids: readonly string[]): void;
+  /**
+   * This replica learned it lost `capsule` (an append stamped with `fence` was refused): stop
+   * ingesting it now, unless it holds a newer token already.
+   */
+  lost(capsule: string, reason: string, fence?: number): void;
+  /** Whether this replica ingests `capsule` now. */
+  owns(capsule: string): boolean;
+  /** Who owns each capsule (for /capsules). */
+  owners(ids: readonly string[]): Promise<Map<string, OwnerView>>;
+  /** SIGTERM: stop ingesting, flush, release every lease and leave the fleet, within `timeoutMs`. */
+  releaseAll(timeoutMs?: number): Promise<void>;
+  close(): Promise<void>;
+}

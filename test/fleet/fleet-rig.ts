@@ -1,0 +1,85 @@
+/**
+ * Fleet test rig: gateway replicas as child processes (test/soak/gateway-process.ts) on one Redis,
+ * each with its own replica id and lease timing (a config file), and their public /capsules view.
+ */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gatewayProcess, type GatewayProcess } from '../soak/gateway-process.js';
+import { freePort } from '../support/redis-server.js';
+
+export interface CapsuleRow {
+  id: string;
+  upstream: string;
+  upstream_reason: string | null;
+  head_offset: number;
+  owner: string | null;
+  fencing_token: number;
+}
+
+export interface CapsulesView {
+  replica: string;
+  capsules: CapsuleRow[];
+}
+
+export interface Replica {
+  readonly id: string;
+  readonly proc: GatewayProcess;
+  readonly url: string;
+  view(): Promise<CapsulesView>;
+  /** This replica's row for `capsule`. */
+  row(capsule: string): Promise<CapsuleRow>;
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'mg-fleet-'));
+
+export const replica = async (
+  id: string,
+  redisUrl: string,
+  capsules: { id: string; url: string }[],
+  lease?: { ttlMs: number; renewMs: number },
+): Promise<Replica> => {
+  const file = join(dir, `${id}.json`);
+  writeFileSync(file, JSON.stringify({ replicaId: id, logLevel: 'info', ...(lease ? { lease } : {}) }));
+  const args = ['--config', file, '--redis', redisUrl];
+  for (const c of capsules) args.push('--capsule', `${c.id}=${c.url}`);
+  const proc = gatewayProcess(await freePort(), args);
+  const view = async (): Promise<CapsulesView> => {
+    const res = await fetch(`${proc.url}/capsules`, { signal: AbortSignal.timeout(3000) });
+    return (await res.json()) as CapsulesView;
+  };
+  return {
+    id,
+    proc,
+    url: proc.url,
+    view,
+    row: async (capsule) => {
+      const row = (await view()).capsules.find((c) => c.id === capsule);
+      if (!row) throw new Error(`${capsule} missing from ${id}'s /capsules`);
+      return row;
+    },
+  };
+};
+
+/** Poll `probe` (every 50 ms, bounded) until it returns a value; the error names what was awaited. */
+export const until = async <T>(
+  what: string,
+  probe: () => Promise<T | null | undefined | false>,
+  timeoutMs = 20_000,
+): Promise<T> => {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown = null;
+  while (Date.now() < deadline) {
+    try {
+      const v = await probe();
+      if (v !== null && v !== undefined && v !== false) return v;
+    } catch (err) {
+      last = err;
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`timed out waiting for ${what}${last ? ` (last error: ${String(last)})` : ''}`);
+};
+
+export const ownersOf = async (r: Replica): Promise<Map<string, string | null>> =>
+  new Map((await r.view()).capsules.map((c) => [c.id, c.owner]));
