@@ -2,7 +2,7 @@
 // The gateway's live dashboard: the fleet from GET /capsules (polled), a records/s sparkline per
 // capsule from head-offset deltas, and a live tail of one capsule through the client library.
 // Plain ES module, no build step. With auth on (GET /capsules answers 401) it asks for a key once,
-// keeps it for the tab, and the tail's EventSource uses tickets obtained with it.
+// keeps it for the tab and sends it as a Bearer header (never in a URL).
 import { followCapsule } from '../client/murmur-gateway.js';
 
 const KEY_STORAGE = 'murmur-gateway.dashboard.key';
@@ -39,7 +39,11 @@ const sparkline = (rates) => {
   const w = 120;
   const h = 24;
   const max = Math.max(1, ...rates);
-  const pts = rates.map((r, i) => `${(i / (SPARK_POINTS - 1)) * w},${h - (r / max) * (h - 2) - 1}`).join(' ');
+  // Newest on the right; the line grows leftwards as history accumulates.
+  const step = w / (SPARK_POINTS - 1);
+  const pts = rates
+    .map((r, i) => `${w - (rates.length - 1 - i) * step},${h - (r / max) * (h - 2) - 1}`)
+    .join(' ');
   const svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
   svg.setAttribute('class', 'spark');
   svg.setAttribute('width', String(w));
@@ -92,7 +96,7 @@ const render = (body) => {
       el(
         'td',
         { class: `state-${c.upstream}` },
-        c.upstream + (c.upstream_reason ? ` (${c.upstream_reason})` : ''),
+        c.upstream + (c.upstream_reason && c.upstream !== 'connected' ? ` (${c.upstream_reason})` : ''),
       ),
       el('td', {}, c.owner ?? body.replica ?? '—'),
       el('td', { class: 'num head' }, String(c.head_offset)),
@@ -137,8 +141,10 @@ const preview = (event, data) => {
   if (event === 'text' || event === 'thinking') return JSON.stringify(j.text ?? '');
   if (event === 'status')
     return `${j.status?.state ?? j.state ?? ''} ${j.status?.message ?? j.message ?? ''}`.trim();
-  if (event === 'artifact')
-    return `${j.tool_name ?? j.name ?? 'artifact'}: ${String(j.content ?? '').slice(0, 120)}`;
+  if (event === 'artifact') {
+    const a = j.artifact ?? j;
+    return `${a.tool_name ?? a.name ?? 'artifact'}${a.is_error ? ' (error)' : ''}: ${String(a.content ?? '').slice(0, 120)}`;
+  }
   return data.slice(0, 160);
 };
 
@@ -160,8 +166,9 @@ function select(capsule, head) {
     gateway,
     capsule,
     after: Math.max(0, head - 50), // some recent history, then live
-    transport: 'auto',
-    ...(key ? { token: key, useEventSource: true } : {}),
+    // Long-poll: its records carry the capsule's own id label and receive time (SSE ids are offsets).
+    transport: 'long-poll',
+    ...(key ? { token: key } : {}),
     onRecord: (r) =>
       addTailRow(
         el(

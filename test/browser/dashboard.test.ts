@@ -1,0 +1,72 @@
+/**
+ * The dashboard in Chromium against a gateway fronting the demo fleet: both capsules listed with
+ * their upstream state, the live tail moving. Saves a screenshot to .tmp/dashboard.png, and to
+ * src/dashboard/dashboard.png (the README's) when UPDATE_SCREENSHOTS=1.
+ */
+import { copyFileSync, mkdirSync } from 'node:fs';
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startDemo, type Demo } from '../../src/demo.js';
+import { startTestGateway, type TestGateway } from '../support/gateway.js';
+import { hasBrowser, launchChromium } from './chromium.js';
+
+let browser: Browser | null = null;
+let demo: Demo | null = null;
+let gw: TestGateway | null = null;
+
+describe.skipIf(!hasBrowser)('dashboard in Chromium', () => {
+  beforeAll(async () => {
+    demo = await startDemo();
+    gw = await startTestGateway({
+      capsules: Object.fromEntries(demo.capsules.map((c) => [c.id, c.url])),
+    });
+    browser = await launchChromium();
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await gw?.close();
+    await demo?.stop();
+  });
+
+  it('shows the demo fleet and its live tail moves', { timeout: 60_000 }, async () => {
+    const page = await browser!.newPage({ viewport: { width: 1280, height: 720 } });
+    await page.goto(`${gw!.baseUrl}/dashboard`);
+    await page.waitForSelector('#fleet tbody tr[data-capsule="demo-beta"]');
+    const fleet = await page.$$eval('#fleet tbody tr', (rows) =>
+      rows.map((r) => ({ capsule: r.getAttribute('data-capsule'), upstream: r.children[1]?.textContent })),
+    );
+    expect(fleet.map((r) => r.capsule).sort()).toEqual(['demo-alpha', 'demo-beta']);
+    await page.waitForFunction(
+      () =>
+        [...document.querySelectorAll('#fleet tbody tr td:nth-child(2)')].every(
+          (td) => td.textContent === 'connected',
+        ),
+      undefined,
+      { timeout: 20_000 },
+    );
+    // The tail follows the first capsule: it must show rows, and then newer ones.
+    await page.waitForSelector('#tail tbody tr[data-offset]', { timeout: 20_000 });
+    const top = Number(
+      await page.$eval('#tail tbody tr[data-offset]', (tr) => tr.getAttribute('data-offset')),
+    );
+    await page.waitForFunction(
+      (t) => Number(document.querySelector('#tail tbody tr[data-offset]')?.getAttribute('data-offset')) > t,
+      top,
+      { timeout: 20_000 },
+    );
+    // A few refreshes so the sparklines have a shape before the picture is taken.
+    await page.waitForFunction(
+      () => document.querySelectorAll('svg.spark polyline[points*=" "]').length >= 2,
+      undefined,
+      {
+        timeout: 20_000,
+      },
+    );
+    await new Promise((r) => setTimeout(r, 4_000));
+    mkdirSync('.tmp', { recursive: true });
+    await page.screenshot({ path: '.tmp/dashboard.png' });
+    if (process.env.UPDATE_SCREENSHOTS === '1')
+      copyFileSync('.tmp/dashboard.png', 'src/dashboard/dashboard.png');
+    await page.close();
+  });
+});
