@@ -10,6 +10,14 @@ import { startDemo, type Demo } from '../../src/demo.js';
 import { startTestGateway, type TestGateway } from '../support/gateway.js';
 import { hasBrowser, launchChromium } from './chromium.js';
 
+/** Page-side globals (these callbacks run in Chromium; the project's lib has no DOM). */
+declare const document: {
+  querySelectorAll(
+    s: string,
+  ): ArrayLike<{ textContent: string | null }> & Iterable<{ textContent: string | null }>;
+  querySelector(s: string): { getAttribute(n: string): string | null } | null;
+};
+
 let browser: Browser | null = null;
 let demo: Demo | null = null;
 let gw: TestGateway | null = null;

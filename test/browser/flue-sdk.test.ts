@@ -12,6 +12,9 @@ import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index
 import { startTestGateway, type TestGateway } from '../support/gateway.js';
 import { hasBrowser, launchChromium } from './chromium.js';
 
+/** Page-side global (this callback runs in Chromium; the project's lib has no DOM). */
+declare const window: unknown;
+
 let browser: Browser | null = null;
 let bundle = '';
 let sim: SimulatedCapsule | null = null;

@@ -4,6 +4,9 @@
  */
 import { createFlueClient } from '@flue/sdk';
 
+/** The page's global object (this file is bundled for Chromium; the project's lib has no DOM). */
+declare const window: unknown;
+
 const runFlue = async (url: string, live: 'sse' | 'long-poll') => {
   const client = createFlueClient({ url });
   const admission = await client.send({ message: { kind: 'user', body: 'hello from chromium' } });
