@@ -58,7 +58,7 @@ export class LeaseStore {
     return { lease: `${base}:lease`, meta: `${base}:meta` };
   }
 
-  /** Take the lease if it is free (or ours already): a new token. Null when another replica holds it. */
+  /** Take the lease if it is free: a new token. Null when it is held (by anyone, this id included). */
   async acquire(capsule: string): Promise<HeldLease | null> {
     const { lease, meta } = this.keys(capsule);
     const [ok, value] = await this.redis.mgLeaseAcquire(lease, meta, this.replicaId, this.ttlMs);

@@ -1,16 +1,14 @@
--- lease-acquire.lua: take a capsule's ingestion lease when it is free (or already ours) and mint a
--- fencing token in the SAME atomic step, so a token is never handed to two holders. Called by lease.ts.
+-- lease-acquire.lua: take a capsule's ingestion lease when it is free and mint a fencing token in
+-- the SAME atomic step, so a token is never handed to two holders. Called by lease.ts. A lease held
+-- under our own replica id is NOT taken back: two processes given the same id (a misconfiguration,
+-- or two gateways in one test process) would otherwise steal it from each other at every tick.
 local leaseKey = KEYS[1] -- string <prefix>:{capsule}:lease = "<replicaId>|<fence>", with a TTL
 local metaKey = KEYS[2] -- hash <prefix>:{capsule}:meta, field fence (append.lua refuses older tokens)
 local replicaId = ARGV[1]
 local ttlMs = ARGV[2]
 
 local holder = redis.call('GET', leaseKey)
-if holder then
-  -- Greedy: the last '|' separates the token, so a replica id may contain one.
-  local who = string.match(holder, '^(.*)|%d+$')
-  if who ~= replicaId then return { 0, holder } end
-end
+if holder then return { 0, holder } end
 
 -- The token only grows, and never below Redis's clock in ms: a Redis that lost the meta key (a
 -- restart from an old snapshot) still hands the next owner a token above any earlier owner's.
