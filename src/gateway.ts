@@ -82,9 +82,13 @@ export const startGateway = async (
   // Ingestion follows ownership: with Redis, one replica of the fleet per capsule (a lease with a
   // fencing token stamped on its appends); with the embedded store this process owns everything.
   const control: IngestionControl = {
-    start: (capsule, fence) => {
-      writer.setFence(capsule, store instanceof RedisStore ? fence : undefined);
-      upstreams.get(capsule)?.start();
+    start: (capsule, fence, continues) => {
+      writer.setFence(capsule, store instanceof RedisStore ? fence : undefined, { adopt: continues });
+      // The new term seeds from the stored tail: what is still queued for the capsule settles first
+      // (appended, or refused by the fence), or the seed would miss it and the replay repeat it.
+      void writer.flush(capsule).then(() => {
+        if (ownership.owns(capsule)) upstreams.get(capsule)?.start();
+      });
     },
     stop: async (capsule) => {
       await upstreams.get(capsule)?.stopIngesting();

@@ -10,7 +10,12 @@ import type { Cluster, Redis } from 'ioredis';
 const lua = (name: string): string => readFileSync(new URL(`./lua/${name}.lua`, import.meta.url), 'utf8');
 
 interface LeaseCommands {
-  mgLeaseAcquire(lease: string, meta: string, replicaId: string, ttlMs: number): Promise<[number, string]>;
+  mgLeaseAcquire(
+    lease: string,
+    meta: string,
+    replicaId: string,
+    ttlMs: number,
+  ): Promise<[number, string, string?]>;
   mgLeaseRenew(lease: string, value: string, ttlMs: number): Promise<number>;
   mgLeaseRelease(lease: string, value: string): Promise<number>;
   mgLeasePeek(lease: string, meta: string): Promise<[string, string]>;
@@ -23,6 +28,8 @@ export interface HeldLease {
   value: string;
   /** The fencing token minted when it was acquired. */
   fence: number;
+  /** The token it replaced (the capsule's previous owner's; 0 for the first). */
+  previous: number;
 }
 
 export interface LeaseView {
@@ -61,9 +68,14 @@ export class LeaseStore {
   /** Take the lease if it is free: a new token. Null when it is held (by anyone, this id included). */
   async acquire(capsule: string): Promise<HeldLease | null> {
     const { lease, meta } = this.keys(capsule);
-    const [ok, value] = await this.redis.mgLeaseAcquire(lease, meta, this.replicaId, this.ttlMs);
+    const [ok, value, previous] = await this.redis.mgLeaseAcquire(lease, meta, this.replicaId, this.ttlMs);
     if (Number(ok) !== 1) return null;
-    return { capsule, value, fence: Number(value.slice(value.lastIndexOf('|') + 1)) };
+    return {
+      capsule,
+      value,
+      fence: Number(value.slice(value.lastIndexOf('|') + 1)),
+      previous: Number(previous ?? 0),
+    };
   }
 
   /** Extend a held lease; false when it is no longer ours (expired, taken). Throws when Redis fails. */

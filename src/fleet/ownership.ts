@@ -49,6 +49,8 @@ export class FleetOwnership implements CapsuleOwnership {
   private readonly owned = new Map<string, Owned>();
   /** Per-capsule serialisation of acquire / renew / hand-over steps. */
   private readonly busy = new Map<string, Promise<void>>();
+  /** The last token this replica held per capsule (kept after losing it). */
+  private readonly lastFence = new Map<string, number>();
   /** When each capsule we do not rank first for was first seen with a free lease. */
   private readonly freeSince = new Map<string, number>();
   private readonly margin: number;
@@ -238,8 +240,14 @@ export class FleetOwnership implements CapsuleOwnership {
     this.owned.set(capsule, owned);
     this.freeSince.delete(capsule);
     this.arm(capsule, owned, sentAt);
-    this.logger?.info({ capsule, fence: lease.fence, replica: this.replicaId }, 'capsule acquired');
-    this.options.control.start(capsule, lease.fence);
+    const own = this.lastFence.get(capsule);
+    const continues = own !== undefined && own === lease.previous ? own : undefined;
+    this.lastFence.set(capsule, lease.fence);
+    this.logger?.info(
+      { capsule, fence: lease.fence, replica: this.replicaId, continues: continues !== undefined },
+      'capsule acquired',
+    );
+    this.options.control.start(capsule, lease.fence, continues);
   }
 
   /** The lease is ours until at least sentAt + TTL: stop ingesting a margin before that. */

@@ -5,8 +5,14 @@
 
 /** How ownership starts and stops a capsule's ingestion (the gateway wires it to upstreams + writer). */
 export interface IngestionControl {
-  /** Acquired with `fence`: stamp the capsule's appends with it, then open the watch. */
-  start(capsule: string, fence: number): void;
+  /**
+   * Acquired with `fence`: stamp the capsule's appends with it, then open the watch once what is
+   * still queued for the capsule is settled (the new term seeds from the stored tail). `continues`:
+   * the token replaced is this replica's own last one (nobody held the capsule in between, e.g. the
+   * lease lapsed during a Redis outage), so entries still queued under it are this replica's and are
+   * re-stamped rather than refused.
+   */
+  start(capsule: string, fence: number, continues?: number): void;
   /** Close the watch; resolves once the ingestor will append nothing more. */
   stop(capsule: string): Promise<void>;
   /** Wait (at most `timeoutMs`) until the capsule's queued appends are durable. */

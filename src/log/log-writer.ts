@@ -151,8 +151,20 @@ export class LogWriter {
    * Stamp the capsule's frames and facts queued from now on with the owner's fencing token (src/fleet);
    * undefined = unfenced (the embedded store, or tests). Submissions are never fenced.
    */
-  setFence(capsule: string, fence: number | undefined): void {
-    this.lane(capsule).fence = fence;
+  setFence(capsule: string, fence: number | undefined, options: { adopt?: number } = {}): void {
+    const lane = this.lane(capsule);
+    lane.fence = fence;
+    // The same replica's previous term, with nobody in between: its queued entries are still true.
+    if (options.adopt === undefined || fence === undefined) return;
+    for (let i = lane.start; i < lane.waiting.length; i++) {
+      const p = lane.waiting[i]!;
+      if (p.fence === options.adopt) p.fence = fence;
+    }
+    // A retry of the batch in flight is safe under the new token: the dedup check comes first.
+    if (lane.inFlight && lane.inFlight.fence === options.adopt) {
+      lane.inFlight.fence = fence;
+      for (const p of lane.inFlight.items) if (p.fence === options.adopt) p.fence = fence;
+    }
   }
 
   /**

@@ -101,6 +101,27 @@ describe.skipIf(!haveRedis)('leases and the fencing token', () => {
     await writer.close();
   });
 
+  it("a replica that re-acquires its own lapsed lease (nobody in between) keeps its queued entries", async () => {
+    const a = new LeaseStore(store.connection.client, 'a', 5000);
+    const first = (await a.acquire('c4'))!;
+    const writer = new LogWriter(store);
+    const refusals: number[] = [];
+    writer.onFenced((_, fence) => refusals.push(fence));
+    writer.setFence('c4', first.fence);
+    await writer.append('c4', frame(1));
+    await a.release(first); // the lease lapsed (a Redis outage longer than the TTL)
+    const again = (await a.acquire('c4'))!;
+    expect(again.previous).toBe(first.fence); // nobody held it in between
+    // Queued under the old token while this replica could not reach Redis, then adopted.
+    const queued = [writer.append('c4', frame(2)), writer.append('c4', frame(3))];
+    writer.setFence('c4', again.fence, { adopt: first.fence });
+    await Promise.all(queued);
+    expect(refusals).toEqual([]);
+    const ids = (await readAll(store, 'c4')).map((r) => (r.kind === 'frame' ? r.upstreamId : r.kind));
+    expect(ids).toEqual(['1', '2', '3']);
+    await writer.close();
+  });
+
   it('rendezvous moves only the capsules a joining replica wins', () => {
     const ids = Array.from({ length: 300 }, (_, i) => `cap-${i}`);
     const before = ids.map((c) => rendezvous(c, ['r1', 'r2', 'r3']));

@@ -14,10 +14,11 @@ if holder then return { 0, holder } end
 -- restart from an old snapshot) still hands the next owner a token above any earlier owner's.
 local t = redis.call('TIME')
 local nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local fence = tonumber(redis.call('HGET', metaKey, 'fence') or '0')
-fence = math.max(fence + 1, nowMs)
+local previous = tonumber(redis.call('HGET', metaKey, 'fence') or '0')
+local fence = math.max(previous + 1, nowMs)
 local token = string.format('%d', fence)
 redis.call('HSET', metaKey, 'fence', token)
 local value = replicaId .. '|' .. token
 redis.call('SET', leaseKey, value, 'PX', ttlMs)
-return { 1, value }
+-- The token it replaces: a replica that held exactly that one knows nobody took the capsule since.
+return { 1, value, string.format('%d', previous) }
