@@ -189,7 +189,8 @@ export class FleetOwnership implements CapsuleOwnership {
     const running = this.busy.get(capsule);
     if (running) return running; // a slow step (Redis timing out) is not queued behind again
     const p = fn()
-      .catch((err: unknown) => this.logger?.warn({ capsule, err: String(err) }, 'fleet step failed'))
+      // Redis unreachable fails every step each tick: the watchdog and the store's own logs say more.
+      .catch((err: unknown) => this.logger?.debug({ capsule, err: String(err) }, 'fleet step failed'))
       .finally(() => this.busy.delete(capsule));
     this.busy.set(capsule, p);
     return p;
