@@ -36,6 +36,8 @@ export interface FleetOwnershipOptions {
 interface Owned {
   lease: HeldLease;
   watchdog: NodeJS.Timeout | null;
+  /** Not handed over to a better-ranked replica before this time (see acquire). */
+  keepUntil: number;
 }
 
 const noop = (): void => {};
@@ -211,7 +213,9 @@ export class FleetOwnership implements CapsuleOwnership {
       if (!ours) return this.drop(capsule, 'lease lost');
       this.arm(capsule, owned, sentAt);
       const preferred = this.replicas.preferred(capsule);
-      if (preferred !== this.replicaId) return this.handOver(capsule, owned, `rebalance to ${preferred}`);
+      if (preferred !== this.replicaId && Date.now() >= owned.keepUntil) {
+        return this.handOver(capsule, owned, `rebalance to ${preferred}`);
+      }
       return;
     }
     if (this.closing || !this.capsules.has(capsule)) return;
@@ -226,10 +230,15 @@ export class FleetOwnership implements CapsuleOwnership {
       this.freeSince.set(capsule, since);
       if (Date.now() - since < this.options.ttlMs) return;
     }
-    await this.acquire(capsule);
+    await this.acquire(capsule, this.replicas.preferred(capsule) !== this.replicaId);
   }
 
-  private async acquire(capsule: string): Promise<void> {
+  /**
+   * `fallback`: taken although another live replica ranks first, because it left the lease free for
+   * a whole TTL (it may not front this capsule yet: a registry change still on its way). Kept a while
+   * before any rebalance, so a replica that never takes it cannot make the capsule flap every TTL.
+   */
+  private async acquire(capsule: string, fallback = false): Promise<void> {
     const sentAt = Date.now();
     const lease = await this.leases.acquire(capsule);
     if (!lease) return;
@@ -237,7 +246,8 @@ export class FleetOwnership implements CapsuleOwnership {
       await this.leases.release(lease).catch(noop);
       return;
     }
-    const owned: Owned = { lease, watchdog: null };
+    const keepUntil = fallback ? Date.now() + 6 * this.options.ttlMs : 0;
+    const owned: Owned = { lease, watchdog: null, keepUntil };
     this.owned.set(capsule, owned);
     this.freeSince.delete(capsule);
     this.arm(capsule, owned, sentAt);
