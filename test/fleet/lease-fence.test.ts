@@ -101,7 +101,7 @@ describe.skipIf(!haveRedis)('leases and the fencing token', () => {
     await writer.close();
   });
 
-  it("a replica that re-acquires its own lapsed lease (nobody in between) keeps its queued entries", async () => {
+  it('a replica that re-acquires its own lapsed lease (nobody in between) keeps its queued entries', async () => {
     const a = new LeaseStore(store.connection.client, 'a', 5000);
     const first = (await a.acquire('c4'))!;
     const writer = new LogWriter(store);
