@@ -23,6 +23,12 @@ import { CapsuleUpstream } from './upstream/capsule-upstream.js';
 import { LocalOwnership } from './fleet/local-ownership.js';
 import { FleetOwnership } from './fleet/ownership.js';
 import type { CapsuleOwnership, IngestionControl } from './fleet/types.js';
+import { createAdminTokenCheck } from './auth/admin-token.js';
+import { RunningCapsuleDiscovery } from './fleet/discovery.js';
+import { ingestByOwnership, LiveCapsules } from './fleet/live-capsules.js';
+import { MemoryCapsuleRegistry, type CapsuleEntries, type CapsuleRegistry } from './fleet/registry.js';
+import { RedisCapsuleRegistry } from './fleet/registry-redis.js';
+import { createAdminRoutes } from './http/admin-routes.js';
 
 export interface RunningGateway {
   /** `http://host:port` as bound (host 0.0.0.0 is reported as 127.0.0.1). */
@@ -33,6 +39,10 @@ export interface RunningGateway {
   writer: LogWriter;
   hub: Hub;
   upstreams: Map<string, CapsuleUpstream>;
+  /** The fleet's capsule registry (Redis, or memory with the embedded store). */
+  registry: CapsuleRegistry;
+  /** The serving set, following the registry. */
+  capsules: LiveCapsules;
   /** Which capsules this replica ingests (a fleet on Redis: one owner per capsule; else this process). */
   ownership: CapsuleOwnership;
   /** Drain: stop accepting, end live streams, flush pending appends (bounded), stop upstreams. */
@@ -60,11 +70,16 @@ const createStore = (config: GatewayConfig, logger: Logger): LogStore => {
   return new MemoryStore(retention);
 };
 
+/** The longest start-up waits for this replica's capsules to be watched before it listens. */
+const START_WAIT_MS = 2000;
+
 /** Knobs that are not configuration: tests shorten the upstream reconnect backoff with them. */
 export interface GatewayTuning {
   upstream?: { backoffBaseMs?: number; backoffCapMs?: number };
   /** e.g. a short store timeout for submissions in tests that freeze Redis */
   core?: { submitStoreTimeoutMs?: number };
+  /** Registry hash (tests sharing one Redis keep fleets apart), its resync and the discovery rescan. */
+  fleet?: { registryKey?: string; registryResyncMs?: number; discoveryRescanMs?: number };
 }
 
 export const startGateway = async (
@@ -95,7 +110,10 @@ export const startGateway = async (
     },
     flush: async (capsule, timeoutMs) => {
       let timer: NodeJS.Timeout | undefined;
-      await Promise.race([writer.flush(capsule), new Promise<void>((r) => (timer = setTimeout(r, timeoutMs)))]);
+      await Promise.race([
+        writer.flush(capsule),
+        new Promise<void>((r) => (timer = setTimeout(r, timeoutMs))),
+      ]);
       clearTimeout(timer);
     },
   };
@@ -112,22 +130,48 @@ export const startGateway = async (
       : new LocalOwnership(config.replicaId, control);
   // An append refused by the fence: another replica took the capsule over; stop ingesting it now.
   writer.onFenced((capsule, fence) => ownership.lost(capsule, 'append fenced', fence));
-  for (const capsule of config.capsules) {
-    // Age retention also reaches a capsule that never appends again (an idle one).
-    writer.track(capsule.id);
-    upstreams.set(
-      capsule.id,
-      new CapsuleUpstream({
-        capsule: capsule.id,
-        url: capsule.url,
-        doorToken: capsule.doorToken ?? null,
+  const capsules = new LiveCapsules({
+    upstreams,
+    create: (id, entry) => {
+      // Age retention also reaches a capsule that never appends again (an idle or removed one).
+      writer.track(id);
+      return new CapsuleUpstream({
+        capsule: id,
+        url: entry.url,
+        doorToken: entry.doorToken ?? null,
         writer,
         store,
         logger: logger.child({ room: 'upstream' }),
         ...tuning.upstream,
-      }),
-    );
-  }
+      });
+    },
+    ingestion: {
+      // A replaced upstream (new url or token) of a capsule still owned ingests at once.
+      add: (id, upstream) => {
+        if (ownership.owns(id)) upstream.start();
+      },
+      remove: ingestByOwnership.remove,
+    },
+    logger: logger.child({ room: 'fleet' }),
+  });
+  const registry: CapsuleRegistry =
+    store instanceof RedisStore
+      ? new RedisCapsuleRegistry(store.connection, {
+          key: tuning.fleet?.registryKey,
+          resyncMs: tuning.fleet?.registryResyncMs,
+          logger: logger.child({ room: 'fleet' }),
+        })
+      : new MemoryCapsuleRegistry();
+  // The configured capsules are served at once, before Redis answers; the registry follows.
+  const seed = new Map(config.capsules.map((c) => [c.id, { url: c.url, doorToken: c.doorToken }]));
+  const seedEntries: CapsuleEntries = new Map(
+    [...seed].map(([id, c]) => [
+      id,
+      { url: c.url, ...(c.doorToken ? { doorToken: c.doorToken } : {}), source: 'config', updatedAt: 0 },
+    ]),
+  );
+  capsules.onChange((ids) => ownership.setCapsules(ids));
+  await capsules.apply(seedEntries);
   const hub = new Hub(store, {
     maxQueuedRecords: config.maxQueuedRecords,
     logger: logger.child({ room: 'hub' }),
@@ -154,11 +198,35 @@ export const startGateway = async (
     storeReady: () => store.ping(),
     internals: () => ({ hub: hub.stats(), writer: writer.stats() }),
     ownership,
-    surfaces: [createMurmurRoutes(deps), createBeeosRoutes(deps), createFlueRoutes(deps)],
+    surfaces: [
+      createAdminRoutes({
+        registry,
+        token: createAdminTokenCheck(config.adminTokens.map((t) => t.sha256)),
+      }),
+      createMurmurRoutes(deps),
+      createBeeosRoutes(deps),
+      createFlueRoutes(deps),
+    ],
   });
 
-  ownership.setCapsules([...upstreams.keys()]);
+  registry.onChange((entries) => void capsules.apply(entries));
+  registry.start(seed);
+  const discovery = config.discoverRunning
+    ? new RunningCapsuleDiscovery({
+        dir: config.discoverRunning,
+        registry,
+        rescanMs: tuning.fleet?.discoveryRescanMs,
+        logger: logger.child({ room: 'fleet' }),
+      })
+    : null;
+  discovery?.start();
   ownership.start();
+  // A capsule this replica wins is watching before the first request is served, so a task submitted
+  // right after start is seen from its first frame (bounded: Redis or a capsule may be away).
+  const startedAt = Date.now();
+  await ownership.settled(START_WAIT_MS);
+  const left = Math.max(0, START_WAIT_MS - (Date.now() - startedAt));
+  await Promise.all([...upstreams].filter(([id]) => ownership.owns(id)).map(([, u]) => u.connected(left)));
 
   const server = await new Promise<Server>((resolve, reject) => {
     const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () =>
@@ -183,7 +251,9 @@ export const startGateway = async (
       shutdown.abort();
       await hub.close();
       server.closeIdleConnections();
-      await Promise.all([...upstreams.values()].map((u) => u.stop()));
+      await discovery?.close();
+      await registry.close();
+      await capsules.close();
       const flushed = await Promise.race([
         writer.flush().then(() => true),
         new Promise<boolean>((r) => setTimeout(() => r(false), options.flushTimeoutMs ?? 10_000).unref()),
@@ -210,6 +280,8 @@ export const startGateway = async (
     writer,
     hub,
     upstreams,
+    registry,
+    capsules,
     ownership,
     close,
   };
