@@ -13,6 +13,10 @@ export class LocalOwnership implements CapsuleOwnership {
     private readonly control: IngestionControl,
   ) {}
 
+  settled(): Promise<void> {
+    return Promise.resolve(); // start() starts every capsule synchronously
+  }
+
   start(): void {
     this.started = true;
     for (const capsule of this.capsules) this.control.start(capsule, 0);

@@ -62,6 +62,8 @@ export class FleetOwnership implements CapsuleOwnership {
   private again = false;
   private joined = false;
   private closing = false;
+  private passDone: () => void = noop;
+  private readonly firstPass = new Promise<void>((resolve) => (this.passDone = resolve));
 
   constructor(private readonly options: FleetOwnershipOptions) {
     this.replicaId = options.replicaId;
@@ -141,6 +143,14 @@ export class FleetOwnership implements CapsuleOwnership {
     this.bus?.close();
   }
 
+  settled(timeoutMs: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    return Promise.race([
+      this.firstPass,
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs))),
+    ]).finally(() => clearTimeout(timer));
+  }
+
   private readonly onReady = (): void => this.kick();
 
   private onMessage(message: FleetMessage): void {
@@ -174,8 +184,10 @@ export class FleetOwnership implements CapsuleOwnership {
   }
 
   private async tick(): Promise<void> {
+    let reached = false;
     try {
       await this.replicas.beat();
+      reached = true;
       if (!this.joined) {
         this.joined = true;
         void this.bus?.publish({ type: 'join', replica: this.replicaId });
@@ -185,6 +197,8 @@ export class FleetOwnership implements CapsuleOwnership {
     }
     const all = new Set([...this.capsules, ...this.owned.keys()]);
     await Promise.all([...all].map((c) => this.serial(c, () => this.step(c))));
+    // The first pass that reached Redis (a pass while it is still connecting decides nothing).
+    if (reached) this.passDone();
   }
 
   private serial(capsule: string, fn: () => Promise<void>): Promise<void> {

@@ -29,6 +29,11 @@ export interface CapsuleOwnership {
   readonly replicaId: string;
   /** Begin (never blocks on Redis: a replica may start before its Redis answers). */
   start(): void;
+  /**
+   * Resolves once the first ownership pass is done (capsules this replica wins are ingesting), or
+   * after `timeoutMs`: start-up waits on it so a request right after start meets a watching upstream.
+   */
+  settled(timeoutMs: number): Promise<void>;
   /** The capsules to front, now: new ones become candidates, removed ones are released. */
   setCapsules(ids: readonly string[]): void;
   /**

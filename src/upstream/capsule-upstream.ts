@@ -34,6 +34,7 @@ export class CapsuleUpstream implements UpstreamPort {
   /** The previous term's ingestor winding down: the next term starts only after it ended. */
   private stopping: Promise<void> = Promise.resolve();
   private lastState: IngestorState = notIngesting;
+  private readonly connectWaiters: (() => void)[] = [];
 
   constructor(private readonly options: CapsuleUpstreamOptions) {
     this.client = new CapsuleClient({
@@ -64,17 +65,40 @@ export class CapsuleUpstream implements UpstreamPort {
   /** Start ingesting (idempotent): a new term, after the previous one fully stopped. */
   start(): void {
     if (this.current) return;
-    const { onFrame } = this.options;
+    const { onFrame, onState } = this.options;
     const ingestor = new CapsuleIngestor({
       ...this.options,
       onFrame: (frame) => {
         onFrame?.(frame);
         for (const l of this.frameListeners) l(frame);
       },
+      onState: (state) => {
+        onState?.(state);
+        if (state.state === 'connected') for (const wake of this.connectWaiters.splice(0)) wake();
+      },
     });
     this.current = ingestor;
     void this.stopping.then(() => {
       if (this.current === ingestor) ingestor.start();
+    });
+  }
+
+  /**
+   * Resolves once a watch is connected (its ack read: now, or after a start still to come), or after
+   * `timeoutMs`. Start-up waits on it (bounded) for the capsules this replica owns.
+   */
+  connected(timeoutMs: number): Promise<void> {
+    if (this.current?.state().state === 'connected') return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, timeoutMs);
+      const waiters = this.connectWaiters;
+      function done(): void {
+        clearTimeout(timer);
+        const i = waiters.indexOf(done);
+        if (i !== -1) waiters.splice(i, 1);
+        resolve();
+      }
+      waiters.push(done);
     });
   }
 
