@@ -130,6 +130,8 @@ export const loadConfig = (flags: FlagValues, env: NodeJS.ProcessEnv): GatewayCo
     merged.capsules = env.CAPSULES.split(',').map((p) => parseCapsulePair(p, 'CAPSULES'));
   }
 
+  if (env.REPLICA_ID !== undefined && env.REPLICA_ID !== '') merged.replicaId = env.REPLICA_ID;
+
   if (env.GATEWAY_ADMIN_TOKEN !== undefined && env.GATEWAY_ADMIN_TOKEN.trim() !== '') {
     // Only the hash is kept: the clear token never reaches the configuration or a log line.
     const hashed = { sha256: sha256Hex(env.GATEWAY_ADMIN_TOKEN.trim()) };

@@ -15,6 +15,7 @@ interface LeaseCommands {
     meta: string,
     replicaId: string,
     ttlMs: number,
+    reclaim: string,
   ): Promise<[number, string, string?]>;
   mgLeaseRenew(lease: string, value: string, ttlMs: number): Promise<number>;
   mgLeaseRelease(lease: string, value: string): Promise<number>;
@@ -46,6 +47,7 @@ const ownerOf = (value: string): string | null => {
 
 export class LeaseStore {
   private readonly redis: (Redis | Cluster) & LeaseCommands;
+  private readonly createdAt = Date.now();
 
   constructor(
     client: Redis | Cluster,
@@ -65,10 +67,21 @@ export class LeaseStore {
     return { lease: `${base}:lease`, meta: `${base}:meta` };
   }
 
-  /** Take the lease if it is free: a new token. Null when it is held (by anyone, this id included). */
+  /**
+   * Take the lease if it is free: a new token. Null when it is held by anyone, this id included,
+   * except while this process is within one TTL of its start: then a lease under this id is its
+   * previous incarnation's (a restart), taken back at once rather than after it expires.
+   */
   async acquire(capsule: string): Promise<HeldLease | null> {
     const { lease, meta } = this.keys(capsule);
-    const [ok, value, previous] = await this.redis.mgLeaseAcquire(lease, meta, this.replicaId, this.ttlMs);
+    const reclaim = Date.now() - this.createdAt < this.ttlMs ? '1' : '0';
+    const [ok, value, previous] = await this.redis.mgLeaseAcquire(
+      lease,
+      meta,
+      this.replicaId,
+      this.ttlMs,
+      reclaim,
+    );
     if (Number(ok) !== 1) return null;
     return {
       capsule,

@@ -20,7 +20,7 @@ export interface GatewayProcess {
   readonly output: string[];
 }
 
-export const gatewayProcess = (port: number, args: string[]): GatewayProcess => {
+export const gatewayProcess = (port: number, args: string[], env: NodeJS.ProcessEnv = {}): GatewayProcess => {
   let child: ChildProcess | null = null;
   const output: string[] = [];
   const exited = (c: ChildProcess): Promise<void> =>
@@ -32,7 +32,7 @@ export const gatewayProcess = (port: number, args: string[]): GatewayProcess => 
     const c = spawn(
       process.execPath,
       ['--import', 'tsx', 'src/cli.ts', '--host', '127.0.0.1', '--port', String(port), ...args],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } },
     );
     child = c;
     createInterface({ input: c.stderr! }).on('line', (l) => output.push(l));

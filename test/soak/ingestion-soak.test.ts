@@ -64,7 +64,11 @@ describe.skipIf(!haveRedis)('ingestion soak: cuts, Redis rollback and outage, st
     redis = await startRedisServer();
     sim = await startSimulator({ taskAcceptance: 'queue' });
     proxy = await startCutProxy(sim.port);
-    gw = gatewayProcess(await freePort(), ['--redis', redis.url, '--capsule', `${CAPSULE}=${proxy.url}/`]);
+    // A fixed replica id, as a deployment slot keeps across restarts: the restarted process takes
+    // its capsule back at once instead of waiting out its previous incarnation's lease.
+    gw = gatewayProcess(await freePort(), ['--redis', redis.url, '--capsule', `${CAPSULE}=${proxy.url}/`], {
+      REPLICA_ID: 'soak-1',
+    });
     await gw.start();
     store = new RedisStore(redis.url, { commandTimeoutMs: 1000 });
   });

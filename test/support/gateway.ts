@@ -38,6 +38,8 @@ export interface TestGateway {
   close(): Promise<void>;
 }
 
+let gatewaysStarted = 0;
+
 export const startTestGateway = async (opts: TestGatewayOptions): Promise<TestGateway> => {
   const c = opts.config ?? {};
   const input: GatewayConfigInput = {
@@ -67,6 +69,8 @@ export const startTestGateway = async (opts: TestGatewayOptions): Promise<TestGa
         }
       : {}),
     logLevel: (process.env.TEST_LOG_LEVEL as 'info' | undefined) ?? 'silent',
+    // Gateways in one test process are distinct replicas (the default id is host name + pid).
+    replicaId: `test-${process.pid}-${++gatewaysStarted}`,
     ...opts.extra,
   };
   const config = configSchema.parse(input);
