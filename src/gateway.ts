@@ -11,6 +11,7 @@ import { createFlueRoutes } from '../adapters/flue/index.js';
 import { createMurmurRoutes } from '../adapters/murmur/index.js';
 import type { GatewayConfig } from './config/schema.js';
 import { GatewayCoreImpl } from './core/gateway-core.js';
+import { logFrameSource } from './core/log-frames.js';
 import type { GatewayCore } from './core/types.js';
 import { Hub } from './hub/hub.js';
 import type { AdapterConfig, AdapterDeps } from './http/adapter-deps.js';
@@ -75,7 +76,7 @@ const START_WAIT_MS = 2000;
 
 /** Knobs that are not configuration: tests shorten the upstream reconnect backoff with them. */
 export interface GatewayTuning {
-  upstream?: { backoffBaseMs?: number; backoffCapMs?: number };
+  upstream?: { backoffBaseMs?: number; backoffCapMs?: number; submitTimeoutMs?: number };
   /** e.g. a short store timeout for submissions in tests that freeze Redis */
   core?: { submitStoreTimeoutMs?: number };
   /** Registry hash (tests sharing one Redis keep fleets apart), its resync and the discovery rescan. */
@@ -130,6 +131,10 @@ export const startGateway = async (
       : new LocalOwnership(config.replicaId, control);
   // An append refused by the fence: another replica took the capsule over; stop ingesting it now.
   writer.onFenced((capsule, fence) => ownership.lost(capsule, 'append fenced', fence));
+  const hub = new Hub(store, {
+    maxQueuedRecords: config.maxQueuedRecords,
+    logger: logger.child({ room: 'hub' }),
+  });
   const capsules = new LiveCapsules({
     upstreams,
     create: (id, entry) => {
@@ -141,6 +146,8 @@ export const startGateway = async (
         doorToken: entry.doorToken ?? null,
         writer,
         store,
+        // A submit sees its task start in the log, whichever replica ingests the capsule.
+        logFrames: logFrameSource(hub, id),
         logger: logger.child({ room: 'upstream' }),
         ...tuning.upstream,
       });
@@ -172,10 +179,6 @@ export const startGateway = async (
   );
   capsules.onChange((ids) => ownership.setCapsules(ids));
   await capsules.apply(seedEntries);
-  const hub = new Hub(store, {
-    maxQueuedRecords: config.maxQueuedRecords,
-    logger: logger.child({ room: 'hub' }),
-  });
   const shutdown = new AbortController();
   const core = new GatewayCoreImpl({
     hub,

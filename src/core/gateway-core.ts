@@ -47,6 +47,8 @@ export interface UpstreamPort {
     messageId: string;
     rawBody?: string;
     rpcId?: string | number;
+    /** The log offset of the submission's record: the task's frames come after it. */
+    after?: number;
   }): Promise<SubmitOutcome>;
   cancel(taskId: string): Promise<CancelOutcome>;
   forward(body: string): Promise<RpcForwardResult>;
@@ -153,6 +155,7 @@ export class GatewayCoreImpl implements GatewayCore {
       text: request.text,
       contextId: request.contextId,
       messageId: request.messageId,
+      after: recorded.offset,
       ...(request.rawBody !== undefined ? { rawBody: request.rawBody } : {}),
       ...(request.rpcId !== undefined ? { rpcId: request.rpcId } : {}),
     });

@@ -23,9 +23,10 @@ export interface CapsuleClientOptions {
   /**
    * Frames the capsule's watch delivers (the ingestor's), as a subscription returning its unsubscribe.
    * `message/stream` closes on the first final status of ANY task (spec "Endpoints"), so a queued task
-   * may start after its submit connection closed; the watch still shows its first frame.
+   * may start after its submit connection closed; the watch still shows its first frame. `after` is
+   * the log offset of the submission's record (when it has one): its task's frames all come later.
    */
-  watchFrames?: (listener: (frame: SseFrame) => void) => () => void;
+  watchFrames?: (listener: (frame: SseFrame) => void, after?: number) => () => void;
 }
 
 export interface SubmitParams {
@@ -35,6 +36,8 @@ export interface SubmitParams {
   /** A caller's own `message/stream` body, forwarded byte for byte instead of one built here. */
   rawBody?: string;
   rpcId?: string | number;
+  /** The log offset of this submission's record: the watch is read from there. */
+  after?: number;
 }
 
 interface Raw {
@@ -94,7 +97,11 @@ export class CapsuleClient {
       });
     const timeoutMs = this.options.submitTimeoutMs ?? 60_000;
     // Watch for our task before sending: its first frame may reach the watch before our headers.
-    const watch = new WatchTap(params.contextId, this.options.watchFrames);
+    const frames = this.options.watchFrames;
+    const watch = new WatchTap(
+      params.contextId,
+      frames ? (listener) => frames(listener, params.after) : undefined,
+    );
     try {
       return await this.submitOnce(body, params.contextId, timeoutMs, watch);
     } finally {

@@ -4,7 +4,8 @@
  *
  * In a fleet only the replica owning the capsule ingests it (src/fleet): ingestion starts and stops
  * with ownership, each term a fresh ingestor seeded from the store (exactly like a reconnect), while
- * submit, cancel and forward work on every replica.
+ * submit, cancel and forward work on every replica (a submit follows its task's start in the log,
+ * `logFrames`, since the watch that shows it may be another replica's).
  */
 import type { Logger } from 'pino';
 import type { UpstreamPort } from '../core/gateway-core.js';
@@ -14,8 +15,15 @@ import { CapsuleIngestor, type IngestorOptions, type IngestorState } from './ing
 import type { SseFrame } from './sse-frames.js';
 
 export interface CapsuleUpstreamOptions
-  extends Omit<IngestorOptions, 'logger'>, Omit<CapsuleClientOptions, 'url' | 'doorToken'> {
+  extends Omit<IngestorOptions, 'logger'>, Omit<CapsuleClientOptions, 'url' | 'doorToken' | 'watchFrames'> {
   logger?: Logger;
+  /**
+   * The capsule's frames as logged after an offset (by whichever replica ingests it), live, until
+   * the returned function is called. A submit waits for its task's first frame there when it knows
+   * its record's offset, so it works on a replica that does not ingest the capsule; without it (or
+   * an offset) only this replica's own watch is seen.
+   */
+  logFrames?: (after: number, listener: (frame: SseFrame) => void) => () => void;
 }
 
 const notIngesting: IngestorState = {
@@ -41,7 +49,11 @@ export class CapsuleUpstream implements UpstreamPort {
       ...options,
       url: options.url,
       doorToken: options.doorToken ?? null,
-      watchFrames: (listener) => {
+      watchFrames: (listener, after) => {
+        // The log holds every frame any owner ingested, in order: one source, whoever owns the
+        // capsule now or takes it over while the submission waits.
+        const { logFrames } = this.options;
+        if (logFrames && after !== undefined) return logFrames(after, listener);
         this.frameListeners.add(listener);
         return () => this.frameListeners.delete(listener);
       },

@@ -1,0 +1,98 @@
+/**
+ * Two gateway replicas on one real Redis in front of one simulated capsule, for the cross-replica
+ * tests: which replica owns (ingests) the capsule is read from `/capsules`, so each test can act on
+ * the owner and on the other one. Waits are bounded polls of public routes, never fixed sleeps.
+ */
+import { randomUUID } from 'node:crypto';
+import { startSimulator, type SimulatedCapsule, type SimulatorOptions } from '../../src/simulator/index.js';
+import { startTestGateway, type TestGateway, type TestGatewayOptions } from '../support/gateway.js';
+import { uniqueCapsule } from '../support/redis.js';
+
+export interface CrossReplicaRig {
+  capsule: string;
+  sim: SimulatedCapsule;
+  /** The replica ingesting the capsule. */
+  owner: TestGateway;
+  /** A replica that does not ingest it. */
+  other: TestGateway;
+  close(): Promise<void>;
+}
+
+/** Poll `check` until it returns a value (not undefined), at most `ms`. */
+export const until = async <T>(check: () => Promise<T | undefined>, ms: number): Promise<T> => {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await check();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`not within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+};
+
+interface CapsulesView {
+  replica: string;
+  capsules: { id: string; owner: string | null; upstream: string; conversation_mode: string }[];
+}
+
+export const capsulesOf = async (gw: TestGateway): Promise<CapsulesView> =>
+  (await (await fetch(`${gw.baseUrl}/capsules`)).json()) as CapsulesView;
+
+export const startCrossReplica = async (
+  redisUrl: string,
+  options: { sim?: SimulatorOptions; config?: TestGatewayOptions['config'] } = {},
+): Promise<CrossReplicaRig> => {
+  const sim = await startSimulator({ heartbeatMs: 200, ...options.sim });
+  const capsule = uniqueCapsule('xr');
+  const registryKey = `mg:fleet:capsules:test-${randomUUID()}`;
+  const start = () =>
+    startTestGateway({
+      capsules: { [capsule]: sim.url },
+      redisUrl,
+      ...(options.config ? { config: options.config } : {}),
+      // Old code waited 60 s for a queued task's start it could never see: fail sooner than that.
+      tuning: {
+        upstream: { backoffBaseMs: 20, backoffCapMs: 200, submitTimeoutMs: 15_000 },
+        fleet: { registryKey },
+      },
+    });
+  const gateways = [await start(), await start()];
+  const close = async () => {
+    await Promise.all(gateways.map((g) => g.close()));
+    await sim.stop();
+  };
+  try {
+    // Owned by one of the two, and its watch connected (the ack read), before anything is submitted.
+    const ownerId = await until(async () => {
+      const views = await Promise.all(gateways.map(capsulesOf));
+      const row = views[0]!.capsules.find((c) => c.id === capsule);
+      if (!row?.owner) return undefined;
+      const ownerView = views.find((v) => v.replica === row.owner);
+      const own = ownerView?.capsules.find((c) => c.id === capsule);
+      return own?.upstream === 'connected' ? row.owner : undefined;
+    }, 15_000);
+    const views = await Promise.all(gateways.map(capsulesOf));
+    const i = views.findIndex((v) => v.replica === ownerId);
+    return { capsule, sim, owner: gateways[i]!, other: gateways[1 - i]!, close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+};
+
+/** Resolves when the simulator's runner receives a task whose text is `text` (it is then queued or running). */
+export const capsuleReceives = (sim: SimulatedCapsule, text: string): Promise<void> => {
+  // The simulator's runner of the current session: its submit is wrapped to observe arrivals.
+  const runner = (sim as unknown as { current: { runner: { submit: (t: string, c?: string) => unknown } } })
+    .current.runner;
+  const original = runner.submit.bind(runner);
+  return new Promise<void>((resolve) => {
+    runner.submit = (t: string, c?: string) => {
+      const result = original(t, c);
+      if (t === text) {
+        runner.submit = original;
+        resolve();
+      }
+      return result;
+    };
+  });
+};
