@@ -1,7 +1,8 @@
 /**
  * `npm run bench`: every benchmark, bounded, medians of several runs, printed as a table. Starts its
  * own redis-server on a free port when one is installed. Figures are noisy on shared machines:
- * compare ratios within one run, not absolutes across runs.
+ * compare ratios within one run, not absolutes across runs. `npm run bench -- fanout` runs only the
+ * fan-out vs nginx + nchan comparison (fanout.ts).
  */
 import { benchIngest } from './ingest.js';
 import { benchStoreAppend } from './store-append.js';
@@ -10,6 +11,10 @@ import { redisServerAvailable, startRedisServer } from '../support/redis-server.
 const runs = Number(process.env.BENCH_RUNS ?? 5);
 
 const main = async (): Promise<void> => {
+  if (process.argv.slice(2).includes('fanout')) {
+    const { benchFanout } = await import('./fanout.js');
+    return benchFanout(runs);
+  }
   const redis = redisServerAvailable() ? await startRedisServer() : null;
   if (!redis) console.warn('redis-server not installed: Redis figures are skipped');
   const redisUrl = redis?.url;
@@ -26,7 +31,8 @@ const main = async (): Promise<void> => {
     const { benchIdZeroCuts } = await import('./id-zero-cuts.js');
     console.table([await benchIdZeroCuts()]);
 
-    for (const extra of ['./murmur-fanout.js', './hub-fanout.js']) {
+    // fanout.ts supersedes murmur-fanout.ts (in-process, measured under overload).
+    for (const extra of ['./fanout.js', './hub-fanout.js']) {
       const mod = (await import(extra).catch(() => null)) as {
         runBench?: (o: { redisUrl?: string; runs: number }) => Promise<void>;
       } | null;

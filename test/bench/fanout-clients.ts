@@ -1,0 +1,92 @@
+/**
+ * Child process of the fan-out bench (fanout.ts), pinned to the client core: opens N SSE
+ * subscribers (plain HTTP, EventSource's wire behaviour without its parser cost), and for every
+ * event whose seq falls in the measured window counts it and records publish → receipt latency.
+ * Driven over IPC: start → ready, report, stop.
+ */
+import http from 'node:http';
+import { BUCKETS, bucketOf, nowMs } from './fanout-event.js';
+
+interface Start {
+  url: string;
+  subs: number;
+  /** The measured window, in publish seqs (inclusive). */
+  from: number;
+  to: number;
+}
+
+let window = { from: 1, to: 0 };
+let delivered = 0;
+let ended = 0;
+const hist = new Array<number>(BUCKETS).fill(0);
+const reqs: http.ClientRequest[] = [];
+
+/** Scan complete events (up to the last blank line) for `@seq@t@` markers. */
+const scan = (text: string, t: number): void => {
+  let pos = 0;
+  for (;;) {
+    const a = text.indexOf('@', pos);
+    if (a < 0) return;
+    const b = text.indexOf('@', a + 1);
+    const c = b < 0 ? -1 : text.indexOf('@', b + 1);
+    if (c < 0) return;
+    const seq = Number(text.slice(a + 1, b));
+    if (seq >= window.from && seq <= window.to) {
+      delivered++;
+      hist[bucketOf(t - Number(text.slice(b + 1, c)))]!++;
+    }
+    pos = c + 1;
+  }
+};
+
+const open = (url: string): Promise<void> =>
+  new Promise((resolve, reject) => {
+    const req = http.request(url, { agent: false, headers: { accept: 'text/event-stream' } });
+    reqs.push(req);
+    const timer = setTimeout(() => reject(new Error(`no response from ${url} within 20 s`)), 20_000);
+    req.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    req.on('response', (res) => {
+      clearTimeout(timer);
+      if (res.statusCode !== 200) return reject(new Error(`${url}: HTTP ${res.statusCode}`));
+      resolve();
+      res.setEncoding('latin1');
+      let carry = '';
+      res.on('data', (chunk: string) => {
+        const t = nowMs();
+        const buf = carry + chunk;
+        const end = buf.lastIndexOf('\n\n');
+        if (end < 0) {
+          carry = buf;
+          return;
+        }
+        scan(end + 2 === buf.length && carry === '' ? buf : buf.slice(0, end + 2), t);
+        carry = buf.slice(end + 2);
+      });
+      res.on('end', () => ended++);
+      res.on('error', () => undefined);
+    });
+    req.end();
+  });
+
+process.on('message', (msg: { type: string } & Partial<Start>) => {
+  if (msg.type === 'start') {
+    const { url, subs, from, to } = msg as Start;
+    window = { from, to };
+    void (async () => {
+      // Batches of 50 so the server's accept queue is not flooded.
+      for (let i = 0; i < subs; i += 50) {
+        await Promise.all(Array.from({ length: Math.min(50, subs - i) }, () => open(url)));
+      }
+      process.send?.({ type: 'ready' });
+    })().catch((err: unknown) => process.send?.({ type: 'error', error: String(err) }));
+  } else if (msg.type === 'report') {
+    process.send?.({ type: 'report', delivered, hist, ended });
+  } else if (msg.type === 'stop') {
+    for (const r of reqs) r.destroy();
+    process.exit(0);
+  }
+});
+process.on('disconnect', () => process.exit(0));

@@ -1,0 +1,142 @@
+/**
+ * The two servers the fan-out bench compares, each pinned to the server core with its own
+ * redis-server: nginx + nchan (the anchor: pub/sub location backed by Redis, EventSource
+ * subscribers) and the gateway as a user runs it (`node --import tsx src/cli.ts`, embedded or Redis
+ * store) watching a simulated capsule. Nothing is installed: nginx/nchan are used when present.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { freePort } from '../support/redis-server.js';
+import { SERVER_CORE, spawnPinned, startPinnedRedis, stopProcess, waitForPort } from './fanout-procs.js';
+
+export const NCHAN_MODULE = '/usr/lib/nginx/modules/ngx_nchan_module.so';
+const REPO = fileURLToPath(new URL('../../', import.meta.url));
+
+export interface Server {
+  /** Where subscribers GET the SSE stream. */
+  subUrl: string;
+  /** Where the nchan publisher POSTs (anchor only). */
+  pubUrl?: string;
+  /** Server processes whose CPU and RSS count: nginx or the gateway, then redis-server (if any). */
+  pids: number[];
+  stop(): Promise<void>;
+}
+
+/** nginx with the nchan module, or why not. */
+export const nchanMissing = (): string | null => {
+  if (spawnSync('nginx', ['-v'], { stdio: 'ignore' }).status !== 0) return 'nginx is not installed';
+  if (!existsSync(NCHAN_MODULE)) return `the nchan module is not installed (${NCHAN_MODULE})`;
+  return null;
+};
+
+const nginxConf = (dir: string, port: number, redisPort: number): string => `
+load_module ${NCHAN_MODULE};
+daemon off;
+worker_processes 1;
+worker_rlimit_nofile 20000;
+pid ${dir}/nginx.pid;
+error_log ${dir}/error.log warn;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  client_body_temp_path ${dir}/body;
+  proxy_temp_path ${dir}/proxy;
+  fastcgi_temp_path ${dir}/fastcgi;
+  uwsgi_temp_path ${dir}/uwsgi;
+  scgi_temp_path ${dir}/scgi;
+  upstream bench_redis { nchan_redis_server redis://127.0.0.1:${redisPort}; }
+  server {
+    listen 127.0.0.1:${port};
+    location = /pub {
+      nchan_publisher;
+      nchan_channel_id bench;
+      nchan_redis_pass bench_redis;
+      nchan_message_buffer_length 1000;
+      nchan_message_timeout 60s;
+    }
+    location = /sub {
+      nchan_subscriber eventsource;
+      nchan_channel_id bench;
+      nchan_redis_pass bench_redis;
+    }
+  }
+}
+`;
+
+export const startNchan = async (): Promise<Server> => {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-nchan-'));
+  for (const d of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) mkdirSync(join(dir, d));
+  const [port, redisPort] = [await freePort(), await freePort()];
+  const redis = await startPinnedRedis(redisPort);
+  writeFileSync(join(dir, 'nginx.conf'), nginxConf(dir, port, redisPort));
+  const nginx = spawnPinned(
+    SERVER_CORE,
+    'nginx',
+    ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', join(dir, 'error.log')],
+    { stdio: ['ignore', 'ignore', 'inherit'] },
+  );
+  const stop = async (): Promise<void> => {
+    // nginx's master stops its worker on SIGTERM (fast shutdown).
+    await stopProcess(nginx);
+    await stopProcess(redis);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await waitForPort(port, 10_000, 'nginx');
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return {
+    subUrl: `http://127.0.0.1:${port}/sub`,
+    pubUrl: `http://127.0.0.1:${port}/pub`,
+    pids: [nginx.pid!, redis.pid!],
+    stop,
+  };
+};
+
+/** The gateway process watching `capsuleUrl` as capsule `bench`, embedded store unless `redis`. */
+export const startGateway = async (capsuleUrl: string, redis: boolean): Promise<Server> => {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-gw-'));
+  const port = await freePort();
+  const redisPort = redis ? await freePort() : 0;
+  const redisProc = redis ? await startPinnedRedis(redisPort) : null;
+  const config = join(dir, 'gateway.json');
+  writeFileSync(config, JSON.stringify({ logLevel: 'warn', capsules: [{ id: 'bench', url: capsuleUrl }] }));
+  const args = [
+    '--import',
+    'tsx',
+    'src/cli.ts',
+    '--config',
+    config,
+    '--host',
+    '127.0.0.1',
+    '--port',
+    String(port),
+  ];
+  if (redis) args.push('--redis', `redis://127.0.0.1:${redisPort}`);
+  const gw = spawnPinned(SERVER_CORE, process.execPath, args, {
+    cwd: REPO,
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: { ...process.env, REDIS_URL: '', NODE_ENV: 'production' },
+  });
+  const stop = async (): Promise<void> => {
+    await stopProcess(gw, 5000);
+    if (redisProc) await stopProcess(redisProc);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await waitForPort(port, 30_000, 'the gateway');
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return {
+    subUrl: `http://127.0.0.1:${port}/murmur/bench/events`,
+    pids: redisProc ? [gw.pid!, redisProc.pid!] : [gw.pid!],
+    stop,
+  };
+};
