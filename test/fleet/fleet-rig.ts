@@ -1,10 +1,12 @@
 /**
- * Fleet test rig: gateway replicas as child processes (test/soak/gateway-process.ts) on one Redis,
- * each with its own replica id and lease timing (a config file), and their public /capsules view.
+ * Fleet test rig: gateway replicas as child processes (test/soak/gateway-process.ts) on one Redis
+ * (a URL, or `{cluster: [...]}` for a Redis Cluster), each with its own replica id and lease timing
+ * (a config file), and their public /capsules view.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { RedisConfig } from '../../src/config/schema.js';
 import { gatewayProcess, type GatewayProcess } from '../soak/gateway-process.js';
 import { freePort } from '../support/redis-server.js';
 
@@ -35,13 +37,16 @@ const dir = mkdtempSync(join(tmpdir(), 'mg-fleet-'));
 
 export const replica = async (
   id: string,
-  redisUrl: string,
+  redis: RedisConfig,
   capsules: { id: string; url: string }[],
   lease?: { ttlMs: number; renewMs: number },
+  extra: Record<string, unknown> = {},
 ): Promise<Replica> => {
   const file = join(dir, `${id}.json`);
-  writeFileSync(file, JSON.stringify({ replicaId: id, logLevel: 'info', ...(lease ? { lease } : {}) }));
-  const args = ['--config', file, '--redis', redisUrl];
+  // A URL goes on the command line as a user would give it; Sentinel and Cluster only in the file.
+  const config = { replicaId: id, logLevel: 'info', ...(lease ? { lease } : {}), ...extra };
+  writeFileSync(file, JSON.stringify(typeof redis === 'string' ? config : { ...config, redis }));
+  const args = ['--config', file, ...(typeof redis === 'string' ? ['--redis', redis] : [])];
   for (const c of capsules) args.push('--capsule', `${c.id}=${c.url}`);
   const proc = gatewayProcess(await freePort(), args);
   const view = async (): Promise<CapsulesView> => {
