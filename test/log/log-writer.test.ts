@@ -418,6 +418,53 @@ describe.skipIf(skipRedis)('LogWriter on Redis through an outage', () => {
     expect((await reader().position(cap)).epoch).toBe(d[0]!.epoch);
   });
 
+  it('fences a rollback even when the gateway restarted too (a new writer knows no floor)', async () => {
+    store = new RedisStore(server.url, { commandTimeoutMs: 1000 });
+    const before = newWriter(store);
+    const cap = uniqueCapsule();
+    const handedOut = new Map<number, string>();
+    handOut(handedOut, 'a', await Promise.all(await burst(before, cap, 'a', 200)));
+    await server.snapshot();
+    handOut(handedOut, 'b', await Promise.all(await burst(before, cap, 'b', 200)));
+    await before.close();
+    // A whole-host restart: Redis back from its snapshot, a new gateway process whose writer has
+    // never appended to this capsule. Only Redis's own run id says it restarted meanwhile.
+    await server.stop('SIGKILL');
+    await server.start();
+    const after = newWriter(store, { retryBaseMs: 20, retryMaxMs: 200 });
+    const resets: string[] = [];
+    after.onReset((capsule) => resets.push(capsule));
+    // The first batch finds the fence: discarded (the ingestor re-requests such frames by a replay).
+    const first = await Promise.allSettled(await burst(after, cap, 'c', 100));
+    expect(first.every((x) => x.status === 'rejected')).toBe(true);
+    expect(resets).toEqual([cap]);
+    const d = handOut(new Map(), 'd', await Promise.all(await burst(after, cap, 'd', 100)));
+    const records = await readAll(reader(), cap, 1000);
+    for (const r of records) {
+      const was = handedOut.get(r.offset);
+      if (was !== undefined) expect(label(r)).toBe(was);
+    }
+    expect(records.map(label)).toEqual([
+      ...labelsOf('a', 200),
+      'fact:frames-possibly-missing',
+      ...labelsOf('d', 100),
+    ]);
+    expect(records[200]).toMatchObject({ kind: 'fact', reason: 'store-reset' });
+    expect(d[0]!.offset).toBeGreaterThan(Math.max(...handedOut.keys()));
+  });
+
+  it('a gateway restart alone (Redis kept running) starts no new epoch', async () => {
+    store = new RedisStore(server.url, { commandTimeoutMs: 1000 });
+    const before = newWriter(store);
+    const cap = uniqueCapsule();
+    const a = await Promise.all(await burst(before, cap, 'a', 50));
+    await before.close();
+    const after = newWriter(store);
+    const b = await Promise.all(await burst(after, cap, 'b', 50));
+    expect(b[0]!.epoch).toBe(a[0]!.epoch);
+    expect(b[0]!.offset).toBe(a[49]!.offset + 1);
+  });
+
   it('fences a Redis that lost everything: the reset fact first, offsets above the old ones', async () => {
     store = new RedisStore(server.url, { commandTimeoutMs: 1000 });
     const writer = newWriter(store, { retryBaseMs: 20, retryMaxMs: 200 });

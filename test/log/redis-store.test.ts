@@ -113,7 +113,7 @@ describe.skipIf(skip)('RedisStore', () => {
     // What an older gateway left behind: one dedup field per writer (per restart) in the meta hash.
     await client.hset(meta, 'w:old-1', '3:1:1', 'w:old-2', '9:2:1');
     const done = await store.append(cap, [frame('b')], { batch: { writerId: 'w1', seq: 1 } });
-    expect((await client.hkeys(meta)).sort()).toEqual(['epoch', 'offset']);
+    expect((await client.hkeys(meta)).sort()).toEqual(['epoch', 'offset', 'rid']);
     const key = store.dedupKey(cap, 'w1');
     expect(key).toBe(`mg:{${cap}}:w:w1`);
     expect(await client.get(key)).toBe(`1:${done.offsets[0]}:1`);

@@ -105,11 +105,13 @@ describe.skipIf(!haveRedis)('ingestion soak: cuts, Redis rollback and outage, st
     { timeout: 180_000 },
     async () => {
       await watching();
-      // A busy capsule: tasks back to back, each ~25 frames over ~0.4 s, some reopened (repeated frames).
+      // A busy capsule: tasks back to back, each ~25 frames over ~0.8 s, some reopened (repeated frames).
+      // About 30 frames/s, so the capsule's 512-frame buffer spans ~15 s: a recovery on a loaded machine
+      // (a gateway process restarting under tsx can take seconds) still finds what it needs there.
       workload = (async () => {
         for (let i = 0; !stopWorkload && i < 10_000; i++) {
           const reopen = i % 5 === 4;
-          await sim.submit(`#sim ${JSON.stringify({ chunks: 20, thinking: 2, delayMs: 15, reopen })}`).done;
+          await sim.submit(`#sim ${JSON.stringify({ chunks: 20, thinking: 2, delayMs: 35, reopen })}`).done;
         }
       })();
 

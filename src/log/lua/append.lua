@@ -48,14 +48,18 @@ end
 -- pruned): drop them when seen. HLEN is O(1); only a legacy hash pays for HKEYS. Current fields:
 -- epoch, offset, and when present minted (briefly) and fence (src/fleet).
 local known = 2 + redis.call('HEXISTS', metaKey, 'minted') + redis.call('HEXISTS', metaKey, 'fence')
+  + redis.call('HEXISTS', metaKey, 'rid')
 if redis.call('HLEN', metaKey) > known then
   for _, field in ipairs(redis.call('HKEYS', metaKey)) do
     if string.sub(field, 1, 2) == 'w:' then redis.call('HDEL', metaKey, field) end
   end
 end
 
-local meta = redis.call('HMGET', metaKey, 'epoch', 'offset', 'minted')
-local epoch, counter, minted = meta[1], tonumber(meta[2] or '0'), meta[3]
+local meta = redis.call('HMGET', metaKey, 'epoch', 'offset', 'minted', 'rid')
+local epoch, counter, minted, lastRun = meta[1], tonumber(meta[2] or '0'), meta[3], meta[4]
+-- This Redis process's run id (INFO costs about a microsecond): it changes on every restart and
+-- differs on a promoted replica.
+local runId = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)') or ''
 local streamExists = redis.call('EXISTS', logKey) == 1
 
 -- A regression: the meta key is gone (or only a reader minted its epoch) while the log has a past,
@@ -70,7 +74,12 @@ else
     local lastEntry = redis.call('XREVRANGE', logKey, '+', '-', 'COUNT', 1)[1]
     if lastEntry and tonumber(string.match(lastEntry[1], '^(%d+)')) > counter then regressed = true end
   end
+  -- A writer that knows nothing of this log yet (floor 0: a gateway that also restarted, or a new
+  -- owner) cannot compare. If Redis itself restarted (or failed over) since the last append, it may
+  -- have come back from an older snapshot: fence it, conservatively, rather than re-use offsets.
+  if not regressed and floor == 0 and lastRun and lastRun ~= runId then regressed = true end
 end
+if lastRun ~= runId then redis.call('HSET', metaKey, 'rid', runId) end
 
 if fresh or regressed then
   -- Offsets of the new epoch start above everything any reader may hold: the writer's floor, the
