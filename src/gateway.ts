@@ -19,6 +19,7 @@ import { createHttpApp } from './http/app.js';
 import { LogWriter } from './log/log-writer.js';
 import { MemoryStore } from './log/memory-store.js';
 import { RedisStore } from './log/redis-store.js';
+import { RedisClaims } from './log/claims.js';
 import type { LogStore } from './log/store.js';
 import { CapsuleUpstream } from './upstream/capsule-upstream.js';
 import { LocalOwnership } from './fleet/local-ownership.js';
@@ -187,6 +188,8 @@ export const startGateway = async (
     shutdownSignal: shutdown.signal,
     logger: logger.child({ room: 'core' }),
     submitStoreTimeoutMs: config.submitStoreTimeoutSeconds * 1000,
+    // Once-only decisions across replicas (same idempotency key on two replicas at once).
+    ...(store instanceof RedisStore ? { claims: new RedisClaims(store.connection.client) } : {}),
     ...tuning.core,
   });
 

@@ -1,9 +1,13 @@
 /**
  * The channel registry: task / conversation id → owner, kind, context, creation offset, idempotency
- * keys, closed. Held in memory per capsule and rebuilt lazily from the log (the durable records of
- * records.ts) on first access, so it survives a gateway restart on Redis. Projection lives elsewhere.
+ * keys, closed, the capsule task ids it was answered with. Derived from the log (the durable records
+ * of records.ts): every access first follows the capsule's log from where this process last read it
+ * up to the head, so a channel created, closed or answered through ANOTHER replica (or before a
+ * restart) is seen here at once, as soon as its record is durable. Rebuilt when the store epoch
+ * changes. Channels this process is creating are indexed before their record is durable.
  */
 import type { GatewayCore } from '../../src/core/types.js';
+import type { LogRecord } from '../../src/log/record.js';
 import { READ_PAGE } from './constants.js';
 import { beeosMeta } from './records.js';
 
@@ -21,9 +25,9 @@ export interface Channel {
   /** The task's message text, to tell a reused idempotency key with another body (409). */
   text?: string;
   /**
-   * Capsule task ids this process learnt from an accepted submission. A cancel right after creation
-   * must reach the capsule before its first frame is in the log; after a restart the projection's
-   * task ids (frames already ingested) stand in.
+   * Capsule task ids the channel's submissions were accepted as (learnt by this process from the
+   * outcome, or from the `accepted` outcome records of any replica). A cancel right after creation
+   * must reach the capsule before the task's first frame is in the log, or when it never will be.
    */
   upstreamTaskIds?: string[];
   /** Settles when a task's submission has its outcome (idempotent retries wait on it). */
@@ -31,69 +35,101 @@ export interface Channel {
 }
 
 interface CapsuleChannels {
+  epoch: number;
+  /** Every record up to this offset has been applied. */
+  through: number;
   byId: Map<string, Channel>;
   byKey: Map<string, Channel>;
+  /** A task's submission messageId → its channel: a failed submission made no task. */
+  taskOf: Map<string, Channel>;
 }
 
 const keyOf = (owner: string, key: string): string => `${owner}\u0000${key}`;
 
+const emptyState = (epoch: number): CapsuleChannels => ({
+  epoch,
+  through: 0,
+  byId: new Map(),
+  byKey: new Map(),
+  taskOf: new Map(),
+});
+
 export class ChannelRegistry {
-  private readonly capsules = new Map<string, Promise<CapsuleChannels>>();
+  private readonly capsules = new Map<string, CapsuleChannels>();
+  /** One catch-up at a time per capsule; callers arriving meanwhile chain onto it. */
+  private readonly running = new Map<string, Promise<CapsuleChannels>>();
 
   constructor(private readonly core: GatewayCore) {}
 
-  /** The capsule's channels, loading them from the log once. A failed load is retried next time. */
+  /** The capsule's channels, brought up to the log head. A failed read is the caller's error. */
   private load(capsule: string): Promise<CapsuleChannels> {
-    let p = this.capsules.get(capsule);
-    if (!p) {
-      p = this.rebuild(capsule);
-      p.catch(() => this.capsules.delete(capsule));
-      this.capsules.set(capsule, p);
-    }
-    return p;
+    const previous = this.running.get(capsule) ?? Promise.resolve(undefined);
+    const next = previous.catch(() => undefined).then(() => this.follow(capsule));
+    this.running.set(capsule, next);
+    const forget = (): void => {
+      if (this.running.get(capsule) === next) this.running.delete(capsule);
+    };
+    next.then(forget, forget);
+    return next;
   }
 
-  private async rebuild(capsule: string): Promise<CapsuleChannels> {
-    const state: CapsuleChannels = { byId: new Map(), byKey: new Map() };
-    let after = 0;
-    // Bounded: every page advances `after`; stop at the head seen when the rebuild started.
-    const { head } = await this.core.position(capsule);
-    /** A task's submission messageId → its channel: a failed submission made no task. */
-    const taskOf = new Map<string, Channel>();
-    while (after < head) {
-      const page = await this.core.read(capsule, after, READ_PAGE);
+  private async follow(capsule: string): Promise<CapsuleChannels> {
+    const position = await this.core.position(capsule);
+    let state = this.capsules.get(capsule);
+    if (!state || state.epoch !== position.epoch || state.through > position.head) {
+      // Another generation of the store: what this process indexed may name records that are gone.
+      state = emptyState(position.epoch);
+      this.capsules.set(capsule, state);
+    }
+    // Bounded: every page advances `through`; stop at the head seen when the catch-up started.
+    while (state.through < position.head) {
+      const page = await this.core.read(capsule, state.through, READ_PAGE);
+      if (page.position.epoch !== state.epoch) return this.follow(capsule);
       if (page.records.length === 0) break;
       for (const record of page.records) {
-        after = record.offset;
-        if (record.kind === 'fact' && record.fact === 'submission-failed') {
-          const failed = taskOf.get(record.messageId);
-          if (failed) this.unindex(state, failed);
-          continue;
-        }
-        const meta = beeosMeta(record);
-        if (!meta || record.kind !== 'submission' || !meta.channelId) continue;
-        if (meta.op === 'task' || meta.op === 'conversation-open') {
-          const channel: Channel = {
-            id: meta.channelId,
-            kind: meta.op === 'task' ? 'task' : 'conversation',
-            capsule,
-            owner: record.owner ?? '',
-            contextId: record.contextId,
-            startOffset: record.offset,
-            createdAt: record.receivedAt,
-            closed: false,
-            ...(meta.idempotencyKey ? { idempotencyKey: meta.idempotencyKey } : {}),
-            ...(meta.op === 'task' ? { text: record.text } : {}),
-          };
-          this.index(state, channel);
-          if (meta.op === 'task') taskOf.set(record.messageId, channel);
-        } else if (meta.op === 'close') {
-          const channel = state.byId.get(meta.channelId);
-          if (channel) channel.closed = true;
-        }
+        state.through = record.offset;
+        this.apply(state, capsule, record);
       }
     }
+    state.through = Math.max(state.through, position.head);
     return state;
+  }
+
+  private apply(state: CapsuleChannels, capsule: string, record: LogRecord): void {
+    if (record.kind === 'fact' && record.fact === 'submission-failed') {
+      const failed = state.taskOf.get(record.messageId);
+      if (failed) this.unindex(state, failed);
+      return;
+    }
+    const meta = beeosMeta(record);
+    if (!meta || record.kind !== 'submission' || !meta.channelId) return;
+    if (meta.op === 'task' || meta.op === 'conversation-open') {
+      // A channel this process created is already indexed (same object: its `pending` stays).
+      const known = state.byId.get(meta.channelId);
+      const channel: Channel = known ?? {
+        id: meta.channelId,
+        kind: meta.op === 'task' ? 'task' : 'conversation',
+        capsule,
+        owner: record.owner ?? '',
+        contextId: record.contextId,
+        startOffset: record.offset,
+        createdAt: record.receivedAt,
+        closed: false,
+        ...(meta.idempotencyKey ? { idempotencyKey: meta.idempotencyKey } : {}),
+        ...(meta.op === 'task' ? { text: record.text } : {}),
+      };
+      channel.startOffset = record.offset;
+      if (!known) this.index(state, channel);
+      if (meta.op === 'task') state.taskOf.set(record.messageId, channel);
+      return;
+    }
+    const channel = state.byId.get(meta.channelId);
+    if (!channel) return;
+    if (meta.op === 'close') channel.closed = true;
+    else if (meta.op === 'outcome' && meta.outcome === 'accepted' && meta.taskId) {
+      const ids = (channel.upstreamTaskIds ??= []);
+      if (!ids.includes(meta.taskId)) ids.push(meta.taskId);
+    }
   }
 
   private index(state: CapsuleChannels, channel: Channel): void {
@@ -117,7 +153,17 @@ export class ChannelRegistry {
 
   /** Register a channel made by this process (its creation record is being or was just written). */
   async add(channel: Channel): Promise<void> {
-    this.index(await this.load(channel.capsule), channel);
+    const state = await this.load(channel.capsule);
+    // Its record may already have been read from the log: this object (the one its creator
+    // updates) takes the other's place, keeping what the log said.
+    const read = state.byId.get(channel.id);
+    if (read && read !== channel) {
+      channel.startOffset = read.startOffset;
+      channel.closed ||= read.closed;
+      if (read.upstreamTaskIds) channel.upstreamTaskIds = [...read.upstreamTaskIds];
+      for (const [messageId, c] of state.taskOf) if (c === read) state.taskOf.set(messageId, channel);
+    }
+    this.index(state, channel);
   }
 
   /** Forget a channel whose creation record could not be written. */

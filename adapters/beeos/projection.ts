@@ -19,6 +19,12 @@ import type {
   TaskStatus,
 } from './envelope.js';
 import { beeosMeta } from './records.js';
+import {
+  cancelEnvelope,
+  NEVER_MADE_MESSAGE,
+  neverMadeEnvelope,
+  outcomeEnvelope,
+} from './surface-envelopes.js';
 
 export type {
   ChannelSpec,
@@ -120,19 +126,15 @@ export class ChannelProjector {
       if (meta.reason === 'cancel') {
         this.cancelled = true;
         if (!this.terminal) this.status = 'canceled';
-        items.push({
-          delta: false,
-          envelope: {
-            ...base,
-            type: 'chat_cancel',
-            message_id: record.messageId,
-            publisher_id: user,
-            state: 'completed',
-            payload: {},
-          },
-        });
+        items.push({ delta: false, envelope: cancelEnvelope(base, record.messageId, user) });
       }
       return this.out(items, 'channel_closed');
+    }
+    if (meta?.op === 'outcome' && meta.outcome === 'accepted') {
+      // The capsule task id a submission was accepted as (any replica wrote it): attribute its
+      // frames to this channel even when the task's first frame is not in the log.
+      if (meta.taskId) this.tracker.link(meta.taskId, this.spec.contextId);
+      return { envelopes: [] };
     }
     if (meta?.op === 'outcome') {
       // The capsule refused the submission (busy) or could not be reached: no task frames follow.
@@ -142,16 +144,7 @@ export class ChannelProjector {
       const inReplyTo = meta.inReplyTo;
       const at = inReplyTo ? this.unpaired.indexOf(inReplyTo) : -1;
       if (at >= 0) this.unpaired.splice(at, 1);
-      const envelope: Envelope = {
-        ...base,
-        type: refused ? 'agent_busy' : 'agent_reply_error',
-        message_id: record.messageId,
-        ...(inReplyTo ? { in_reply_to: inReplyTo } : {}),
-        publisher_id: `agent:${this.spec.agentId}`,
-        state: refused ? 'refused' : 'failed',
-        stop_reason: refused ? 'refused' : 'agent_lost',
-        payload: { code: meta.code ?? null, error: meta.message ?? null },
-      };
+      const envelope = outcomeEnvelope(base, record.messageId, meta, refused, this.spec.agentId);
       return this.finish([{ delta: false, envelope }]);
     }
     // Any other submission in this context is a caller message (task, conversation turn, invoke).
@@ -178,22 +171,9 @@ export class ChannelProjector {
    */
   private neverMade(record: LogRecord & { kind: 'fact' } & { messageId: string }): ProjectionStep {
     this.unpaired.splice(this.unpaired.indexOf(record.messageId), 1);
-    const message = 'the message was not recorded in time (log store unavailable) and was never delivered';
+    const envelope = neverMadeEnvelope(this.spec, record);
     this.status = 'failed';
-    this.error = message;
-    const at = iso(record.receivedAt);
-    const envelope: Envelope = {
-      type: 'agent_reply_error',
-      message_id: stableUuid(this.spec.contextId, record.messageId, 'submission-failed'),
-      offset: record.offset * OFFSET_SLOTS + SLOT_MAIN,
-      in_reply_to: record.messageId,
-      publisher_id: `agent:${this.spec.agentId}`,
-      state: 'failed',
-      stop_reason: 'agent_lost',
-      payload: { code: 'agent_service_unavailable', error: message },
-      created_at: at,
-      updated_at: at,
-    };
+    this.error = NEVER_MADE_MESSAGE;
     return this.finish([{ delta: false, envelope }]);
   }
 

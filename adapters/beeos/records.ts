@@ -15,8 +15,13 @@ export interface BeeosMeta {
   idempotencyKey?: string;
   /** close: why ('cancel' for task cancel, 'delete' for DELETE). */
   reason?: 'cancel' | 'delete';
-  /** outcome: what the capsule answered the submission with. */
-  outcome?: 'rejected' | 'unreachable' | 'invalid' | 'method-not-found';
+  /**
+   * outcome: what the capsule answered the submission with. `accepted` carries the capsule's task id
+   * (`taskId`) so any replica, or a rebuild, can cancel the task and attribute its frames.
+   */
+  outcome?: 'accepted' | 'rejected' | 'unreachable' | 'invalid' | 'method-not-found';
+  /** outcome `accepted`: the capsule's task id. */
+  taskId?: string;
   code?: string;
   message?: string;
   /** outcome: the caller message it answers. */

@@ -27,6 +27,7 @@ import { collectInvoke, streamInvoke } from './invoke.js';
 import type { Envelope } from './projection.js';
 import { beeosEntry } from './records.js';
 import { outcomeError, recordOutcome, submitMessage } from './submit.js';
+import { createTask } from './create-task.js';
 import { SSE_HEADERS } from './sse-writer.js';
 
 export interface BeeosRouteOptions {
@@ -98,63 +99,31 @@ export const registerBeeosRoutes = (app: Hono<Env>, deps: AdapterDeps, options: 
       const { owner, agent } = guardAgent(deps, c);
       const body = await parseBody(c, messageBodySchema, { required: ['message'] });
       const key = body.idempotency_key;
-      if (key) {
-        const existing = await registry.byIdempotencyKey(agent, owner, key);
-        if (existing) {
-          if (existing.text !== undefined && existing.text !== body.message)
-            throw new BeeosError('conflict', 'idempotency_key was already used with another message');
-          if (existing.pending) await existing.pending.catch(() => undefined);
-          const { data } = await taskData(existing);
-          if (data.status === 'rejected')
-            throw new BeeosError('conflict', 'agent is busy and refused the task');
-          return ok(
-            c,
-            { task_id: data.task_id, agent_id: agent, status: data.status, created_at: data.created_at },
-            202,
-          );
-        }
-      }
-      const id = `task_${randomUUID()}`;
-      const channel: Channel = {
-        id,
-        kind: 'task',
-        capsule: agent,
+      const answer = await createTask(deps, registry, {
+        agent,
         owner,
-        contextId: body.context_id ?? `ch-${randomUUID()}`,
-        startOffset: 0,
-        createdAt: Date.now(),
-        closed: false,
-        text: body.message,
-        ...(key ? { idempotencyKey: key } : {}),
-      };
-      const submitting = submitMessage(deps, agent, owner, channel.contextId, body.message, {
-        op: 'task',
-        channelId: id,
-        kind: 'task',
-        ...(key ? { idempotencyKey: key } : {}),
+        message: body.message,
+        ...(body.context_id ? { contextId: body.context_id } : {}),
+        ...(key ? { key } : {}),
         ...(body.metadata !== undefined ? { metadata: body.metadata } : {}),
       });
-      channel.pending = submitting;
-      await registry.add(channel);
-      let sub;
-      try {
-        sub = await submitting;
-      } catch (err) {
-        await registry.remove(channel);
-        throw err;
+      if ('created' in answer) {
+        const created = answer.created;
+        return ok(
+          c,
+          { task_id: created.id, agent_id: agent, status: 'queued', created_at: iso(created.createdAt) },
+          202,
+        );
       }
-      channel.startOffset = sub.result.recorded.offset;
-      channel.createdAt = sub.receivedAt;
-      delete channel.pending;
-      const error = outcomeError(sub.result.outcome);
-      if (error) {
-        await recordOutcome(deps, agent, owner, channel.contextId, id, sub);
-        throw error;
-      }
-      if (sub.result.outcome.kind === 'accepted') channel.upstreamTaskIds = [sub.result.outcome.taskId];
+      const existing = answer.existing;
+      if (existing.text !== undefined && existing.text !== body.message)
+        throw new BeeosError('conflict', 'idempotency_key was already used with another message');
+      if (existing.pending) await existing.pending.catch(() => undefined);
+      const { data } = await taskData(existing);
+      if (data.status === 'rejected') throw new BeeosError('conflict', 'agent is busy and refused the task');
       return ok(
         c,
-        { task_id: id, agent_id: agent, status: 'queued', created_at: iso(channel.createdAt) },
+        { task_id: data.task_id, agent_id: agent, status: data.status, created_at: data.created_at },
         202,
       );
     }),
@@ -278,12 +247,10 @@ export const registerBeeosRoutes = (app: Hono<Env>, deps: AdapterDeps, options: 
         channelId: channel.id,
       });
       const error = outcomeError(sub.result.outcome);
-      if (error) {
-        await recordOutcome(deps, agent, owner, channel.contextId, channel.id, sub);
-        throw error;
-      }
       if (sub.result.outcome.kind === 'accepted')
         (channel.upstreamTaskIds ??= []).push(sub.result.outcome.taskId);
+      await recordOutcome(deps, agent, owner, channel.contextId, channel.id, sub);
+      if (error) throw error;
       return ok(c, { message_id: sub.messageId, created_at: iso(sub.receivedAt) }, 202);
     }),
   );

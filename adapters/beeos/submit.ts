@@ -50,8 +50,10 @@ export const outcomeError = (outcome: SubmitOutcome): BeeosError | null => {
 };
 
 /**
- * Record a non-accepted outcome in the channel (so its stream shows `agent_busy` /
- * `agent_reply_error` and a task ends `task_terminal`), best effort.
+ * Record a submission's outcome in the channel, best effort. A refusal or failure shows as
+ * `agent_busy` / `agent_reply_error` (a task ends `task_terminal`); an acceptance carries the
+ * capsule's task id, so every replica (and a rebuild) can cancel the task and attribute its frames
+ * even before, or without, its first frame in the log.
  */
 export const recordOutcome = async (
   deps: AdapterDeps,
@@ -62,20 +64,26 @@ export const recordOutcome = async (
   submitted: Submitted,
 ): Promise<void> => {
   const outcome = submitted.result.outcome;
-  if (outcome.kind === 'accepted') return;
   const err = outcomeError(outcome);
+  const meta: BeeosMeta =
+    outcome.kind === 'accepted'
+      ? {
+          op: 'outcome',
+          channelId,
+          outcome: 'accepted',
+          taskId: outcome.taskId,
+          inReplyTo: submitted.messageId,
+        }
+      : {
+          op: 'outcome',
+          channelId,
+          outcome: outcome.kind,
+          code: err?.code ?? 'internal_error',
+          message: err?.message ?? 'internal error',
+          inReplyTo: submitted.messageId,
+        };
   try {
-    await deps.core.append(
-      capsule,
-      beeosEntry(owner, contextId, randomUUID(), {
-        op: 'outcome',
-        channelId,
-        outcome: outcome.kind,
-        code: err?.code ?? 'internal_error',
-        message: err?.message ?? 'internal error',
-        inReplyTo: submitted.messageId,
-      }),
-    );
+    await deps.core.append(capsule, beeosEntry(owner, contextId, randomUUID(), meta));
   } catch (e) {
     deps.logger.warn({ err: e, capsule, channelId }, 'beeos: could not record a submission outcome');
   }

@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { FactEntry, LogEntry, SubmissionEntry } from '../log/record.js';
 import type { LogPosition } from '../log/store.js';
+import { MemoryClaims, type ClaimStore, type HeldClaim } from '../log/claims.js';
 import type {
   CancelOutcome,
   CapsuleStatus,
@@ -65,6 +66,8 @@ export interface GatewayCoreDeps {
    */
   submitStoreTimeoutMs?: number;
   logger?: Logger;
+  /** Claims shared by the replicas (Redis); default: this process alone (memory). */
+  claims?: ClaimStore;
 }
 
 export const DEFAULT_SUBMIT_STORE_TIMEOUT_MS = 5_000;
@@ -84,9 +87,11 @@ const conversationModeOf = (ack: string | null): 'stateless' | 'threaded' => {
 
 export class GatewayCoreImpl implements GatewayCore {
   readonly shutdownSignal: AbortSignal;
+  private readonly claims: ClaimStore;
 
   constructor(private readonly deps: GatewayCoreDeps) {
     this.shutdownSignal = deps.shutdownSignal;
+    this.claims = deps.claims ?? new MemoryClaims();
   }
 
   capsuleIds(): string[] {
@@ -233,6 +238,11 @@ export class GatewayCoreImpl implements GatewayCore {
     this.deps.writer.append(capsule, fact).catch((err: unknown) => {
       this.deps.logger?.error({ capsule, messageId, err }, 'could not record a failed submission');
     });
+  }
+
+  claimOnce(capsule: string, key: string, ttlMs: number): Promise<HeldClaim | null> {
+    this.upstream(capsule);
+    return this.claims.claimOnce(capsule, key, ttlMs);
   }
 
   async status(capsule: string): Promise<CapsuleStatus> {

@@ -5,6 +5,9 @@
  */
 import type { LogPosition } from '../log/store.js';
 import type { LogRecord, SubmissionEntry } from '../log/record.js';
+import type { HeldClaim } from '../log/claims.js';
+
+export type { HeldClaim } from '../log/claims.js';
 
 /** Why a subscription ended. A subscriber resumes from the last offset it saw, whatever the reason. */
 export type SubscriptionEnd =
@@ -130,6 +133,12 @@ export interface GatewayCore {
   /** Append a record made by a surface (e.g. a BeeOS channel close) and return its offset. */
   append(capsule: string, entry: SubmissionEntry): Promise<{ offset: number; epoch: number }>;
   status(capsule: string): Promise<CapsuleStatus>;
+  /**
+   * Take `key` for this capsule across every replica for `ttlMs` (released earlier by its holder),
+   * or null while another request holds it: for the few decisions that must be made once before
+   * anything is in the log (two replicas receiving the same idempotency key at the same instant).
+   */
+  claimOnce(capsule: string, key: string, ttlMs: number): Promise<HeldClaim | null>;
   /** Aborted when the gateway starts draining: every live stream ends cleanly. */
   readonly shutdownSignal: AbortSignal;
 }
