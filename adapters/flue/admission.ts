@@ -122,6 +122,10 @@ const failureOf = (outcome: SubmitOutcome): string | null => {
   }
 };
 
+/** Longer than a submission may wait for its outcome (the upstream's submit timeout, 60 s). */
+const CLAIM_TTL_MS = 75_000;
+const CLAIM_RETRY_MS = 50;
+
 /** Admits messages; one admission at a time per conversation so conditions and order hold. */
 export class Admissions {
   private readonly chains = new Map<string, Promise<unknown>>();
@@ -138,7 +142,7 @@ export class Admissions {
     const key = `${capsule}\u0000${conversationId}`;
     const run = (this.chains.get(key) ?? Promise.resolve())
       .catch(() => undefined)
-      .then(() => this.admitNow(capsule, conversationId, body));
+      .then(() => this.admitClaimed(capsule, conversationId, body));
     this.chains.set(key, run);
     void run
       .finally(() => {
@@ -146,6 +150,33 @@ export class Admissions {
       })
       .catch(() => undefined);
     return run;
+  }
+
+  /**
+   * The chain above orders one conversation's admissions in this process; across replicas a claim
+   * on the conversation does (two replicas admitting the same idempotency key, or both creating the
+   * conversation, at the same instant). It is held until the admitted message has its outcome, so
+   * the next holder's index, read from the log, already holds its record.
+   */
+  private async admitClaimed(
+    capsule: string,
+    conversationId: string,
+    body: PromptBody,
+  ): Promise<AdmissionReceipt> {
+    const deadline = Date.now() + CLAIM_TTL_MS;
+    for (;;) {
+      const claim = await this.core.claimOnce(capsule, `flue:conversation:${conversationId}`, CLAIM_TTL_MS);
+      if (claim) {
+        try {
+          return await this.admitNow(capsule, conversationId, body);
+        } finally {
+          await claim.release();
+        }
+      }
+      if (Date.now() > deadline)
+        throw new FlueError('runtime_unavailable', 'another admission of this conversation is still running');
+      await new Promise((r) => setTimeout(r, CLAIM_RETRY_MS));
+    }
   }
 
   private async admitNow(
