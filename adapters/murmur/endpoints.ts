@@ -40,13 +40,13 @@ const endOnShutdown = (shutdown: AbortSignal, conn: SseConnection): void => {
 };
 
 /** Open a connection: heartbeats start now (spec "Heartbeat": measured from connection open). */
-const openConnection = ({ deps, signal }: StreamContext): SseConnection => {
+export const openConnection = ({ deps, signal }: StreamContext): SseConnection => {
   const conn = new SseConnection({ heartbeatMs: deps.config.heartbeatMs, signal });
   endOnShutdown(deps.core.shutdownSignal, conn);
   return conn;
 };
 
-const sseResponse = (conn: SseConnection): Response =>
+export const sseResponse = (conn: SseConnection): Response =>
   new Response(conn.stream, { status: 200, headers: SSE_HEADERS });
 
 /**

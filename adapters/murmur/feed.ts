@@ -6,11 +6,35 @@
  */
 import type { Logger } from 'pino';
 import type { GatewayCore, Subscription, SubscriptionEnd } from '../../src/core/types.js';
+import { isStoreReset } from '../../src/core/store-reset.js';
 import type { LogRecord } from '../../src/log/record.js';
 import { GAP_REASON } from './constants.js';
 import { encodeGap, encodeRecord } from './codec.js';
 import { isFinalStatus } from './projection.js';
 import type { SseConnection } from './sse-connection.js';
+
+/**
+ * What a feed writes, as bytes: the native Murmur frames (the default), or another projection of the
+ * same log (records.ts's poll-shaped records). Bytes of a record are encoded once per record object,
+ * so every connection shares them.
+ */
+export interface FeedFormat {
+  /**
+   * A log tail: every record is written as `record` encodes it, replayed or live, and no record ends
+   * the stream; the native frame table (finals, capsule-closed, gaps option) does not apply.
+   */
+  tail: boolean;
+  record(record: LogRecord): Uint8Array | null;
+  /** The gap for a cursor older than retention (`gone`) or beyond the head (`ahead`). */
+  cursorGap(firstAvailable: number, status: 'gone' | 'ahead'): Uint8Array;
+}
+
+export const NATIVE_FORMAT: FeedFormat = {
+  tail: false,
+  record: encodeRecord,
+  cursorGap: (first, status) =>
+    encodeGap(first, status === 'gone' ? GAP_REASON.retention : GAP_REASON.cursorAhead),
+};
 
 export interface FeedOptions {
   core: GatewayCore;
@@ -26,6 +50,8 @@ export interface FeedOptions {
   closeOnFinal: boolean;
   /** stream/watch writes `capsule-closed` then ends; message/stream just ends (spec frame table). */
   capsuleClosedFrame: boolean;
+  /** Default NATIVE_FORMAT. */
+  format?: FeedFormat;
 }
 
 /** Where a connection starts reading, after checking its cursor against the log. */
@@ -46,13 +72,13 @@ export const checkCursor = async (
   capsule: string,
   cursor: number,
   conn: SseConnection,
+  format: FeedFormat = NATIVE_FORMAT,
 ): Promise<FeedStart> => {
   const { status, position } = await core.cursorStatus(capsule, cursor);
   // A new epoch alone is no reason to start over: its offsets continue above every offset handed
   // out before and it opens with a store-reset fact, which the replay writes as a `gap` in order.
   if (status === 'ok') return { after: cursor, liveAfter: position.head, epoch: position.epoch };
-  const reason = status === 'gone' ? GAP_REASON.retention : GAP_REASON.cursorAhead;
-  conn.write(encodeGap(position.first, reason));
+  conn.write(format.cursorGap(position.first, status));
   return { after: position.first - 1, liveAfter: position.head, epoch: position.epoch };
 };
 
@@ -115,6 +141,7 @@ export class LogFeed {
   private deliver(records: readonly LogRecord[]): void {
     const { conn, gaps, closeOnFinal, capsuleClosedFrame } = this.options;
     if (!conn.open) return;
+    if (this.options.format?.tail) return this.deliverTail(records, this.options.format);
     const chunks: Uint8Array[] = [];
     let end = false;
     for (const record of records) {
@@ -145,6 +172,24 @@ export class LogFeed {
     }
   }
 
+  /**
+   * A log tail writes every record. Offsets are contiguous within an epoch, so a jump (other than to
+   * a new epoch's store-reset fact) means records were trimmed under this reader: a retention gap,
+   * exactly where the long-poll would report one.
+   */
+  private deliverTail(records: readonly LogRecord[], format: FeedFormat): void {
+    const chunks: Uint8Array[] = [];
+    for (const record of records) {
+      if (record.offset <= this.cursor) continue;
+      if (this.cursor > 0 && record.offset > this.cursor + 1 && !isStoreReset(record))
+        chunks.push(format.cursorGap(record.offset, 'gone'));
+      this.cursor = record.offset;
+      const bytes = format.record(record);
+      if (bytes) chunks.push(bytes);
+    }
+    this.options.conn.writeAll(chunks);
+  }
+
   private onEnd(reason: SubscriptionEnd): void {
     const { conn } = this.options;
     this.subscription = null;
@@ -170,7 +215,7 @@ export class LogFeed {
     this.retryTimer = null;
     const { core, capsule, conn, logger } = this.options;
     if (!conn.open || this.subscription) return;
-    checkCursor(core, capsule, this.cursor, conn).then(
+    checkCursor(core, capsule, this.cursor, conn, this.options.format).then(
       (start) => {
         if (!conn.open || this.subscription) return;
         if (start.epoch !== this.epoch) this.liveAfter = start.liveAfter;

@@ -1,13 +1,18 @@
-/** The native Murmur surface: the capsule's address, EventSource, and long-poll (poll.ts), mounted at '/'. */
+/**
+ * The native Murmur surface: the capsule's address, EventSource, the long-poll (poll.ts) and the same
+ * records as an SSE stream (records.ts), mounted at '/'.
+ */
 import { Hono } from 'hono';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import { createPollRoutes } from './poll.js';
+import { createRecordsRoutes } from './records.js';
 import { createRpcRoutes } from './routes.js';
 
 /** Every route of the native Murmur surface, with full paths. */
 export const createMurmurRoutes = (deps: AdapterDeps): Hono => {
   const app = new Hono();
   app.route('/', createPollRoutes(deps));
+  app.route('/', createRecordsRoutes(deps));
   app.route('/', createRpcRoutes(deps));
   return app;
 };

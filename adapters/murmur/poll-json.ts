@@ -86,6 +86,19 @@ export const recordText = (record: LogRecord): string => {
   return text;
 };
 
+/** The `possibly_missing` gap a frames-possibly-missing fact stands for (null for any other record). */
+export const possiblyMissingGap = (record: LogRecord): PollGap | null => {
+  if (record.kind !== 'fact' || record.fact !== 'frames-possibly-missing') return null;
+  const gap: PollGap = {
+    reason: 'possibly_missing',
+    first_available: record.offset + 1,
+    fact_offset: record.offset,
+    missing_reason: record.reason,
+  };
+  if (record.count !== undefined) gap.count = record.count;
+  return gap;
+};
+
 /** The gap for a page of `records` read after `after` at `position`, the most severe first. */
 export const pollGap = (
   after: number,
@@ -101,16 +114,8 @@ export const pollGap = (
     return { reason: 'retention', first_available: position.first };
   if (!first && after > position.head) return { reason: 'ahead', first_available: position.first };
   for (const record of records) {
-    if (record.kind === 'fact' && record.fact === 'frames-possibly-missing') {
-      const gap: PollGap = {
-        reason: 'possibly_missing',
-        first_available: record.offset + 1,
-        fact_offset: record.offset,
-        missing_reason: record.reason,
-      };
-      if (record.count !== undefined) gap.count = record.count;
-      return gap;
-    }
+    const gap = possiblyMissingGap(record);
+    if (gap) return gap;
   }
   return null;
 };

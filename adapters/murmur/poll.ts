@@ -45,7 +45,7 @@ import { parsePollQuery } from './poll-query.js';
 
 export const POLL_ROUTE = '/murmur/:capsule/poll';
 
-type PollErrorCode =
+export type PollErrorCode =
   | 'bad_request'
   | 'capsule_not_found'
   | 'method_not_allowed'
@@ -70,6 +70,27 @@ const JSON_HEADERS = { 'content-type': 'application/json; charset=utf-8', 'cache
 
 const fail = (c: Context, code: PollErrorCode, message: string, headers: Record<string, string> = {}) =>
   c.body(pollErrorBody(code, message), STATUS[code], { ...JSON_HEADERS, ...headers });
+
+/** An error answer in this route's grammar, for the routes that share it (records.ts). */
+export const pollErrorResponse = (
+  code: PollErrorCode,
+  message: string,
+  headers: Record<string, string> = {},
+): Response =>
+  new Response(pollErrorBody(code, message), {
+    status: STATUS[code],
+    headers: { ...JSON_HEADERS, ...headers },
+  });
+
+/** A failure reading the log, as this grammar answers it (503 for an absent store or a drain). */
+export const pollFailure = (err: unknown, logger: AdapterDeps['logger'], capsule: string): Response => {
+  if (err instanceof GatewayError && (err.code === 'store_unavailable' || err.code === 'shutting_down'))
+    return pollErrorResponse(err.code, err.message);
+  if (err instanceof GatewayError && err.code === 'capsule_not_found')
+    return pollErrorResponse('capsule_not_found', 'no such capsule');
+  logger.error({ err, capsule }, 'murmur poll failed');
+  return pollErrorResponse('internal', 'internal error');
+};
 
 /** Routes of the long-poll, with full paths (mounted at '/'). */
 export const createPollRoutes = (deps: AdapterDeps): Hono => {
@@ -99,14 +120,7 @@ export const createPollRoutes = (deps: AdapterDeps): Hono => {
       }
       return c.body(pollBodyText(after, page.records, page.position), 200, JSON_HEADERS);
     } catch (err) {
-      if (err instanceof GatewayError && (err.code === 'store_unavailable' || err.code === 'shutting_down')) {
-        return fail(c, err.code, err.message);
-      }
-      if (err instanceof GatewayError && err.code === 'capsule_not_found') {
-        return fail(c, 'capsule_not_found', 'no such capsule');
-      }
-      logger.error({ err, capsule }, 'murmur poll failed');
-      return fail(c, 'internal', 'internal error');
+      return pollFailure(err, logger, capsule);
     }
   });
 
