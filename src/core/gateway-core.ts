@@ -7,6 +7,7 @@ import { GatewayError } from '../errors.js';
 import type { FactEntry, LogEntry, SubmissionEntry } from '../log/record.js';
 import type { LogPosition } from '../log/store.js';
 import { MemoryClaims, type ClaimStore, type HeldClaim } from '../log/claims.js';
+import { AckFromLog } from './ack-from-log.js';
 import type {
   CancelOutcome,
   CapsuleStatus,
@@ -88,10 +89,12 @@ const conversationModeOf = (ack: string | null): 'stateless' | 'threaded' => {
 export class GatewayCoreImpl implements GatewayCore {
   readonly shutdownSignal: AbortSignal;
   private readonly claims: ClaimStore;
+  private readonly logAcks: AckFromLog;
 
   constructor(private readonly deps: GatewayCoreDeps) {
     this.shutdownSignal = deps.shutdownSignal;
     this.claims = deps.claims ?? new MemoryClaims();
+    this.logAcks = new AckFromLog(deps.hub);
   }
 
   capsuleIds(): string[] {
@@ -109,7 +112,10 @@ export class GatewayCoreImpl implements GatewayCore {
   }
 
   conversationMode(capsule: string): 'stateless' | 'threaded' {
-    return conversationModeOf(this.upstream(capsule).state().ack);
+    const s = this.upstream(capsule).state();
+    // Ingesting here: the watch's own ack. Otherwise the owner's, as logged (then our last term's).
+    if (s.state !== 'stopped' && s.ack) return conversationModeOf(s.ack);
+    return conversationModeOf(this.logAcks.ack(capsule) ?? s.ack);
   }
 
   position(capsule: string): Promise<LogPosition> {
@@ -122,9 +128,11 @@ export class GatewayCoreImpl implements GatewayCore {
     return this.deps.hub.cursorStatus(capsule, after);
   }
 
-  read(capsule: string, after: number, limit: number) {
+  async read(capsule: string, after: number, limit: number) {
     this.upstream(capsule);
-    return this.deps.hub.read(capsule, after, limit);
+    const page = await this.deps.hub.read(capsule, after, limit);
+    this.logAcks.observe(capsule, page.records);
+    return page;
   }
 
   waitAfter(

@@ -6,7 +6,13 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { testRedisUrl } from '../support/redis.js';
-import { capsuleReceives, startCrossReplica, until, type CrossReplicaRig } from './cross-replica-rig.js';
+import {
+  capsuleReceives,
+  capsulesOf,
+  startCrossReplica,
+  until,
+  type CrossReplicaRig,
+} from './cross-replica-rig.js';
 
 const redisUrl = testRedisUrl();
 let rig: CrossReplicaRig | undefined;
@@ -96,4 +102,14 @@ describe.skipIf(!redisUrl)('submissions on a replica that does not ingest the ca
     }, 10_000);
     expect(completed).toBeDefined();
   }, 40_000);
+
+  it("the capsule's conversation_mode is known on the replica that never read its ack (from the log)", async () => {
+    rig = await startCrossReplica(redisUrl!, { sim: { conversationMode: 'threaded' } });
+    const r = rig;
+    const mode = await until(async () => {
+      const row = (await capsulesOf(r.other)).capsules.find((c) => c.id === r.capsule);
+      return row?.conversation_mode === 'threaded' ? row.conversation_mode : undefined;
+    }, 5_000);
+    expect(mode).toBe('threaded');
+  }, 30_000);
 });

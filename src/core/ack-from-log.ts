@@ -1,0 +1,66 @@
+/**
+ * The capsule's last `connection-ack` as the LOG holds it (an `upstream-connected` fact), for a
+ * replica that does not ingest the capsule and so never read the ack itself. Learnt in the
+ * background by a bounded scan of the log's tail, refreshed when older than `maxAgeMs`, and
+ * updated by records the core reads anyway. Answers synchronously with what it knows (null first).
+ */
+import type { LogRecord } from '../log/record.js';
+import type { HubPort } from './gateway-core.js';
+
+/** How far back from the head the scan looks for the last ack. */
+const TAIL_WINDOW = 1000;
+
+interface Known {
+  ack: string | null;
+  /** Offset of the record the ack came from (a later one wins). */
+  offset: number;
+  learntAt: number;
+  learning: boolean;
+}
+
+export class AckFromLog {
+  private readonly known = new Map<string, Known>();
+
+  constructor(
+    private readonly hub: Pick<HubPort, 'position' | 'read'>,
+    private readonly maxAgeMs = 30_000,
+  ) {}
+
+  /** The last logged ack known for `capsule`, or null; starts (re)learning it when stale. */
+  ack(capsule: string): string | null {
+    let k = this.known.get(capsule);
+    if (!k) {
+      k = { ack: null, offset: 0, learntAt: 0, learning: false };
+      this.known.set(capsule, k);
+    }
+    if (!k.learning && Date.now() - k.learntAt > this.maxAgeMs) void this.learn(capsule, k);
+    return k.ack;
+  }
+
+  /** Records read through the core: a later `upstream-connected` replaces what is known. */
+  observe(capsule: string, records: readonly LogRecord[]): void {
+    const k = this.known.get(capsule);
+    if (!k) return;
+    for (let i = records.length - 1; i >= 0; i--) {
+      const r = records[i]!;
+      if (r.kind === 'fact' && r.fact === 'upstream-connected') {
+        if (r.offset > k.offset) Object.assign(k, { ack: r.ack, offset: r.offset });
+        return;
+      }
+    }
+  }
+
+  private async learn(capsule: string, k: Known): Promise<void> {
+    k.learning = true;
+    try {
+      const { head, first } = await this.hub.position(capsule);
+      const { records } = await this.hub.read(capsule, Math.max(first - 1, head - TAIL_WINDOW), TAIL_WINDOW);
+      this.observe(capsule, records);
+      k.learntAt = Date.now();
+    } catch {
+      // The store is away: the next ask tries again.
+    } finally {
+      k.learning = false;
+    }
+  }
+}
