@@ -17,6 +17,8 @@ interface Start {
 
 let window = { from: 1, to: 0 };
 let delivered = 0;
+/** Every marker seen, in the window or not (a sanity check when nothing is delivered). */
+let seen = 0;
 let ended = 0;
 const hist = new Array<number>(BUCKETS).fill(0);
 const reqs: http.ClientRequest[] = [];
@@ -31,6 +33,7 @@ const scan = (text: string, t: number): void => {
     const c = b < 0 ? -1 : text.indexOf('@', b + 1);
     if (c < 0) return;
     const seq = Number(text.slice(a + 1, b));
+    seen++;
     if (seq >= window.from && seq <= window.to) {
       delivered++;
       hist[bucketOf(t - Number(text.slice(b + 1, c)))]!++;
@@ -83,7 +86,7 @@ process.on('message', (msg: { type: string } & Partial<Start>) => {
       process.send?.({ type: 'ready' });
     })().catch((err: unknown) => process.send?.({ type: 'error', error: String(err) }));
   } else if (msg.type === 'report') {
-    process.send?.({ type: 'report', delivered, hist, ended });
+    process.send?.({ type: 'report', delivered, hist, ended, seen });
   } else if (msg.type === 'stop') {
     for (const r of reqs) r.destroy();
     process.exit(0);

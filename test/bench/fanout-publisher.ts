@@ -84,6 +84,13 @@ const waitWatched = (timeoutMs: number): Promise<void> =>
     c.on('watchers', on);
   });
 
+/** POSTs nchan has not answered yet (it throttles its publishers under overload): wait, bounded. */
+const settled = async (maxBehind: number): Promise<number> => {
+  const deadline = Date.now() + 10_000;
+  while (inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  return maxBehind;
+};
+
 /** Publish on a 1 ms timer, catching up to the schedule (a load generator, not a correctness wait). */
 const run = ({ rate, count, marks }: Run): Promise<number> =>
   new Promise((resolve) => {
@@ -114,7 +121,9 @@ process.on('message', (msg: { type: string; url?: string } & Partial<Run>) => {
   } else if (msg.type === 'watched') {
     waitWatched(20_000).then(() => process.send?.({ type: 'watched' }), fail);
   } else if (msg.type === 'run') {
-    run(msg as Run).then((maxBehind) => process.send?.({ type: 'done', maxBehind, inFlight, failed }), fail);
+    run(msg as Run)
+      .then(settled)
+      .then((maxBehind) => process.send?.({ type: 'done', maxBehind, inFlight, failed }), fail);
   } else if (msg.type === 'stop') {
     void (capsule?.stop() ?? Promise.resolve()).finally(() => process.exit(0));
   }

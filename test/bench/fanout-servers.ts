@@ -5,7 +5,7 @@
  * store) watching a simulated capsule. Nothing is installed: nginx/nchan are used when present.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -66,6 +66,16 @@ http {
 }
 `;
 
+/** The error log's last lines, without the start-up notices every run writes. */
+const readErrorLog = (file: string): string => {
+  if (!existsSync(file)) return '';
+  const lines = readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((l) => /\[(warn|error|crit|alert|emerg)\]/.test(l));
+  if (lines.length === 0) return '';
+  return [...lines.slice(0, 5), `… ${lines.length} lines`, ...lines.slice(-3)].join('\n');
+};
+
 export const startNchan = async (): Promise<Server> => {
   const dir = mkdtempSync(join(tmpdir(), 'bench-nchan-'));
   for (const d of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) mkdirSync(join(dir, d));
@@ -81,6 +91,8 @@ export const startNchan = async (): Promise<Server> => {
   const stop = async (): Promise<void> => {
     // nginx's master stops its worker on SIGTERM (fast shutdown).
     await stopProcess(nginx);
+    const log = readErrorLog(join(dir, 'error.log'));
+    if (log) console.warn(`nginx error.log (last lines):\n${log}`);
     await stopProcess(redis);
     rmSync(dir, { recursive: true, force: true });
   };

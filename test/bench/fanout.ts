@@ -57,6 +57,13 @@ export interface FanoutSample {
   ended: number;
 }
 
+/** What the publisher reports at the end: how far it fell behind, and POSTs pending or failed (nchan). */
+interface Published {
+  maxBehind: number;
+  inFlight: number;
+  failed: number;
+}
+
 const here = (f: string): string => fileURLToPath(new URL(f, import.meta.url));
 const CLIENTS = here('./fanout-clients.ts');
 const PUBLISHER = here('./fanout-publisher.ts');
@@ -82,20 +89,25 @@ const parseLoads = (spec: string | undefined): Load[] =>
 /** Poll the subscribers until their count stops moving (bounded): the window's last events land. */
 const drain = async (
   clients: ChildProcess[],
-): Promise<{ delivered: number; hist: number[]; ended: number }> => {
+): Promise<{ delivered: number; hist: number[]; ended: number; seen: number }> => {
   let last = -1;
   const deadline = Date.now() + 5000;
   for (;;) {
     const reports = await Promise.all(
       clients.map((c) =>
-        ask<{ delivered: number; hist: number[]; ended: number }>(c, { type: 'report' }, 'report'),
+        ask<{ delivered: number; hist: number[]; ended: number; seen: number }>(
+          c,
+          { type: 'report' },
+          'report',
+        ),
       ),
     );
     const delivered = reports.reduce((a, r) => a + r.delivered, 0);
     if (delivered === last || Date.now() > deadline) {
       const hist = new Array<number>(BUCKETS).fill(0);
       for (const r of reports) r.hist.forEach((n, i) => (hist[i]! += n));
-      return { delivered, hist, ended: reports.reduce((a, r) => a + r.ended, 0) };
+      const sum = (k: 'ended' | 'seen'): number => reports.reduce((a, r) => a + r[k], 0);
+      return { delivered, hist, ended: sum('ended'), seen: sum('seen') };
     }
     last = delivered;
     await new Promise((r) => setTimeout(r, 300));
@@ -143,6 +155,7 @@ const measure = async (
     );
 
     const pids = server.pids;
+    let published: Published | null = null;
     const clientPids = [publisher, ...clients].map((c) => c.pid!);
     const marks: {
       at: number;
@@ -168,7 +181,7 @@ const measure = async (
     };
     publisher.on('message', onMark);
     try {
-      await ask(
+      published = await ask<Published>(
         publisher,
         { type: 'run', rate, count, marks: [from, to] },
         'done',
@@ -178,10 +191,16 @@ const measure = async (
       clearInterval(rssTimer);
       publisher.off('message', onMark);
     }
-    const { delivered, hist, ended } = await drain(clients);
+    const { delivered, hist, ended, seen } = await drain(clients);
+    if (delivered < 0.5 * (to - from + 1) * subs) {
+      console.warn(
+        `${loadName(load)} ${target}: delivered ${delivered} of ${(to - from + 1) * subs} in the window ` +
+          `(${seen} events seen in all; publisher ${JSON.stringify(published)})`,
+      );
+    }
     const [a, b] = marks as [(typeof marks)[0], (typeof marks)[0]];
     return {
-      usPerEvent: (b.cpu - a.cpu) / Math.max(1, delivered),
+      usPerEvent: delivered > 0 ? (b.cpu - a.cpu) / delivered : NaN,
       p50Ms: percentile(hist, 50),
       p99Ms: percentile(hist, 99),
       rssMb: rss / 1e6,
@@ -221,7 +240,11 @@ const medianSample = (samples: FanoutSample[]): FanoutSample => ({
 
 const f = (x: number, digits = 1): string => (Number.isFinite(x) ? x.toFixed(digits) : '–');
 const ms = (x: number): string => (Number.isFinite(x) ? (x >= 100 ? x.toFixed(0) : x.toPrecision(2)) : '–');
-const cell = (s: FanoutSample | undefined): string => (s ? `${f(s.usPerEvent)} µs, ${ms(s.p99Ms)} ms` : '–');
+/** A short delivery (nchan throttling its publisher, a gateway shedding) is shown beside the figures. */
+const cell = (s: FanoutSample | undefined): string =>
+  s
+    ? `${f(s.usPerEvent)} µs, ${ms(s.p99Ms)} ms${s.deliveredRatio < 0.99 ? ` (delivered ${f(s.deliveredRatio * 100, 0)} %)` : ''}`
+    : '–';
 const ratio = (g: FanoutSample | undefined, a: FanoutSample | undefined): string =>
   g && a ? `${f(g.usPerEvent / a.usPerEvent, 2)}×, ${f(g.p99Ms / a.p99Ms, 2)}×` : '–';
 const loadName = (l: Load): string =>
