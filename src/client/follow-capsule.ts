@@ -1,25 +1,17 @@
 /**
- * `followCapsule`: every frame of a capsule's log once, in offset order, over SSE or long-poll,
- * across reconnects and switches. One connection at a time; each is tagged with a generation so a
+ * `followCapsule`: every record of a capsule's log once, in offset order, over SSE
+ * (`GET …/records`) or long-poll (`GET …/poll`), which carry the same record objects, across
+ * reconnects and switches. One connection at a time; each is tagged with a generation so a
  * late callback of a replaced connection can never deliver anything.
  */
 import { authHeaders, HttpError, httpError, TicketSource } from './auth.js';
-import { pollAnswer, sseEvent, type PollBody, type Sink } from './capsule-records.js';
+import { pollAnswer, recordsEvent, type PollBody, type Sink } from './capsule-records.js';
 import { openEventSource, openFetchSse, type SseConnection } from './sse-source.js';
 import { DEFAULT_TUNING, jitteredBackoff, TransportPolicy } from './transport-policy.js';
 import type { FollowCapsuleOptions, FollowState, Subscription, Transport } from './types.js';
 
-/** Names the Murmur stream uses (EventSource can only listen to names it knows). */
-const MURMUR_EVENTS = [
-  'status',
-  'artifact',
-  'text',
-  'thinking',
-  'gap',
-  'connection-ack',
-  'capsule-closed',
-  'error',
-];
+/** The records stream's event names (EventSource can only listen to names it knows). */
+const RECORDS_EVENTS = ['ready', 'record', 'gap'];
 
 /** HTTP answers that no retry will change. */
 const FATAL = new Set([400, 401, 403, 404]);
@@ -89,11 +81,10 @@ export const followCapsule = (options: FollowCapsuleOptions): Subscription => {
   };
 
   const openSse = async (gen: number): Promise<void> => {
-    let url = `${path}/events?last_event_id=${sink.cursor}`;
+    let url = `${path}/records?after=${sink.cursor}`;
     const started = Date.now();
     let lastByte = started;
     let gotEvent = false;
-    let capsuleClosed = false;
     let healthy = false;
     const onEnd = (error: unknown, buffered: boolean): void => {
       if (gen !== generation) return;
@@ -105,9 +96,9 @@ export const followCapsule = (options: FollowCapsuleOptions): Subscription => {
       });
       if (switched) state('fallback', switched);
       // A stream that delivered and was then cut is normal life behind a proxy: reconnect at once.
-      if (error === null || gotEvent || capsuleClosed) {
+      if (error === null || gotEvent) {
         failures = 0;
-        timer = setTimeout(connect, capsuleClosed ? tuning.backoffMs : Math.random() * 50);
+        timer = setTimeout(connect, Math.random() * 50);
       } else retry(generation, error);
     };
     const handlers = {
@@ -115,7 +106,7 @@ export const followCapsule = (options: FollowCapsuleOptions): Subscription => {
       onActivity: () => {
         lastByte = Date.now();
       },
-      onEvent: (event: string, id: string | null, data: string) => {
+      onEvent: (event: string, _id: string | null, data: string) => {
         if (gen !== generation) return;
         lastByte = Date.now();
         if (!gotEvent) {
@@ -123,7 +114,7 @@ export const followCapsule = (options: FollowCapsuleOptions): Subscription => {
           failures = 0;
           state('live');
         }
-        if (sseEvent(sink, event, id, data) === 'closed') capsuleClosed = true;
+        recordsEvent(sink, event, data);
       },
       onClose: (error: unknown) => onEnd(error, false),
     };
@@ -133,7 +124,7 @@ export const followCapsule = (options: FollowCapsuleOptions): Subscription => {
     if (gen !== generation) return;
     sse =
       options.useEventSource && typeof EventSource !== 'undefined'
-        ? openEventSource(url, MURMUR_EVENTS, handlers)
+        ? openEventSource(url, RECORDS_EVENTS, handlers)
         : openFetchSse(url, headers, handlers);
     timer = setTimeout(() => {
       if (gen === generation && !gotEvent) onEnd(new Error('no byte in time'), true);

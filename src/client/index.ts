@@ -9,8 +9,11 @@ export { followBeeos } from './follow-beeos.js';
 export { TicketSource } from './auth.js';
 export type {
   BeeosEnvelope,
+  CapsuleFact,
+  CapsuleFrame,
   CapsuleGap,
   CapsuleRecord,
+  CapsuleSubmission,
   FollowBeeosOptions,
   FollowCapsuleOptions,
   FollowState,

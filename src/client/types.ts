@@ -7,18 +7,50 @@
 export type TokenInput = string | (() => string | Promise<string>);
 
 /**
- * One capsule frame in the long-poll's record shape (README "GET /murmur/{capsule}/poll"). Over SSE
- * the stream carries the offset, event and data only, so `id` (the capsule's own label) and
- * `received_at` are present only on records that arrived by long-poll.
+ * One record of a capsule's log, exactly as `GET /murmur/{capsule}/poll` returns it (README). Both
+ * transports deliver the same objects: the SSE transport reads `GET /murmur/{capsule}/records`, whose
+ * events carry the poll's JSON for each record.
  */
-export interface CapsuleRecord {
+export type CapsuleRecord = CapsuleFrame | CapsuleFact | CapsuleSubmission;
+
+/** A frame the capsule wrote. */
+export interface CapsuleFrame {
   offset: number;
   kind: 'frame';
   event: string;
+  /** The capsule's own `id:` label (a u64 as a decimal string), or null when it wrote none. */
+  id: string | null;
   /** The data line, byte for byte (a string: some `error` frames are not valid JSON). */
   data: string;
-  id?: string | null;
-  received_at?: string;
+  received_at: string;
+}
+
+/**
+ * Something the gateway observed: `upstream-connected` {ack, attempt}, `upstream-lost` {reason},
+ * `frames-possibly-missing` {reason, count?, first_available_id?}, `capsule-closed`,
+ * `capsule-session-started` {reason}, `submission-failed` {message_id, reason}; fields in snake_case.
+ */
+export interface CapsuleFact {
+  offset: number;
+  kind: 'fact';
+  fact: string;
+  reason?: string;
+  count?: number;
+  received_at: string;
+  [field: string]: unknown;
+}
+
+/** A message submitted through the gateway (any surface). */
+export interface CapsuleSubmission {
+  offset: number;
+  kind: 'submission';
+  protocol: string;
+  owner: string | null;
+  context_id: string;
+  message_id: string;
+  text: string;
+  meta?: Record<string, unknown>;
+  received_at: string;
 }
 
 /**

@@ -148,6 +148,35 @@ const preview = (event, data) => {
   return data.slice(0, 160);
 };
 
+/** The tail row of any record: frames as the capsule wrote them; facts and submissions summarised. */
+const recordRow = (r) => {
+  const row = (cls, event, id, text) =>
+    el(
+      'tr',
+      { 'data-offset': String(r.offset), ...(cls ? { class: cls } : {}) },
+      el('td', { class: 'num' }, String(r.offset)),
+      el('td', {}, event),
+      el('td', { class: 'num' }, id),
+      el('td', { class: 'preview' }, text),
+    );
+  if (r.kind === 'frame') return row('', r.event, r.id ?? '·', preview(r.event, r.data));
+  if (r.kind === 'submission')
+    return row(
+      'fact',
+      'submission',
+      '·',
+      `${r.protocol}${r.owner ? ` (${r.owner})` : ''}: ${JSON.stringify(r.text).slice(0, 150)}`,
+    );
+  const detail = [
+    r.reason,
+    r.count !== undefined ? `${r.count} frames` : '',
+    r.attempt ? `attempt ${r.attempt}` : '',
+  ]
+    .filter(Boolean)
+    .join(' · ');
+  return row(r.fact === 'frames-possibly-missing' ? 'gap' : 'fact', r.fact, '·', detail);
+};
+
 const addTailRow = (tr) => {
   const body = $('#tail tbody');
   body.prepend(tr);
@@ -166,21 +195,13 @@ function select(capsule, head) {
     gateway,
     capsule,
     after: Math.max(0, head - 50), // some recent history, then live
-    // Long-poll: its records carry the capsule's own id label and receive time (SSE ids are offsets).
-    transport: 'long-poll',
+    // SSE first, long-poll behind proxies that break it: both carry the same records (ids included).
+    transport: 'auto',
     ...(key ? { token: key } : {}),
-    onRecord: (r) =>
-      addTailRow(
-        el(
-          'tr',
-          { 'data-offset': String(r.offset) },
-          el('td', { class: 'num' }, String(r.offset)),
-          el('td', {}, r.event),
-          el('td', { class: 'num' }, r.id ?? '·'),
-          el('td', { class: 'preview' }, preview(r.event, r.data)),
-        ),
-      ),
+    onRecord: (r) => addTailRow(recordRow(r)),
+    // Loss facts arrive as records (above); only gaps about the cursor itself need a row of their own.
     onGap: (g) =>
+      (g.type === 'retention' || g.type === 'cursor-ahead') &&
       addTailRow(
         el(
           'tr',

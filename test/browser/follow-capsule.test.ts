@@ -9,7 +9,7 @@ import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index
 import { startTestGateway, type TestGateway } from '../support/gateway.js';
 import { runBursts, runBusy, type LastFrame } from '../client/busy-capsule.js';
 import { startCuttingProxy, type CuttingProxy } from '../client/cutting-proxy.js';
-import { loggedFrames } from '../client/log-frames.js';
+import { loggedRecords } from '../client/log-frames.js';
 import { hasBrowser, launchChromium } from './chromium.js';
 import { PAGE_FOLLOW, PAGE_RECORDS, type PageFollowArgs } from './pages/follow-page.js';
 
@@ -26,10 +26,10 @@ let page: Page | null = null;
 const run = <T>(p: Page, src: string, arg?: unknown): Promise<T> =>
   p.evaluate(([s, a]) => (0, eval)(s as string)(a) as T, [src, arg] as const);
 
+/** A record as the page stored it: the poll's JSON (frames, facts, submissions). */
 interface Delivered {
   offset: number;
-  event: string;
-  data: string;
+  [field: string]: unknown;
 }
 
 describe.skipIf(!hasBrowser)('followCapsule in Chromium', () => {
@@ -81,7 +81,7 @@ describe.skipIf(!hasBrowser)('followCapsule in Chromium', () => {
 
   const expectExactLog = async (delivered: Delivered[]): Promise<void> => {
     const upTo = delivered[delivered.length - 1]!.offset;
-    expect(delivered).toEqual(await loggedFrames(gw!.core, 'alpha', upTo));
+    expect(delivered).toEqual(await loggedRecords(gw!.core, 'alpha', upTo));
   };
 
   const states = (p: Page) =>

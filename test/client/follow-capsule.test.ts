@@ -1,27 +1,28 @@
 /**
  * followCapsule in Node (streamed-fetch SSE and long-poll) against a real gateway and simulator:
- * every frame of the log once, in offset order, including across cut connections.
+ * every record of the log once, in offset order, the poll's record objects on both transports,
+ * including across cut connections.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { followCapsule } from '../../src/client/index.js';
-import type { CapsuleRecord, FollowState, Subscription } from '../../src/client/index.js';
+import type { CapsuleGap, CapsuleRecord, FollowState, Subscription } from '../../src/client/index.js';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { startTestGateway, type TestGateway } from '../support/gateway.js';
 import { runBusy, type LastFrame } from './busy-capsule.js';
 import { startCuttingProxy, type CuttingProxy } from './cutting-proxy.js';
-import { loggedFrames } from './log-frames.js';
+import { loggedRecords } from './log-frames.js';
 
 let sim: SimulatedCapsule | null = null;
 let gw: TestGateway | null = null;
 let proxy: CuttingProxy | null = null;
-let sub: Subscription | null = null;
+const subs: Subscription[] = [];
 
 afterEach(async () => {
-  sub?.close();
+  for (const s of subs.splice(0)) s.close();
   await proxy?.close();
   await gw?.close();
   await sim?.stop();
-  sim = gw = proxy = sub = null;
+  sim = gw = proxy = null;
 });
 
 const setup = async (): Promise<{ sim: SimulatedCapsule; gw: TestGateway }> => {
@@ -30,64 +31,102 @@ const setup = async (): Promise<{ sim: SimulatedCapsule; gw: TestGateway }> => {
   return { sim, gw };
 };
 
+export interface Followed {
+  records: CapsuleRecord[];
+  gaps: CapsuleGap[];
+  states: FollowState[];
+}
+
 /** Follow until the frame `last` arrives; resolves with everything delivered and every state. */
-const follow = (
+export const follow = (
   gateway: string,
   transport: 'auto' | 'sse' | 'long-poll',
   last: Promise<LastFrame>,
-): { done: Promise<{ records: CapsuleRecord[]; states: FollowState[] }> } => {
-  const records: CapsuleRecord[] = [];
-  const states: FollowState[] = [];
+  tuning: Record<string, number> = {},
+): { done: Promise<Followed>; sub: Subscription } => {
+  const out: Followed = { records: [], gaps: [], states: [] };
   let target: LastFrame | null = null;
   let resolve!: () => void;
   const arrived = new Promise<void>((r) => (resolve = r));
-  const check = (): void => {
-    const r = records[records.length - 1];
-    if (target && r && r.event === target.event && r.data === target.data) resolve();
-  };
+  const isTarget = (r: CapsuleRecord | undefined): boolean =>
+    !!target && r?.kind === 'frame' && r.event === target.event && r.data === target.data;
   void last.then((l) => {
     target = l;
-    check();
+    if (out.records.some(isTarget)) resolve();
   });
-  sub = followCapsule({
+  const sub = followCapsule({
     gateway,
     capsule: 'alpha',
     transport,
-    tuning: { backoffMs: 50 },
+    tuning: { backoffMs: 50, ...tuning },
     onRecord: (r) => {
-      records.push(r);
-      check();
+      out.records.push(r);
+      if (isTarget(r)) resolve();
     },
-    onState: (s) => states.push(s),
+    onGap: (g) => out.gaps.push(g),
+    onState: (s) => out.states.push(s),
   });
-  return { done: arrived.then(() => ({ records, states })) };
+  subs.push(sub);
+  return { sub, done: arrived.then(() => out) };
 };
 
-const expectExactLog = async (records: CapsuleRecord[]): Promise<void> => {
+/** Delivered = the log's records (the poll's JSON), from the start up to the last one delivered. */
+export const expectExactLog = async (g: TestGateway, records: CapsuleRecord[]): Promise<void> => {
   const upTo = records[records.length - 1]!.offset;
-  const logged = await loggedFrames(gw!.core, 'alpha', upTo);
-  expect(records.map((r) => ({ offset: r.offset, event: r.event, data: r.data }))).toEqual(logged);
+  expect(records).toEqual(await loggedRecords(g.core, 'alpha', upTo));
 };
 
 describe('followCapsule (Node)', () => {
   for (const transport of ['sse', 'long-poll'] as const) {
-    it(`${transport}: every frame once, in order`, async () => {
+    it(`${transport}: every record once, in order`, async () => {
       const { sim, gw } = await setup();
       const f = follow(gw.baseUrl, transport, runBusy(sim, 4, 40, 1));
       const { records, states } = await f.done;
-      await expectExactLog(records);
+      await expectExactLog(gw, records);
       expect(states.some((s) => s.state === 'live' && s.transport === transport)).toBe(true);
-      if (transport === 'long-poll')
-        expect(records.every((r) => typeof r.received_at === 'string')).toBe(true);
     });
   }
+
+  it('the same capsule over SSE and over long-poll: deep-equal records (facts and submissions too) and gaps', async () => {
+    const { sim, gw } = await setup();
+    const busy = runBusy(sim, 2, 20, 1);
+    await busy;
+    // A submission through the gateway, and a loss fact the capsule causes by restarting its session.
+    await gw.core.append('alpha', {
+      kind: 'submission',
+      protocol: 'murmur',
+      owner: null,
+      contextId: 'ctx-1',
+      messageId: 'msg-1',
+      text: 'hello',
+      receivedAt: Date.now(),
+    });
+    await sim.restart();
+    const last = runBusy(sim, 1, 10, 1);
+    const [sse, poll] = await Promise.all([
+      follow(gw.baseUrl, 'sse', last).done,
+      follow(gw.baseUrl, 'long-poll', last).done,
+    ]);
+    const upTo = Math.min(sse.records.at(-1)!.offset, poll.records.at(-1)!.offset);
+    const cut = (r: CapsuleRecord[]) => r.filter((x) => x.offset <= upTo);
+    expect(cut(sse.records)).toEqual(cut(poll.records));
+    expect(sse.gaps).toEqual(poll.gaps);
+    await expectExactLog(gw, cut(sse.records));
+    const kinds = new Set(sse.records.map((r) => (r.kind === 'fact' ? `fact:${r.fact}` : r.kind)));
+    expect(kinds).toContain('submission');
+    expect(kinds).toContain('fact:upstream-connected');
+    expect(sse.gaps.map((g) => g.reason)).toContain('capsule-restarted');
+    expect(
+      sse.records.some((r) => r.kind === 'frame' && r.id !== null && typeof r.received_at === 'string'),
+    ).toBe(true);
+  });
 
   it('auto through a proxy that kills every connection after 300 ms: nothing lost or repeated', async () => {
     const { sim, gw } = await setup();
     proxy = await startCuttingProxy(gw.baseUrl, { lifetimeMs: 300 });
     const f = follow(proxy.url, 'auto', runBusy(sim, 6, 60, 3));
     const { records, states } = await f.done;
-    await expectExactLog(records);
+    await expectExactLog(gw, records);
     expect(proxy.kills).toBeGreaterThan(2);
     expect(states.some((s) => s.state === 'fallback')).toBe(true);
   });

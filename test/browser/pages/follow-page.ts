@@ -1,7 +1,7 @@
 /**
  * The page side of the followCapsule tests, as plain JS evaluated in the page (vitest transforms
  * functions, so none is passed). It loads the client module the gateway serves and follows a
- * capsule, keeping the cursor and every delivered record in sessionStorage: a reload resumes from
+ * capsule, keeping the cursor and every delivered record (the poll's JSON, facts included) in sessionStorage: a reload resumes from
  * the cursor, and the test reads everything every life of the page delivered.
  */
 export interface PageFollowArgs {
@@ -28,10 +28,10 @@ export const PAGE_FOLLOW = `async (args) => {
     ...(args.tuning ? { tuning: args.tuning } : {}),
     onRecord(r) {
       const n = Number(sessionStorage.getItem('count') ?? '0');
-      sessionStorage.setItem('rec:' + n, JSON.stringify({ offset: r.offset, event: r.event, data: r.data }));
+      sessionStorage.setItem('rec:' + n, JSON.stringify(r));
       sessionStorage.setItem('count', String(n + 1));
       sessionStorage.setItem('cursor', String(r.offset));
-      window.__last = { event: r.event, data: r.data };
+      if (r.kind === 'frame') window.__last = { event: r.event, data: r.data };
     },
     onState(s) { window.__states.push(s); },
   });
