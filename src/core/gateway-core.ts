@@ -248,9 +248,29 @@ export class GatewayCoreImpl implements GatewayCore {
     });
   }
 
-  claimOnce(capsule: string, key: string, ttlMs: number): Promise<HeldClaim | null> {
+  /** A store that does not answer within the submit timeout is `store_unavailable`, as a submit is. */
+  async claimOnce(capsule: string, key: string, ttlMs: number): Promise<HeldClaim | null> {
     this.upstream(capsule);
-    return this.claims.claimOnce(capsule, key, ttlMs);
+    const timeoutMs = this.deps.submitStoreTimeoutMs ?? DEFAULT_SUBMIT_STORE_TIMEOUT_MS;
+    let timer: NodeJS.Timeout | undefined;
+    const claiming = this.claims.claimOnce(capsule, key, ttlMs);
+    try {
+      const got = await Promise.race([
+        claiming,
+        new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs))),
+      ]);
+      if (got !== 'timeout') return got;
+    } catch (err) {
+      this.deps.logger?.warn({ capsule, err }, 'claim failed: the store is unavailable');
+    } finally {
+      clearTimeout(timer);
+    }
+    // A claim taken after we gave up is released as soon as it lands (or expires with its TTL).
+    claiming.then(
+      (late) => late?.release(),
+      () => undefined,
+    );
+    throw new GatewayError('store_unavailable', 'the log store did not answer in time', { timeoutMs });
   }
 
   async status(capsule: string): Promise<CapsuleStatus> {
