@@ -71,7 +71,9 @@ const readErrorLog = (file: string): string => {
   if (!existsSync(file)) return '';
   const lines = readFileSync(file, 'utf8')
     .split('\n')
-    .filter((l) => /\[(warn|error|crit|alert|emerg)\]/.test(l));
+    .filter((l) => /\[(warn|error|crit|alert|emerg)\]/.test(l))
+    // nchan logs these for the Redis replies still pending when nginx is stopped: not a run's error.
+    .filter((l) => !l.includes('got a NULL redis reply'));
   if (lines.length === 0) return '';
   return [...lines.slice(0, 5), `… ${lines.length} lines`, ...lines.slice(-3)].join('\n');
 };
