@@ -31,7 +31,7 @@ const main = async (): Promise<void> => {
     const { benchIdZeroCuts } = await import('./id-zero-cuts.js');
     console.table([await benchIdZeroCuts()]);
 
-    // fanout.ts supersedes murmur-fanout.ts (in-process, measured under overload).
+    // fanout.ts: native fan-out against the nginx + nchan + Redis anchor (processes on separate cores).
     for (const extra of ['./fanout.js', './hub-fanout.js']) {
       const mod = (await import(extra).catch(() => null)) as {
         runBench?: (o: { redisUrl?: string; runs: number }) => Promise<void>;
