@@ -92,6 +92,15 @@ describe('client credentials', () => {
     expect(records.map((r) => r.offset)).toEqual([30000000000001]);
   });
 
+  const RECORD = {
+    offset: 30000000000005,
+    kind: 'frame',
+    event: 'text',
+    id: '3',
+    data: '{"text":"hi"}',
+    received_at: '2026-01-01T00:00:00.000Z',
+  };
+
   it('followCapsule with useEventSource: fetches a ticket and passes it as ?ticket=, no header', async () => {
     const requests: { url: string; auth?: string }[] = [];
     const base = await serve((req, res) => {
@@ -104,8 +113,8 @@ describe('client credentials', () => {
         return res.end(JSON.stringify({ ticket: 't/1', expires_at: Date.now() + 60_000 }));
       }
       res.writeHead(200, { 'content-type': 'text/event-stream' });
-      res.write('event: connection-ack\ndata: {}\n\n');
-      res.write('id: 30000000000005\nevent: text\ndata: {"text":"hi"}\n\n');
+      res.write('event: ready\ndata: {"head":30000000000005,"epoch":1}\n\n');
+      res.write(`id: 30000000000005\nevent: record\ndata: ${JSON.stringify(RECORD)}\n\n`);
     });
     const got = new Promise<CapsuleRecord>((resolve) => {
       sub = followCapsule({
@@ -117,15 +126,10 @@ describe('client credentials', () => {
         onRecord: resolve,
       });
     });
-    expect(await got).toEqual({
-      offset: 30000000000005,
-      kind: 'frame',
-      event: 'text',
-      data: '{"text":"hi"}',
-    });
+    expect(await got).toEqual(RECORD);
     expect(requests).toEqual([
       { url: '/auth/tickets', auth: 'Bearer secret' },
-      { url: '/murmur/alpha/events?last_event_id=0&ticket=t%2F1' },
+      { url: '/murmur/alpha/records?after=0&ticket=t%2F1' },
     ]);
   });
 });

@@ -4,13 +4,12 @@
  * including across cut connections.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { followCapsule } from '../../src/client/index.js';
-import type { CapsuleGap, CapsuleRecord, FollowState, Subscription } from '../../src/client/index.js';
+import type { CapsuleRecord, Subscription } from '../../src/client/index.js';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { startTestGateway, type TestGateway } from '../support/gateway.js';
-import { runBusy, type LastFrame } from './busy-capsule.js';
+import { runBusy } from './busy-capsule.js';
 import { startCuttingProxy, type CuttingProxy } from './cutting-proxy.js';
-import { loggedRecords } from './log-frames.js';
+import { expectExactLog, follow as followAlpha } from './follow-helpers.js';
 
 let sim: SimulatedCapsule | null = null;
 let gw: TestGateway | null = null;
@@ -31,49 +30,10 @@ const setup = async (): Promise<{ sim: SimulatedCapsule; gw: TestGateway }> => {
   return { sim, gw };
 };
 
-export interface Followed {
-  records: CapsuleRecord[];
-  gaps: CapsuleGap[];
-  states: FollowState[];
-}
-
-/** Follow until the frame `last` arrives; resolves with everything delivered and every state. */
-export const follow = (
-  gateway: string,
-  transport: 'auto' | 'sse' | 'long-poll',
-  last: Promise<LastFrame>,
-  tuning: Record<string, number> = {},
-): { done: Promise<Followed>; sub: Subscription } => {
-  const out: Followed = { records: [], gaps: [], states: [] };
-  let target: LastFrame | null = null;
-  let resolve!: () => void;
-  const arrived = new Promise<void>((r) => (resolve = r));
-  const isTarget = (r: CapsuleRecord | undefined): boolean =>
-    !!target && r?.kind === 'frame' && r.event === target.event && r.data === target.data;
-  void last.then((l) => {
-    target = l;
-    if (out.records.some(isTarget)) resolve();
-  });
-  const sub = followCapsule({
-    gateway,
-    capsule: 'alpha',
-    transport,
-    tuning: { backoffMs: 50, ...tuning },
-    onRecord: (r) => {
-      out.records.push(r);
-      if (isTarget(r)) resolve();
-    },
-    onGap: (g) => out.gaps.push(g),
-    onState: (s) => out.states.push(s),
-  });
-  subs.push(sub);
-  return { sub, done: arrived.then(() => out) };
-};
-
-/** Delivered = the log's records (the poll's JSON), from the start up to the last one delivered. */
-export const expectExactLog = async (g: TestGateway, records: CapsuleRecord[]): Promise<void> => {
-  const upTo = records[records.length - 1]!.offset;
-  expect(records).toEqual(await loggedRecords(g.core, 'alpha', upTo));
+const follow = (...args: Parameters<typeof followAlpha>) => {
+  const f = followAlpha(...args);
+  subs.push(f.sub);
+  return f;
 };
 
 describe('followCapsule (Node)', () => {
