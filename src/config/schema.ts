@@ -26,10 +26,51 @@ export const capsuleSchema = z.object({
   doorToken: z.string().min(1, 'must not be empty').optional(),
 });
 
-const apiKeySchema = z.object({
-  sha256: z.string().regex(/^[0-9a-f]{64}$/, 'must be the lowercase hex SHA-256 of the key (64 characters)'),
-  owner: z.string().min(1, 'must not be empty'),
-});
+const scopeSchema = z.enum(['submit', 'observe', 'control', 'admin', 'ops']);
+
+/** A key of any surface (BeeOS `oag_…` keys are just keys); only its SHA-256 is held. */
+const apiKeySchema = z
+  .object({
+    sha256: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/, 'must be the lowercase hex SHA-256 of the key (64 characters)'),
+    owner: z.string().min(1, 'must not be empty'),
+    scopes: z.array(scopeSchema).default(['submit']),
+    /** Capsules this key may use; ["*"] = all. */
+    capsules: z.array(z.string().min(1)).min(1, 'must list at least one capsule or "*"').default(['*']),
+  })
+  .strict();
+
+/** Bearer JWTs (via `jose`): sub → owner, scope (space-separated) → scopes, capsules → capsules. */
+const jwtSchema = z
+  .object({
+    issuer: z.string().min(1),
+    audience: z.string().min(1),
+    /** HS256 shared secret. */
+    secret: z.string().min(16, 'must be at least 16 characters').optional(),
+    /** PEM (SPKI) public key for RS256 / ES256 / EdDSA. */
+    publicKey: z.string().min(1).optional(),
+    /** Path of a JWKS file (`{keys: [...]}`) for RS256 / ES256 / EdDSA. */
+    jwksFile: z.string().min(1).optional(),
+    algorithms: z
+      .array(z.enum(['HS256', 'RS256', 'ES256', 'EdDSA']))
+      .min(1)
+      .optional(),
+  })
+  .strict()
+  .refine((j) => [j.secret, j.publicKey, j.jwksFile].filter((v) => v !== undefined).length === 1, {
+    message: 'must set exactly one of secret, publicKey, jwksFile',
+  });
+
+const authSchema = z
+  .object({
+    /** Serve without any credential on a non-loopback address (explicit opt-out; warned at start). */
+    open: z.boolean().default(false),
+    ticketTtlSeconds: z.number().int().min(1).max(3600).default(60),
+    /** Ticket signing key shared by replicas; absent = one random key kept in Redis (or per process). */
+    ticketSecret: z.string().min(16, 'must be at least 16 characters').optional(),
+  })
+  .strict();
 
 /** Admin API tokens, held only as SHA-256 (env GATEWAY_ADMIN_TOKEN adds the hash of a clear one). */
 const adminTokenSchema = z
@@ -148,6 +189,8 @@ export const configSchema = z
     demo: z.boolean().default(false),
     capsules: z.array(capsuleSchema).default([]),
     apiKeys: z.array(apiKeySchema).default([]),
+    jwt: jwtSchema.optional(),
+    auth: authSchema.default({ open: false, ticketTtlSeconds: 60 }),
     /** The admin API (`/admin/`) is enabled only when at least one is configured. */
     adminTokens: z.array(adminTokenSchema).default([]),
     /** Directory of running-capsule records to front (`--discover-running`); null = no discovery. */
@@ -219,3 +262,6 @@ export const configSchema = z
 export type GatewayConfig = z.output<typeof configSchema>;
 export type GatewayConfigInput = z.input<typeof configSchema>;
 export type CapsuleConfig = z.output<typeof capsuleSchema>;
+export type ApiKeyConfig = z.output<typeof apiKeySchema>;
+export type JwtConfig = z.output<typeof jwtSchema>;
+export type AuthConfig = z.output<typeof authSchema>;
