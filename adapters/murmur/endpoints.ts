@@ -100,9 +100,11 @@ const replayUpTo = async (
   }
 };
 
-/** The `error` frame for a capsule the gateway cannot reach (the frame's JSON is the gateway's). */
-const unreachableFrame = (reason: string): Uint8Array =>
-  encodeErrorFrame(JSON.stringify({ error: `capsule unreachable: ${reason}` }));
+/**
+ * The `error` frame for a capsule the gateway cannot reach (the frame's JSON is the gateway's). A
+ * fixed text: the reason (a socket error naming the capsule's internal address) is only logged.
+ */
+const UNREACHABLE_FRAME = encodeErrorFrame(JSON.stringify({ error: 'capsule unreachable' }));
 
 /**
  * `message/stream`: take the head as this client's start, submit (recorded, then forwarded with the
@@ -161,7 +163,8 @@ export const serveMessageStream = async (
         conn.end();
         return;
       case 'unreachable':
-        conn.write(unreachableFrame(outcome.reason));
+        deps.logger.warn({ capsule, reason: outcome.reason }, 'murmur: message/stream capsule unreachable');
+        conn.write(UNREACHABLE_FRAME);
         conn.end();
         return;
       case 'accepted':

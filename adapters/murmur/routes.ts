@@ -106,7 +106,11 @@ export const createRpcRoutes = (deps: AdapterDeps): Hono => {
       const res = await deps.core.forwardRpc(capsule, body);
       return new Response(res.body, { status: res.status, headers: { 'content-type': res.contentType } });
     } catch (err) {
-      if (err instanceof GatewayError) return fail(err.code, rpcId, err.message);
+      // The code's fixed message only: err.message may name the capsule's internal address.
+      if (err instanceof GatewayError) {
+        deps.logger.warn({ err, capsule }, 'murmur: forwardRpc refused');
+        return fail(err.code, rpcId);
+      }
       deps.logger.error({ err, capsule }, 'murmur: forwardRpc failed');
       return fail('internal', rpcId);
     }

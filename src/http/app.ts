@@ -3,13 +3,18 @@
  * routes and every adapter's routes. Adapters own their paths and error grammar; this file owns only
  * what is shared by all of them.
  */
-import { Hono } from 'hono';
+import { Hono, type Context } from 'hono';
 import { cors } from 'hono/cors';
 import type { Logger } from 'pino';
 import type { GatewayCore } from '../core/types.js';
 import { createMetrics, type InternalStats, type MetricsRegistry } from './metrics.js';
 import { createOpsRoutes, type OpsDeps } from './ops-routes.js';
 import { createStaticRoutes } from './static-routes.js';
+import type { Authenticator } from '../auth/authenticator.js';
+import type { TicketAuthority } from '../auth/tickets.js';
+import type { AuthPosture } from '../auth/secure-default.js';
+import { createAuthMiddleware } from './auth-middleware.js';
+import { createAuthRoutes, redactTicket } from './auth-routes.js';
 
 /** Headers browsers must be allowed to read cross-origin (Flue and BeeOS coordination headers). */
 export const EXPOSED_HEADERS = [
@@ -29,6 +34,14 @@ export interface HttpAppOptions {
   internals?: () => InternalStats;
   /** Capsule ownership across replicas, for /capsules. */
   ownership?: OpsDeps['ownership'];
+  /** Credentials → principal for every request; absent = every caller is open (unit tests). */
+  auth?: {
+    authenticator: Authenticator;
+    tickets: TicketAuthority;
+    posture: AuthPosture;
+    /** Client IP of a request (trust proxy); default: the socket peer. */
+    clientIp?: (c: Context) => string;
+  };
   /** Each adapter's routes, with full paths (each adapter may carry its own context variables). */
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   surfaces: Hono<any, any, any>[];
@@ -49,7 +62,12 @@ const surfaceOf = (path: string): [string, string] | null => {
     /^\/api\/v1\/agents\/([^/]+)/.exec(path);
   if (!m || !m[1]) return null;
   const surface = path.startsWith('/murmur/') ? 'murmur' : path.startsWith('/flue/') ? 'flue' : 'beeos';
-  return [surface, decodeURIComponent(m[1])];
+  // A malformed escape (`%E0`) names no capsule: the adapter answers it in its own grammar.
+  try {
+    return [surface, decodeURIComponent(m[1])];
+  } catch {
+    return null;
+  }
 };
 
 export const createHttpApp = (options: HttpAppOptions): HttpApp => {
@@ -86,6 +104,14 @@ export const createHttpApp = (options: HttpAppOptions): HttpApp => {
     );
   }
 
+  // After CORS (preflights are answered there, open) and before every route: who is calling.
+  if (options.auth) {
+    app.use(
+      '*',
+      createAuthMiddleware({ authenticator: options.auth.authenticator, clientIp: options.auth.clientIp }),
+    );
+  }
+
   // Count a downstream connection from request start until its socket response closes (streams too).
   app.use('*', async (c, next) => {
     const hit = surfaceOf(c.req.path);
@@ -106,8 +132,10 @@ export const createHttpApp = (options: HttpAppOptions): HttpApp => {
       connections,
       metrics,
       ownership: options.ownership,
+      authPosture: options.auth?.posture,
     }),
   );
+  if (options.auth) app.route('/', createAuthRoutes(options.auth.tickets));
   // The browser client module and the dashboard (static files).
   app.route('/', createStaticRoutes());
   for (const surface of options.surfaces) app.route('/', surface);
@@ -116,7 +144,7 @@ export const createHttpApp = (options: HttpAppOptions): HttpApp => {
     c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` } }, 404),
   );
   app.onError((err, c) => {
-    options.logger.error({ err, path: c.req.path }, 'unhandled error');
+    options.logger.error({ err, path: c.req.path, url: redactTicket(c.req.url) }, 'unhandled error');
     return c.json({ error: { code: 'internal', message: 'internal error' } }, 500);
   });
 

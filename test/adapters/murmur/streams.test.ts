@@ -126,7 +126,24 @@ describe('murmur surface: capsule closed, capsule unreachable', () => {
     expect(frames).toHaveLength(1);
     expect(frames[0]!.event).toBe('error');
     expect(frames[0]!.id).toBeNull();
-    expect((JSON.parse(frames[0]!.data) as { error: string }).error).toMatch(/^capsule unreachable: /);
+    // A fixed text: the socket error (it names the capsule's internal address) is only logged.
+    expect(JSON.parse(frames[0]!.data)).toEqual({ error: 'capsule unreachable' });
+  });
+
+  it('answers a forwarded call to an unreachable capsule with a fixed message, not the socket error', async () => {
+    const { gw, sim, capsule } = await setup();
+    await sim.stop();
+    const res = await fetch(`${gw.baseUrl}/murmur/${capsule}/`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tasks/get', params: { id: 'x' } }),
+    });
+    expect(res.status).toBe(502);
+    expect(await res.json()).toEqual({
+      jsonrpc: '2.0',
+      id: 7,
+      error: { code: -32603, message: 'capsule unreachable' },
+    });
   });
 });
 
