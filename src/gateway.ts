@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { serve } from '@hono/node-server';
 import type { Logger } from 'pino';
-import { createBeeosRoutes, beeosSurfaceIsOpen } from '../adapters/beeos/index.js';
+import { createBeeosRoutes } from '../adapters/beeos/index.js';
 import { createFlueRoutes } from '../adapters/flue/index.js';
 import { createMurmurRoutes } from '../adapters/murmur/index.js';
 import type { GatewayConfig } from './config/schema.js';
@@ -31,6 +31,12 @@ import { ingestByOwnership, LiveCapsules } from './fleet/live-capsules.js';
 import { MemoryCapsuleRegistry, type CapsuleEntries, type CapsuleRegistry } from './fleet/registry.js';
 import { RedisCapsuleRegistry } from './fleet/registry-redis.js';
 import { createAdminRoutes } from './http/admin-routes.js';
+import { createAuthenticator } from './auth/authenticator.js';
+import { createJwtVerifier } from './auth/jwt.js';
+import { createKeyRing } from './auth/keys.js';
+import { authPosture } from './auth/secure-default.js';
+import { createTicketAuthority, ticketSecretSource } from './auth/tickets.js';
+import { ConfigError } from './config/load.js';
 
 export interface RunningGateway {
   /** `http://host:port` as bound (host 0.0.0.0 is reported as 127.0.0.1). */
@@ -89,6 +95,20 @@ export const startGateway = async (
   logger: Logger,
   tuning: GatewayTuning = {},
 ): Promise<RunningGateway> => {
+  // Secure by default: no credential configured → loopback only, unless auth.open says so.
+  const posture = authPosture(config);
+  if ('refuse' in posture) throw new ConfigError(posture.refuse);
+  if (posture.posture === 'open') {
+    logger.warn(
+      { host: config.host },
+      'auth.open: serving every caller without credentials on a network address (every scope, every capsule)',
+    );
+  }
+  const jwt = config.jwt
+    ? await createJwtVerifier(config.jwt).catch((err: unknown) => {
+        throw new ConfigError(`invalid configuration (jwt): ${(err as Error).message}`);
+      })
+    : null;
   const store = createStore(config, logger);
   const writer = new LogWriter(store, {
     maxQueuedEntries: config.maxPendingAppends,
@@ -194,10 +214,13 @@ export const startGateway = async (
   });
 
   const deps: AdapterDeps = { core, config: adapterConfigOf(config), logger: logger.child({ room: 'http' }) };
-  if (beeosSurfaceIsOpen(deps.config)) {
-    logger.warn('no API keys configured: the BeeOS surface is open to every caller');
-  }
+  const tickets = createTicketAuthority(
+    ticketSecretSource(config.auth.ticketSecret, store),
+    config.auth.ticketTtlSeconds,
+  );
+  const authenticator = createAuthenticator({ keys: createKeyRing(config.apiKeys), jwt, tickets });
   const { app } = createHttpApp({
+    auth: { authenticator, tickets, posture: posture.posture },
     core,
     logger,
     corsOrigins: config.cors.origins,

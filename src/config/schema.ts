@@ -182,7 +182,11 @@ const redisSchema = z.unknown().transform((value, ctx): RedisConfig | null => {
 export const configSchema = z
   .object({
     port: z.number().int().min(0).max(65535).default(8080),
-    host: z.string().min(1).default('0.0.0.0'),
+    /**
+     * Address to bind. Absent: every interface (0.0.0.0) when auth is configured (apiKeys, jwt or
+     * auth.open), else loopback only, so a gateway started with zero setup is never open to a network.
+     */
+    host: z.string().min(1).optional(),
     /** One Redis (a URL), a Sentinel-monitored master, or a Cluster; null = the in-memory store. */
     redis: redisSchema.default(null),
     publicUrl: httpUrl.nullable().default(null),
@@ -257,7 +261,11 @@ export const configSchema = z
       }
       seen.add(c.id);
     });
-  });
+  })
+  .transform((cfg) => ({
+    ...cfg,
+    host: cfg.host ?? (cfg.apiKeys.length > 0 || cfg.jwt || cfg.auth.open ? '0.0.0.0' : '127.0.0.1'),
+  }));
 
 export type GatewayConfig = z.output<typeof configSchema>;
 export type GatewayConfigInput = z.input<typeof configSchema>;

@@ -7,6 +7,7 @@ import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { z } from 'zod';
 import type { AdminTokenCheck } from '../auth/admin-token.js';
+import { may, principalOf } from '../auth/principal.js';
 import { CAPSULE_ID } from '../config/schema.js';
 import type { CapsuleEntry, CapsuleRegistry } from '../fleet/registry.js';
 
@@ -34,7 +35,7 @@ const putBody = z
   })
   .strict();
 
-type ErrorStatus = 400 | 401 | 404 | 405 | 413 | 415 | 503;
+type ErrorStatus = 400 | 401 | 403 | 404 | 405 | 413 | 415 | 503;
 
 const fail = (
   c: Context,
@@ -66,11 +67,17 @@ export const createAdminRoutes = (deps: AdminDeps): Hono => {
   const app = new Hono();
 
   app.use('/admin/*', async (c, next) => {
+    // A key or JWT with the `admin` scope is as good as the admin token (never the open principal:
+    // a gateway without auth keeps its admin API behind the token).
+    const p = principalOf(c);
+    const credentialed = p.kind === 'key' || p.kind === 'jwt';
+    if (credentialed && may(p, 'admin')) return next();
     if (!deps.token.enabled) {
       return fail(c, 404, 'not_found', 'the admin API is disabled: no admin token is configured');
     }
     const authorization = c.req.header('authorization');
     if (!deps.token.accepts(authorization)) {
+      if (credentialed) return fail(c, 403, 'forbidden', 'this credential lacks the "admin" scope');
       const challenge =
         authorization === undefined
           ? 'Bearer realm="murmur-gateway admin"'

@@ -6,6 +6,8 @@ import { Hono } from 'hono';
 import type { GatewayCore } from '../core/types.js';
 import type { OwnerView } from '../fleet/types.js';
 import type { MetricsRegistry } from './metrics.js';
+import type { AuthPosture } from '../auth/secure-default.js';
+import { requireScope } from './auth-routes.js';
 
 export interface OpsDeps {
   core: GatewayCore;
@@ -15,6 +17,8 @@ export interface OpsDeps {
   connections: () => Record<string, Record<string, number>>;
   metrics: MetricsRegistry;
   /** Who ingests which capsule (src/fleet); absent = this process, token 0. */
+  /** `open`: served without credentials on a network address (auth.open); said on /readyz. */
+  authPosture?: AuthPosture;
   ownership?: { replicaId: string; owners(ids: readonly string[]): Promise<Map<string, OwnerView>> };
 }
 
@@ -25,8 +29,13 @@ export const createOpsRoutes = (deps: OpsDeps): Hono => {
 
   app.get('/readyz', async (c) => {
     const ready = await deps.storeReady();
-    return c.json({ status: ready ? 'ready' : 'store_unreachable' }, ready ? 200 : 503);
+    const auth = deps.authPosture === 'open' ? { auth: 'open' } : {};
+    return c.json({ status: ready ? 'ready' : 'store_unreachable', ...auth }, ready ? 200 : 503);
   });
+
+  // Upstream URLs and fleet internals: operators only.
+  app.use('/capsules', requireScope('ops'));
+  app.use('/metrics', requireScope('ops'));
 
   app.get('/capsules', async (c) => {
     const connections = deps.connections();

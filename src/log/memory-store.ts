@@ -142,6 +142,14 @@ export class MemoryStore implements LogStore {
     return !this.closed;
   }
 
+  private readonly secrets = new Map<string, string>();
+
+  /** One process is the whole fleet here: the first candidate is kept. */
+  async sharedSecret(name: string, candidate: string): Promise<string> {
+    if (!this.secrets.has(name)) this.secrets.set(name, candidate);
+    return this.secrets.get(name)!;
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     for (const log of this.logs.values()) {

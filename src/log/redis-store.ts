@@ -287,6 +287,15 @@ export class RedisStore implements LogStore {
     }
   }
 
+  async sharedSecret(name: string, candidate: string): Promise<string> {
+    return this.call(async () => {
+      await this.ready();
+      // SET NX: the first replica's candidate wins; every replica then reads the same value.
+      await this.redis.set(name, candidate, 'NX');
+      return (await this.redis.get(name)) ?? candidate;
+    });
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     if (this.ownsConnection) await this.connection.close();

@@ -137,5 +137,10 @@ export interface LogStore {
   trim(capsule: string): Promise<void>;
   /** Whether the store answers (readyz). */
   ping(): Promise<boolean>;
+  /**
+   * A secret shared by every replica on this store (e.g. the ticket signing key): the value stored
+   * under `name`, or `candidate` stored there first if there was none (one winner across replicas).
+   */
+  sharedSecret?(name: string, candidate: string): Promise<string>;
   close(): Promise<void>;
 }

@@ -26,7 +26,7 @@ describe('loadConfig', () => {
     const cfg = loadConfig({}, {});
     expect(cfg).toMatchObject({
       port: 8080,
-      host: '0.0.0.0',
+      host: '127.0.0.1', // no auth configured: loopback by default (secure by default)
       redis: null,
       publicUrl: null,
       capsules: [],
