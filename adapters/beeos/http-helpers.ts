@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type { Context } from 'hono';
 import { z } from 'zod';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
-import { authenticate } from './auth.js';
+import { may, principalOf, seesCapsule, type Principal } from '../../src/auth/principal.js';
 import type { Channel, ChannelRegistry } from './channels.js';
 import {
   HEADER_AUTHORIZATION,
@@ -130,15 +130,33 @@ export const parseIncludeDeltas = (c: Context): boolean => {
   throw new BeeosError('invalid_param', 'include_deltas must be true or false');
 };
 
-/** Auth, then the agent (capsule) must exist. Returns the caller's owner. */
-export const guardAgent = (deps: AdapterDeps, c: Context<Env>): { owner: string; agent: string } => {
-  const owner = authenticate(deps.config, c.req.header(HEADER_AUTHORIZATION));
+/**
+ * The caller (resolved by the gateway's auth middleware), then the agent (capsule) must exist and be
+ * one the credential may use (404 otherwise: a key limited to other capsules learns nothing), then
+ * the `submit` scope. Returns the caller's owner and principal.
+ */
+export const guardAgent = (
+  deps: AdapterDeps,
+  c: Context<Env>,
+): { owner: string; agent: string; principal: Principal } => {
+  const principal = principalOf(c);
+  if (principal.kind === 'anonymous') {
+    if (principal.failure === 'missing' && !c.req.header(HEADER_AUTHORIZATION))
+      throw new BeeosError('missing_token', 'missing Authorization bearer token');
+    throw new BeeosError('invalid_token', 'invalid or expired credential');
+  }
   const agent = c.req.param('agent') ?? '';
-  if (!deps.core.hasCapsule(agent)) throw new BeeosError('agent_not_found', `agent not found: ${agent}`);
-  return { owner, agent };
+  if (!deps.core.hasCapsule(agent) || !seesCapsule(principal, agent))
+    throw new BeeosError('agent_not_found', `agent not found: ${agent}`);
+  if (!may(principal, 'submit', agent))
+    throw new BeeosError('forbidden', 'this credential lacks the "submit" scope');
+  return { owner: principal.owner, agent, principal };
 };
 
-/** The channel of kind `kind` named by `:id`, owned by `owner` (404 unknown, 403 another owner). */
+/**
+ * The channel of kind `kind` named by `:id`, owned by `owner`: another owner's is 404 like an
+ * unknown one (a 403 would confirm it exists).
+ */
 export const guardChannel = async (
   registry: ChannelRegistry,
   agent: string,
@@ -148,7 +166,7 @@ export const guardChannel = async (
 ): Promise<Channel> => {
   const channel = await registry.get(agent, id);
   if (!channel || channel.kind !== kind) throw new BeeosError('agent_not_found', `${kind} not found: ${id}`);
-  if (channel.owner !== owner) throw new BeeosError('forbidden', `this ${kind} belongs to another owner`);
+  if (channel.owner !== owner) throw new BeeosError('not_found', `${kind} not found: ${id}`);
   if (channel.pending) await channel.pending.catch(() => undefined);
   return channel;
 };

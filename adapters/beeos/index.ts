@@ -13,8 +13,6 @@ import type { Env } from './http-helpers.js';
 import { registerBeeosRoutes } from './routes.js';
 import type { BeeosRouteOptions } from './routes.js';
 
-export { beeosSurfaceIsOpen } from './auth.js';
-
 const KNOWN_PATH =
   /^\/api\/v1\/agents\/[^/]+\/(invoke|tasks|conversations)(\/[^/]+(\/(events|messages|cancel))?)?\/?$/;
 

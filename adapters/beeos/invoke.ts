@@ -3,6 +3,7 @@
  * and answer as unnamed SSE frames (`delta`, `reasoning`, `error`, `done`) or as blocking JSON
  * (beeos-streaming.md §2). Submission outcome → HTTP errors happen in routes before streaming.
  */
+import { clientContext } from '../../src/auth/namespace.js';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import type { LogRecord } from '../../src/log/record.js';
 import { viewFrame } from '../../src/log/frame-view.js';
@@ -81,11 +82,20 @@ export const followInvoke = (
         else if (view.event === 'thinking' && view.text) sink({ type: 'reasoning', text: view.text });
         else if (view.event === 'status' && view.final && view.message !== 'input-timeout') {
           if (view.state === 'completed')
-            return finish([{ type: 'done', text: view.response ?? '', context_id: target.contextId }]);
+            return finish([
+              { type: 'done', text: view.response ?? '', context_id: clientContext(target.contextId) },
+            ]);
           const error = view.message ?? String(view.state);
           const code = view.state === 'rejected' ? 'conflict' : 'agent_reply_error';
           return finish([
-            { type: 'done', is_error: true, code, error, text: error, context_id: target.contextId },
+            {
+              type: 'done',
+              is_error: true,
+              code,
+              error,
+              text: error,
+              context_id: clientContext(target.contextId),
+            },
           ]);
         }
       }

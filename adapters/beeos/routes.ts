@@ -2,6 +2,7 @@
  * Thin Hono handlers for every BeeOS route under /api/v1/agents/{agent}/… (beeos-contract.md
  * Resources). Parsing/guards in http-helpers.ts, projection and streams in channel-stream.ts/invoke.ts.
  */
+import { clientContext, ownerContext } from '../../src/auth/namespace.js';
 import { randomUUID } from 'node:crypto';
 import type { Hono } from 'hono';
 import type { Context } from 'hono';
@@ -54,9 +55,10 @@ export const registerBeeosRoutes = (app: Hono<Env>, deps: AdapterDeps, options: 
   app.post(
     `${A}/invoke`,
     handle(async (c) => {
-      const { owner, agent } = guardAgent(deps, c);
+      const { owner, agent, principal } = guardAgent(deps, c);
       const body = await parseBody(c, messageBodySchema, { required: ['message'] });
-      const contextId = body.context_id ?? `ch-${randomUUID()}`;
+      // A chosen context is namespaced by owner upstream: it can never join another owner's.
+      const contextId = body.context_id ? ownerContext(principal, body.context_id) : `ch-${randomUUID()}`;
       const sub = await submitMessage(deps, agent, owner, contextId, body.message, { op: 'invoke' });
       const outcome = sub.result.outcome;
       if (outcome.kind !== 'accepted') throw outcomeError(outcome);
@@ -83,7 +85,7 @@ export const registerBeeosRoutes = (app: Hono<Env>, deps: AdapterDeps, options: 
       data: {
         task_id: channel.id,
         agent_id: channel.capsule,
-        context_id: channel.contextId,
+        context_id: clientContext(channel.contextId),
         status: p.status,
         created_at: iso(channel.createdAt),
         updated_at: iso(p.updatedAt ?? channel.createdAt),
@@ -96,14 +98,14 @@ export const registerBeeosRoutes = (app: Hono<Env>, deps: AdapterDeps, options: 
   app.post(
     `${A}/tasks`,
     handle(async (c) => {
-      const { owner, agent } = guardAgent(deps, c);
+      const { owner, agent, principal } = guardAgent(deps, c);
       const body = await parseBody(c, messageBodySchema, { required: ['message'] });
       const key = body.idempotency_key;
       const answer = await createTask(deps, registry, {
         agent,
         owner,
         message: body.message,
-        ...(body.context_id ? { contextId: body.context_id } : {}),
+        ...(body.context_id ? { contextId: ownerContext(principal, body.context_id) } : {}),
         ...(key ? { key } : {}),
         ...(body.metadata !== undefined ? { metadata: body.metadata } : {}),
       });
@@ -208,7 +210,7 @@ export const registerBeeosRoutes = (app: Hono<Env>, deps: AdapterDeps, options: 
       return ok(c, {
         conversation_id: channel.id,
         agent_id: agent,
-        context_id: channel.contextId,
+        context_id: clientContext(channel.contextId),
         state: channel.closed ? 'closed' : 'active',
         created_at: iso(channel.createdAt),
       });

@@ -56,7 +56,7 @@ describe.skipIf(!redisUrl)('BeeOS on every replica', () => {
       post(a, '/tasks', { message: 'made on a', idempotency_key: 'k-follow' }),
     );
     // Guarded on b as on a: another owner is refused, the owner served.
-    expect((await get(b, `/tasks/${created.task_id}`, BOB)).status).toBe(403);
+    expect((await get(b, `/tasks/${created.task_id}`, BOB)).status).toBe(404);
     expect((await get(b, `/tasks/${created.task_id}`)).status).toBe(200);
     // The same key on b is the same task; another body with it is a conflict.
     const retried = await post(b, '/tasks', { message: 'made on a', idempotency_key: 'k-follow' });
@@ -100,7 +100,7 @@ describe.skipIf(!redisUrl)('BeeOS on every replica', () => {
   it('a conversation opened on one replica takes messages on the other; cancel crosses too', async () => {
     const [a, b] = [rig.owner, rig.other];
     const conv = await json<{ conversation_id: string }>(post(a, '/conversations', {}));
-    expect((await get(b, `/conversations/${conv.conversation_id}`, BOB)).status).toBe(403);
+    expect((await get(b, `/conversations/${conv.conversation_id}`, BOB)).status).toBe(404);
     expect((await post(b, `/conversations/${conv.conversation_id}/messages`, { message: 'hi' })).status).toBe(
       202,
     );

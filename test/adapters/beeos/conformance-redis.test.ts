@@ -62,13 +62,13 @@ describe.skipIf(!redisUrl)('BeeOS conformance on Redis, across a gateway restart
     rig = await startRig({ redisUrl: redisUrl!, capsule, sim });
     const url = `${rig.api}/tasks/${done.taskId}`;
     // Owner ACL from the rebuilt registry.
-    expect((await getJson(url, BOB)).status).toBe(403);
-    expect((await getJson(url, BOB)).body.error).toMatchObject({ code: 'forbidden' });
+    expect((await getJson(url, BOB)).status).toBe(404);
+    expect((await getJson(url, BOB)).body.error).toMatchObject({ code: 'not_found' });
     expect((await getJson(url, {})).status).toBe(401);
     expect((await getJson(`${rig.api}/tasks/task_nope`)).status).toBe(404);
     const status = await getJson<{ status: string; result: string }>(url);
     expect(status.body.data).toMatchObject({ status: 'completed', result: 'Echo: before the restart' });
-    expect((await fetch(`${url}/events`, { headers: BOB })).status).toBe(403);
+    expect((await fetch(`${url}/events`, { headers: BOB })).status).toBe(404);
 
     // Offsets resume: the same envelopes at the same offsets, and `since` cuts exactly.
     const after = await collectSse(`${url}/events?since=0`, ALICE, untilEnd);

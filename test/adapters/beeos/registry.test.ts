@@ -3,7 +3,7 @@ import pino from 'pino';
 import { afterEach, expect, it } from 'vitest';
 import { createBeeosRoutes } from '../../../adapters/beeos/index.js';
 import { hashApiKey } from '../../../adapters/beeos/auth.js';
-import { KEY_ALICE, KEY_BOB, startHarness } from './support/harness.js';
+import { KEY_ALICE, KEY_BOB, startHarness, withAuth } from './support/harness.js';
 import type { Harness } from './support/harness.js';
 
 let h: Harness;
@@ -30,25 +30,29 @@ it('after a restart, owners, idempotency keys and closed conversations come back
     headers: { Authorization: `Bearer ${KEY_ALICE}` },
   });
 
-  const restarted = createBeeosRoutes({
-    core: h.core,
-    config: {
-      heartbeatMs: 15_000,
-      longPollMaxMs: 30_000,
-      idleControlMs: 30_000,
-      bodyLimitBytes: 1 << 20,
-      publicUrl: null,
-      beeosKeys: [
-        { sha256: hashApiKey(KEY_ALICE), owner: 'alice' },
-        { sha256: hashApiKey(KEY_BOB), owner: 'bob' },
-      ],
-      maxQueuedRecords: 1000,
-    },
-    logger: pino({ level: 'silent' }),
-  });
+  const keys = [
+    { sha256: hashApiKey(KEY_ALICE), owner: 'alice' },
+    { sha256: hashApiKey(KEY_BOB), owner: 'bob' },
+  ];
+  const restarted = withAuth(
+    keys,
+    createBeeosRoutes({
+      core: h.core,
+      config: {
+        heartbeatMs: 15_000,
+        longPollMaxMs: 30_000,
+        idleControlMs: 30_000,
+        bodyLimitBytes: 1 << 20,
+        publicUrl: null,
+        beeosKeys: keys,
+        maxQueuedRecords: 1000,
+      },
+      logger: pino({ level: 'silent' }),
+    }) as never,
+  );
   const as = (key: string) => ({ headers: { Authorization: `Bearer ${key}` } });
   expect((await restarted.request(`${base}/tasks/${task}`, as(KEY_ALICE))).status).toBe(200);
-  expect((await restarted.request(`${base}/tasks/${task}`, as(KEY_BOB))).status).toBe(403);
+  expect((await restarted.request(`${base}/tasks/${task}`, as(KEY_BOB))).status).toBe(404);
   const again = await restarted.request(`${base}/tasks`, {
     method: 'POST',
     headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${KEY_ALICE}` },

@@ -245,7 +245,8 @@ describe('auth, ACL and bad input', () => {
         );
         expect(r.status).toBe(200);
       } else expect((await req('GET', url, undefined, auth(KEY_ALICE))).status).toBe(200);
-      await expectError(await req('GET', url, undefined, auth(KEY_BOB)), 403, 'forbidden');
+      // Another owner's task or conversation is a 404 (a 403 would confirm it exists).
+      await expectError(await req('GET', url, undefined, auth(KEY_BOB)), 404, 'not_found');
       await expectError(await req('GET', url), 401, 'missing_token');
       await expectError(await req('GET', url, undefined, auth(KEY_UNKNOWN)), 401, 'invalid_token');
       await expectError(
@@ -254,11 +255,11 @@ describe('auth, ACL and bad input', () => {
         'invalid_token',
       );
     }
-    await expectError(await req('POST', `${base()}/tasks/${id}/cancel`, '', auth(KEY_BOB)), 403, 'forbidden');
+    await expectError(await req('POST', `${base()}/tasks/${id}/cancel`, '', auth(KEY_BOB)), 404, 'not_found');
     await expectError(
       await req('DELETE', `${base()}/conversations/${conv}`, undefined, auth(KEY_BOB)),
-      403,
-      'forbidden',
+      404,
+      'not_found',
     );
     await expectError(
       await req('GET', `${base()}/tasks/task_nope`, undefined, auth(KEY_ALICE)),

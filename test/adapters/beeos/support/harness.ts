@@ -10,6 +10,9 @@ import { serve } from '@hono/node-server';
 import pino from 'pino';
 import { createBeeosRoutes } from '../../../../adapters/beeos/index.js';
 import { hashApiKey } from '../../../../adapters/beeos/auth.js';
+import { Hono } from 'hono';
+import { createAuthenticator, createKeyRing } from '../../../../src/auth/authenticator.js';
+import { createAuthMiddleware } from '../../../../src/http/auth-middleware.js';
 import { GatewayCoreImpl } from '../../../../src/core/gateway-core.js';
 import type { UpstreamPort } from '../../../../src/core/gateway-core.js';
 import type { CancelOutcome, SubmitOutcome } from '../../../../src/core/types.js';
@@ -184,9 +187,12 @@ export const startHarness = async (
       : [],
     ...opts.config,
   };
-  const app = createBeeosRoutes(
-    { core, config, logger },
-    opts.invokeTimeoutMs ? { invokeTimeoutMs: opts.invokeTimeoutMs } : {},
+  const app = withAuth(
+    config.beeosKeys,
+    createBeeosRoutes(
+      { core, config, logger },
+      opts.invokeTimeoutMs ? { invokeTimeoutMs: opts.invokeTimeoutMs } : {},
+    ),
   );
   const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 });
   await new Promise<void>((r) => server.once('listening', () => r()));
@@ -209,4 +215,23 @@ export const startHarness = async (
       await store.close();
     },
   };
+};
+
+/** Routes behind the gateway's auth middleware (src/http/auth-middleware.ts), with these keys (submit). */
+export const withAuth = (
+  keys: { sha256: string; owner: string }[],
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  routes: Hono<any, any, any>,
+): Hono => {
+  const app = new Hono();
+  app.use(
+    '*',
+    createAuthMiddleware({
+      authenticator: createAuthenticator({
+        keys: createKeyRing(keys.map((k) => ({ ...k, scopes: ['submit'], capsules: ['*'] }))),
+      }),
+    }),
+  );
+  app.route('/', routes);
+  return app;
 };
