@@ -16,6 +16,7 @@ import type { GatewayCore } from './core/types.js';
 import { Hub } from './hub/hub.js';
 import type { AdapterConfig, AdapterDeps } from './http/adapter-deps.js';
 import { createHttpApp } from './http/app.js';
+import { createAbuseBounds } from './abuse-bounds.js';
 import { LogWriter } from './log/log-writer.js';
 import { MemoryStore } from './log/memory-store.js';
 import { RedisStore } from './log/redis-store.js';
@@ -219,8 +220,11 @@ export const startGateway = async (
     config.auth.ticketTtlSeconds,
   );
   const authenticator = createAuthenticator({ keys: createKeyRing(config.apiKeys), jwt, tickets });
+  const bounds = createAbuseBounds(config, store, logger);
   const { app } = createHttpApp({
-    auth: { authenticator, tickets, posture: posture.posture },
+    auth: { authenticator, tickets, posture: posture.posture, clientIp: bounds.clientIp },
+    limits: bounds.limits,
+    bodyTimeoutMs: bounds.bodyTimeoutMs,
     core,
     logger,
     corsOrigins: config.cors.origins,
@@ -258,14 +262,12 @@ export const startGateway = async (
   await Promise.all([...upstreams].filter(([id]) => ownership.owns(id)).map(([, u]) => u.connected(left)));
 
   const server = await new Promise<Server>((resolve, reject) => {
-    const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () =>
-      resolve(s as Server),
+    const s = serve(
+      { fetch: app.fetch, port: config.port, hostname: config.host, serverOptions: bounds.serverOptions },
+      () => resolve(s as Server),
     );
     (s as Server).once('error', reject);
   });
-  // Long-lived streams must not be cut by Node's request timeouts; heartbeats keep them honest.
-  server.requestTimeout = 0;
-  server.headersTimeout = 60_000;
   const port = (server.address() as AddressInfo).port;
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
 
@@ -296,6 +298,7 @@ export const startGateway = async (
       await closed;
       clearTimeout(forced);
       await ownership.close();
+      bounds.close();
       await store.close();
     })();
     return closing;

@@ -179,6 +179,47 @@ const redisSchema = z.unknown().transform((value, ctx): RedisConfig | null => {
   return z.NEVER;
 });
 
+/** A token bucket: `requestsPerSecond` refill, `burst` size (default: one second's worth). 0 = off. */
+const bucketSchema = z
+  .object({
+    requestsPerSecond: z.number().min(0).default(0),
+    burst: z.number().int().min(0).optional(),
+  })
+  .strict()
+  .default({ requestsPerSecond: 0 });
+
+/**
+ * Abuse bounds (src/auth/limits.ts), shared by every replica on Redis. Every count is off (0) by
+ * default, so the demo, tests and benchmarks are never throttled; the timeouts are on.
+ */
+const limitsSchema = z
+  .object({
+    /** Requests per client IP (after trustProxy). */
+    ip: bucketSchema,
+    /** Requests per credential (API key, JWT subject, ticket's key). */
+    key: bucketSchema,
+    /** Open requests on capsule surfaces (streams, long-polls and the rest) per client IP. */
+    streamsPerIp: z.number().int().min(0).default(0),
+    /** The same per credential. */
+    streamsPerKey: z.number().int().min(0).default(0),
+    /** POSTs on a capsule's surfaces (submissions, control calls) per owner per minute. */
+    submissionsPerMinute: z.number().int().min(0).default(0),
+    /** Longest wait for a request's headers (slow-loris); streams are not affected. */
+    headersTimeoutSeconds: z.number().positive().max(600).default(60),
+    /** Longest wait for a request's body once its headers arrived; a stream's response is not cut. */
+    bodyTimeoutSeconds: z.number().positive().max(600).default(30),
+  })
+  .strict();
+
+/**
+ * Whose address is the client's: false = the socket peer; a number = that many proxies in front
+ * (the address that many hops back in X-Forwarded-For); a list = proxies' addresses or CIDRs, the
+ * first X-Forwarded-For hop from the right not among them.
+ */
+const trustProxySchema = z
+  .union([z.literal(false), z.number().int().min(1).max(32), z.array(z.string().min(1)).min(1)])
+  .default(false);
+
 export const configSchema = z
   .object({
     port: z.number().int().min(0).max(65535).default(8080),
@@ -239,6 +280,8 @@ export const configSchema = z
       .regex(/^[^\s|]{1,128}$/, 'must be 1-128 characters without spaces or "|"')
       .default(() => `${hostname()}-${process.pid}`),
     /** Capsule ownership leases in a fleet (src/fleet): a dead owner's capsules move after about ttlMs. */
+    limits: limitsSchema.default(() => limitsSchema.parse({})),
+    trustProxy: trustProxySchema,
     lease: z
       .object({
         ttlMs: z.number().int().min(100).default(5000),

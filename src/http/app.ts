@@ -15,6 +15,8 @@ import type { TicketAuthority } from '../auth/tickets.js';
 import type { AuthPosture } from '../auth/secure-default.js';
 import { createAuthMiddleware } from './auth-middleware.js';
 import { createAuthRoutes, redactTicket } from './auth-routes.js';
+import type { AbuseLimits } from '../auth/limits.js';
+import { createBodyTimeout, createLimitsMiddleware, type SurfaceRejection } from './limits-middleware.js';
 
 /** Headers browsers must be allowed to read cross-origin (Flue and BeeOS coordination headers). */
 export const EXPOSED_HEADERS = [
@@ -42,6 +44,9 @@ export interface HttpAppOptions {
     /** Client IP of a request (trust proxy); default: the socket peer. */
     clientIp?: (c: Context) => string;
   };
+  /** Abuse bounds (off when absent) and each surface's 429; the body receipt timeout. */
+  limits?: { limits: AbuseLimits; surfaces: SurfaceRejection[] };
+  bodyTimeoutMs?: number;
   /** Each adapter's routes, with full paths (each adapter may carry its own context variables). */
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   surfaces: Hono<any, any, any>[];
@@ -104,12 +109,20 @@ export const createHttpApp = (options: HttpAppOptions): HttpApp => {
     );
   }
 
+  // From the headers' arrival: a body that never completes is cut (slow-loris), streams are not.
+  if (options.bodyTimeoutMs) app.use('*', createBodyTimeout(options.bodyTimeoutMs));
+
   // After CORS (preflights are answered there, open) and before every route: who is calling.
   if (options.auth) {
     app.use(
       '*',
       createAuthMiddleware({ authenticator: options.auth.authenticator, clientIp: options.auth.clientIp }),
     );
+  }
+
+  // Once the caller is known: rate limits, open-request caps, submissions per owner.
+  if (options.limits?.limits.enabled) {
+    app.use('*', createLimitsMiddleware(options.limits.limits, options.limits.surfaces));
   }
 
   // Count a downstream connection from request start until its socket response closes (streams too).
