@@ -8,6 +8,8 @@ import { FIXED_HEADERS, HEADER } from './constants.js';
 export type FlueErrorType =
   | 'invalid_request'
   | 'invalid_json'
+  | 'unauthorized'
+  | 'forbidden'
   | 'stream_not_found'
   | 'agent_instance_not_found'
   | 'attachment_not_found'
@@ -24,6 +26,9 @@ export type FlueErrorType =
 export const ERROR_STATUS: Record<FlueErrorType, number> = {
   invalid_request: 400,
   invalid_json: 400,
+  // Fatal to the SDK (flue-client.md): a bad credential is not retried.
+  unauthorized: 401,
+  forbidden: 403,
   stream_not_found: 404,
   agent_instance_not_found: 404,
   attachment_not_found: 404,

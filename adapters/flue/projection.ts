@@ -3,6 +3,7 @@
  * MAPPING.md). Feed every record of the capsule log in offset order; records of other contexts
  * project to nothing. No I/O: reading the log and serving HTTP are conversation-reader.ts / routes.ts.
  */
+import { clientContext } from '../../src/auth/namespace.js';
 import { ContextTracker, viewFrame } from '../../src/log/frame-view.js';
 import type { LogRecord, SubmissionEntry } from '../../src/log/record.js';
 import type { ChunkBody, FlueChunk, FlueMessage, FlueSnapshot, SettlementOutcome } from './chunks.js';
@@ -94,7 +95,7 @@ export class ConversationProjector {
     readonly conversationId: string,
     readonly epoch: number,
   ) {
-    this.state = emptyState(conversationId);
+    this.state = emptyState(clientContext(conversationId));
   }
 
   get created(): boolean {
@@ -105,7 +106,7 @@ export class ConversationProjector {
   snapshot(offset: number): FlueSnapshot {
     return {
       v: 1,
-      conversationId: this.conversationId,
+      conversationId: clientContext(this.conversationId),
       offset: formatOffset(this.epoch, offset),
       messages: this.state.messages,
       settlements: this.state.settlements,
@@ -141,7 +142,7 @@ export class ConversationProjector {
       (body, index) =>
         ({
           ...body,
-          conversationId: this.conversationId,
+          conversationId: clientContext(this.conversationId),
           position: { batch: record.offset, index },
         }) as FlueChunk,
     );
@@ -170,7 +171,7 @@ export class ConversationProjector {
     return [
       {
         type: 'conversation-reset',
-        conversationId: this.conversationId,
+        conversationId: clientContext(this.conversationId),
         snapshot,
         position: { batch: offset, index: 0 },
       },

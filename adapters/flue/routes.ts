@@ -3,6 +3,8 @@
  * validate input, call the reader/admission/live modules and set the spec's headers. Decisions about
  * chunks live in projection.ts, about waiting in live.ts, about admission in admission.ts.
  */
+import { may, principalOf, seesCapsule } from '../../src/auth/principal.js';
+import { ownerContext } from '../../src/auth/namespace.js';
 import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { GatewayError } from '../../src/errors.js';
@@ -77,11 +79,19 @@ export const createRoutes = (deps: AdapterDeps): Hono => {
     (handler: (c: Context, capsule: string, conversationId: string) => Promise<Response>) =>
     async (c: Context): Promise<Response> => {
       try {
+        const principal = principalOf(c);
+        if (principal.kind === 'anonymous')
+          throw new FlueError('unauthorized', 'a valid credential is required (Authorization: Bearer …)');
         const capsule = c.req.param('capsule') ?? '';
-        if (!core.hasCapsule(capsule)) throw new FlueError('stream_not_found', 'unknown capsule');
-        const conversationId = c.req.param('conversationId') ?? '';
-        if (conversationId.trim() === '') throw invalid('conversation id must be a non-empty path segment');
-        return await handler(c, capsule, conversationId);
+        if (!core.hasCapsule(capsule) || !seesCapsule(principal, capsule))
+          throw new FlueError('stream_not_found', 'unknown capsule');
+        if (!may(principal, 'submit', capsule))
+          throw new FlueError('forbidden', 'this credential lacks the "submit" scope');
+        const chosen = c.req.param('conversationId') ?? '';
+        if (chosen.trim() === '') throw invalid('conversation id must be a non-empty path segment');
+        // Namespaced by owner: another owner's conversation of the same name is a different one
+        // (so it is "not found" here), upstream and in the log alike.
+        return await handler(c, capsule, ownerContext(principal, chosen));
       } catch (err) {
         if (err instanceof FlueError) return errorResponse(err, c.req.method !== 'HEAD');
         if (err instanceof GatewayError) return errorResponse(fromCoreError(err.code));

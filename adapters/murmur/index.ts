@@ -4,6 +4,7 @@
  */
 import { Hono } from 'hono';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
+import { murmurAccess } from './access.js';
 import { createPollRoutes } from './poll.js';
 import { createRecordsRoutes } from './records.js';
 import { createRpcRoutes } from './routes.js';
@@ -11,6 +12,8 @@ import { createRpcRoutes } from './routes.js';
 /** Every route of the native Murmur surface, with full paths. */
 export const createMurmurRoutes = (deps: AdapterDeps): Hono => {
   const app = new Hono();
+  app.use('/murmur/:capsule', murmurAccess);
+  app.use('/murmur/:capsule/*', murmurAccess);
   app.route('/', createPollRoutes(deps));
   app.route('/', createRecordsRoutes(deps));
   app.route('/', createRpcRoutes(deps));

@@ -19,6 +19,8 @@ import {
 } from './constants.js';
 import { serveMessageStream, serveWatch, type StreamContext } from './endpoints.js';
 import { murmurError, type ErrorResponse, type MurmurErrorCode } from './errors.js';
+import { murmurRefusal } from './access.js';
+import { principalOf } from '../../src/auth/principal.js';
 import { prepareMessage } from './message.js';
 
 /** A JSON-RPC call the gateway interprets; anything else is the capsule's to answer. */
@@ -93,6 +95,9 @@ export const createRpcRoutes = (deps: AdapterDeps): Hono => {
     const rpcId = envelope.success ? rpcIdOf(envelope.data.id) : null;
     const ctx = streamContext(c, deps, capsule);
     const cursor = parseCursor(c.req.header(LAST_EVENT_ID_HEADER));
+    // stream/watch is a read (observe); anything forwarded or streamed from the capsule is control.
+    const refused = murmurRefusal(principalOf(c), method === METHOD_WATCH ? 'observe' : 'control', capsule);
+    if (refused) return refused;
     if (method === METHOD_WATCH) {
       withoutDate(c);
       return serveWatch(ctx, cursor ?? 0);
