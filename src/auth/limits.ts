@@ -43,7 +43,7 @@ const STREAM_RETRY_SECONDS = 5;
 
 const bucket = (b: BucketConfig): BucketSpec | null =>
   b.requestsPerSecond > 0
-    ? { ratePerSecond: b.requestsPerSecond, burst: Math.max(1, b.burst ?? Math.ceil(b.requestsPerSecond)) }
+    ? { ratePerSecond: b.requestsPerSecond, burst: Math.max(1, b.burst || Math.ceil(b.requestsPerSecond)) }
     : null;
 
 export class AbuseLimits {
