@@ -3,6 +3,7 @@
  * metrics. They read the core's status; they change nothing.
  */
 import { Hono } from 'hono';
+import { GatewayError } from '../errors.js';
 import type { GatewayCore } from '../core/types.js';
 import type { OwnerView } from '../fleet/types.js';
 import type { MetricsRegistry } from './metrics.js';
@@ -41,9 +42,14 @@ export const createOpsRoutes = (deps: OpsDeps): Hono => {
     const connections = deps.connections();
     const ids = deps.core.capsuleIds();
     const owners = (await deps.ownership?.owners(ids)) ?? new Map<string, OwnerView>();
-    const capsules = await Promise.all(
+    const rows = await Promise.all(
       ids.map(async (id) => {
-        const s = await deps.core.status(id);
+        // A capsule removed (admin API, discovery) since the list was taken is simply left out.
+        const s = await deps.core.status(id).catch((err: unknown) => {
+          if (err instanceof GatewayError && err.code === 'capsule_not_found') return null;
+          throw err;
+        });
+        if (!s) return null;
         return {
           id: s.id,
           url: s.url,
@@ -61,6 +67,7 @@ export const createOpsRoutes = (deps: OpsDeps): Hono => {
         };
       }),
     );
+    const capsules = rows.filter((row) => row !== null);
     return c.json({ replica: deps.ownership?.replicaId ?? 'local', capsules });
   });
 

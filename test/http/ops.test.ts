@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { GatewayError } from '../../src/errors.js';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { startRedisServer, type RedisServer } from '../support/redis-server.js';
 import { startTestGateway, type TestGateway } from '../support/gateway.js';
@@ -34,6 +35,22 @@ describe('operations routes', () => {
     gw = null;
     sim = null;
     redis = null;
+  });
+
+  it('leaves out a capsule removed while /capsules was being answered (no 500)', async () => {
+    sim = await startSimulator();
+    gw = await startTestGateway({ capsules: { alpha: sim.url, beta: sim.url } });
+    // The admin API or discovery removed beta between the list and its status: the race, made certain.
+    const core = gw.core as { status: (id: string) => Promise<unknown> };
+    const status = core.status.bind(gw.core);
+    core.status = (id) =>
+      id === 'beta'
+        ? Promise.reject(new GatewayError('capsule_not_found', 'unknown capsule "beta"'))
+        : status(id);
+    const res = await fetch(`${gw.baseUrl}/capsules`);
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { capsules: { id: string }[] };
+    expect(body.capsules.map((c) => c.id)).toEqual(['alpha']);
   });
 
   it('serves healthz, readyz, capsules and metrics', async () => {
