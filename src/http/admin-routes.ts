@@ -72,12 +72,13 @@ export const createAdminRoutes = (deps: AdminDeps): Hono => {
     const p = principalOf(c);
     const credentialed = p.kind === 'key' || p.kind === 'jwt';
     if (credentialed && may(p, 'admin')) return next();
+    const authorization = c.req.header('authorization');
+    if (credentialed && !deps.token.accepts(authorization))
+      return fail(c, 403, 'forbidden', 'this credential lacks the "admin" scope');
     if (!deps.token.enabled) {
       return fail(c, 404, 'not_found', 'the admin API is disabled: no admin token is configured');
     }
-    const authorization = c.req.header('authorization');
     if (!deps.token.accepts(authorization)) {
-      if (credentialed) return fail(c, 403, 'forbidden', 'this credential lacks the "admin" scope');
       const challenge =
         authorization === undefined
           ? 'Bearer realm="murmur-gateway admin"'
