@@ -273,6 +273,19 @@ export class GatewayCoreImpl implements GatewayCore {
     throw new GatewayError('store_unavailable', 'the log store did not answer in time', { timeoutMs });
   }
 
+  async statuses(): Promise<CapsuleStatus[]> {
+    const all = await Promise.all(
+      this.capsuleIds().map((id) =>
+        this.status(id).catch((err: unknown) => {
+          // Removed between the list and its status (the capsule set changes at run time).
+          if (err instanceof GatewayError && err.code === 'capsule_not_found') return null;
+          throw err;
+        }),
+      ),
+    );
+    return all.filter((s): s is CapsuleStatus => s !== null);
+  }
+
   async status(capsule: string): Promise<CapsuleStatus> {
     const upstream = this.upstream(capsule);
     const s = upstream.state();

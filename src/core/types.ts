@@ -133,6 +133,8 @@ export interface GatewayCore {
   /** Append a record made by a surface (e.g. a BeeOS channel close) and return its offset. */
   append(capsule: string, entry: SubmissionEntry): Promise<{ offset: number; epoch: number }>;
   status(capsule: string): Promise<CapsuleStatus>;
+  /** Every capsule's status; one removed meanwhile (admin API, discovery) is left out. */
+  statuses(): Promise<CapsuleStatus[]>;
   /**
    * Take `key` for this capsule across every replica for `ttlMs` (released earlier by its holder),
    * or null while another request holds it: for the few decisions that must be made once before

@@ -34,7 +34,7 @@ export const createMetrics = (
   const connected = perCapsule('upstream_connected', '1 when the upstream stream/watch is connected');
   const reconnects = perCapsule('upstream_reconnects', 'Upstream reconnections since start');
   const collectCapsules = async (): Promise<void> => {
-    const statuses = await Promise.all(core.capsuleIds().map((id) => core.status(id)));
+    const statuses = await core.statuses();
     for (const s of statuses) {
       head.set({ capsule: s.id }, s.position.head);
       connected.set({ capsule: s.id }, s.state === 'connected' ? 1 : 0);

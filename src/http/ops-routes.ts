@@ -3,7 +3,6 @@
  * metrics. They read the core's status; they change nothing.
  */
 import { Hono } from 'hono';
-import { GatewayError } from '../errors.js';
 import type { GatewayCore } from '../core/types.js';
 import type { OwnerView } from '../fleet/types.js';
 import type { MetricsRegistry } from './metrics.js';
@@ -40,34 +39,27 @@ export const createOpsRoutes = (deps: OpsDeps): Hono => {
 
   app.get('/capsules', async (c) => {
     const connections = deps.connections();
-    const ids = deps.core.capsuleIds();
+    const statuses = await deps.core.statuses();
+    const ids = statuses.map((s) => s.id);
     const owners = (await deps.ownership?.owners(ids)) ?? new Map<string, OwnerView>();
-    const rows = await Promise.all(
-      ids.map(async (id) => {
-        // A capsule removed (admin API, discovery) since the list was taken is simply left out.
-        const s = await deps.core.status(id).catch((err: unknown) => {
-          if (err instanceof GatewayError && err.code === 'capsule_not_found') return null;
-          throw err;
-        });
-        if (!s) return null;
-        return {
-          id: s.id,
-          url: s.url,
-          upstream: s.state,
-          upstream_reason: s.reason ?? null,
-          last_frame_at: s.lastFrameAt === null ? null : new Date(s.lastFrameAt).toISOString(),
-          reconnects: s.reconnects,
-          conversation_mode: deps.core.conversationMode(id),
-          head_offset: s.position.head,
-          first_offset: s.position.first,
-          epoch: s.position.epoch,
-          connections: connections[id] ?? {},
-          owner: owners.get(id)?.owner ?? (deps.ownership ? null : 'local'),
-          fencing_token: owners.get(id)?.fencingToken ?? 0,
-        };
-      }),
-    );
-    const capsules = rows.filter((row) => row !== null);
+    const capsules = statuses.map((s) => {
+      const id = s.id;
+      return {
+        id: s.id,
+        url: s.url,
+        upstream: s.state,
+        upstream_reason: s.reason ?? null,
+        last_frame_at: s.lastFrameAt === null ? null : new Date(s.lastFrameAt).toISOString(),
+        reconnects: s.reconnects,
+        conversation_mode: deps.core.conversationMode(id),
+        head_offset: s.position.head,
+        first_offset: s.position.first,
+        epoch: s.position.epoch,
+        connections: connections[id] ?? {},
+        owner: owners.get(id)?.owner ?? (deps.ownership ? null : 'local'),
+        fencing_token: owners.get(id)?.fencingToken ?? 0,
+      };
+    });
     return c.json({ replica: deps.ownership?.replicaId ?? 'local', capsules });
   });
 

@@ -51,6 +51,7 @@ const standInCore = (hub: Hub, shutdown: AbortSignal): GatewayCore => {
     forwardRpc: unused,
     append: unused,
     status: unused,
+    statuses: unused,
     claimOnce: unused,
     shutdownSignal: shutdown,
   };
