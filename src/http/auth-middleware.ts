@@ -11,7 +11,8 @@ import { setPrincipal } from '../auth/principal.js';
 /** GET routes where `?ticket=` is accepted: live streams and long-polls of every surface. */
 const TICKET_ROUTES: RegExp[] = [
   /^\/murmur\/[^/]+\/(events|poll|records)\/?$/,
-  /^\/api\/v1\/agents\/[^/]+\/(tasks\/[^/]+\/events|channels\/[^/]+\/(events|messages))\/?$/,
+  // BeeOS: the task and conversation event streams (their JSON reads take the Bearer header).
+  /^\/api\/v1\/agents\/[^/]+\/(tasks|conversations)\/[^/]+\/events\/?$/,
   /^\/flue\/[^/]+\/[^/]+\/?$/,
 ];
 
