@@ -5,7 +5,7 @@
  */
 import { spawn, spawnSync, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { connect } from 'node:net';
+import { waitForPort } from '../support/redis-server.js';
 
 export const SERVER_CORE = 0;
 export const CLIENT_CORE = 1;
@@ -109,23 +109,7 @@ export const coreTicks = (core: number): { busy: number; total: number } => {
 export const coreLoad = (a: { busy: number; total: number }, b: { busy: number; total: number }): number =>
   b.total > a.total ? (b.busy - a.busy) / (b.total - a.total) : NaN;
 
-/** Wait until something accepts on 127.0.0.1:port (bounded); there is no event to wait on from outside. */
-export const waitForPort = async (port: number, timeoutMs: number, what: string): Promise<void> => {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const ok = await new Promise<boolean>((resolve) => {
-      const s = connect(port, '127.0.0.1');
-      s.once('connect', () => {
-        s.destroy();
-        resolve(true);
-      });
-      s.once('error', () => resolve(false));
-    });
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error(`${what} did not listen on ${port} within ${timeoutMs} ms`);
-};
+export { waitForPort };
 
 /** A throwaway redis-server pinned to the server core: no persistence, one per measured run. */
 export const startPinnedRedis = async (port: number): Promise<ChildProcess> => {

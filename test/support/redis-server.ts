@@ -29,7 +29,7 @@ export const freePort = (): Promise<number> =>
     });
   });
 
-export const waitForPort = async (port: number, timeoutMs: number): Promise<void> => {
+export const waitForPort = async (port: number, timeoutMs: number, what = 'redis-server'): Promise<void> => {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     const ok = await new Promise<boolean>((resolve) => {
@@ -44,7 +44,7 @@ export const waitForPort = async (port: number, timeoutMs: number): Promise<void
     // Polling a port that is coming up: there is no event to wait on from outside the process.
     await new Promise((r) => setTimeout(r, 20));
   }
-  throw new Error(`redis-server did not listen on ${port} within ${timeoutMs} ms`);
+  throw new Error(`${what} did not listen on ${port} within ${timeoutMs} ms`);
 };
 
 const DB_FILE = 'dump.rdb';
