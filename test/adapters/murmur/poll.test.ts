@@ -5,7 +5,6 @@ import type { AddressInfo } from 'node:net';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createPollRoutes } from '../../../adapters/murmur/poll.js';
-import type { GatewayCore } from '../../../src/core/types.js';
 import type { AdapterConfig } from '../../../src/http/adapter-deps.js';
 import { Hub } from '../../../src/hub/hub.js';
 import type { LogEntry } from '../../../src/log/record.js';
@@ -14,6 +13,7 @@ import type { RetentionPolicy } from '../../../src/log/store.js';
 import { frames } from '../../hub/helpers.js';
 import { configSchema } from '../../../src/config/schema.js';
 import { adapterConfigOf } from '../../../src/gateway.js';
+import { standInCore } from './stand-in-core.js';
 
 const CAPSULE = 'cap-1';
 const T0 = Date.UTC(2025, 0, 2, 3, 4, 5, 678);
@@ -31,31 +31,6 @@ const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
-
-/** A GatewayCore whose read side is a real Hub; the rest is not used by the poll route. */
-const standInCore = (hub: Hub, shutdown: AbortSignal): GatewayCore => {
-  const unused = (): never => {
-    throw new Error('not used by the poll route');
-  };
-  return {
-    capsuleIds: () => [CAPSULE],
-    hasCapsule: (id) => id === CAPSULE,
-    conversationMode: () => 'stateless',
-    position: (c) => hub.position(c),
-    cursorStatus: (c, after) => hub.cursorStatus(c, after),
-    read: (c, after, limit) => hub.read(c, after, limit),
-    waitAfter: (c, after, limit, timeoutMs, signal) => hub.waitAfter(c, after, limit, timeoutMs, signal),
-    subscribe: (c, options) => hub.subscribe(c, options),
-    submit: unused,
-    cancel: unused,
-    forwardRpc: unused,
-    append: unused,
-    status: unused,
-    statuses: unused,
-    claimOnce: unused,
-    shutdownSignal: shutdown,
-  };
-};
 
 /** A poll answer with every offset shifted down by `b` (errors pass through unchanged). */
 const relative = (body: Record<string, unknown>, b: number): Record<string, unknown> => {
@@ -88,7 +63,11 @@ const setup = (retention?: RetentionPolicy): Fixture => {
   const app = new Hono();
   app.route(
     '/',
-    createPollRoutes({ core: standInCore(hub, shutdown.signal), config, logger: pino({ level: 'silent' }) }),
+    createPollRoutes({
+      core: standInCore(hub, shutdown.signal, CAPSULE),
+      config,
+      logger: pino({ level: 'silent' }),
+    }),
   );
   cleanups.push(async () => {
     shutdown.abort();

@@ -10,7 +10,6 @@ import { createPollRoutes } from '../../../adapters/murmur/poll.js';
 import { encodeRecordEvent } from '../../../adapters/murmur/records-codec.js';
 import { createRecordsRoutes } from '../../../adapters/murmur/records.js';
 import { configSchema } from '../../../src/config/schema.js';
-import type { GatewayCore } from '../../../src/core/types.js';
 import { adapterConfigOf } from '../../../src/gateway.js';
 import { SseParser } from '../../../src/client/sse-source.js';
 import { Hub } from '../../../src/hub/hub.js';
@@ -18,6 +17,7 @@ import { MemoryStore } from '../../../src/log/memory-store.js';
 import type { LogEntry } from '../../../src/log/record.js';
 import type { RetentionPolicy } from '../../../src/log/store.js';
 import { frames } from '../../hub/helpers.js';
+import { standInCore } from './stand-in-core.js';
 
 const CAPSULE = 'cap-1';
 
@@ -25,30 +25,6 @@ const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
-
-const standInCore = (hub: Hub, shutdown: AbortSignal): GatewayCore => {
-  const unused = (): never => {
-    throw new Error('not used by the records route');
-  };
-  return {
-    capsuleIds: () => [CAPSULE],
-    hasCapsule: (id) => id === CAPSULE,
-    conversationMode: () => 'stateless',
-    position: (c) => hub.position(c),
-    cursorStatus: (c, after) => hub.cursorStatus(c, after),
-    read: (c, after, limit) => hub.read(c, after, limit),
-    waitAfter: (c, after, limit, timeoutMs, signal) => hub.waitAfter(c, after, limit, timeoutMs, signal),
-    subscribe: (c, options) => hub.subscribe(c, options),
-    submit: unused,
-    cancel: unused,
-    forwardRpc: unused,
-    append: unused,
-    status: unused,
-    statuses: unused,
-    claimOnce: unused,
-    shutdownSignal: shutdown,
-  } as GatewayCore;
-};
 
 interface SseEvent {
   event: string;
@@ -63,7 +39,7 @@ const setup = async (retention?: RetentionPolicy) => {
   const hub = new Hub(store, { dissolveMs: 10 });
   const shutdown = new AbortController();
   const deps = {
-    core: standInCore(hub, shutdown.signal),
+    core: standInCore(hub, shutdown.signal, CAPSULE),
     config: adapterConfigOf(configSchema.parse({})),
     logger: pino({ level: 'silent' }),
   };
