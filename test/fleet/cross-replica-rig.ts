@@ -5,7 +5,12 @@
  */
 import { randomUUID } from 'node:crypto';
 import { startSimulator, type SimulatedCapsule, type SimulatorOptions } from '../../src/simulator/index.js';
-import { startTestGateway, type TestGateway, type TestGatewayOptions } from '../support/gateway.js';
+import {
+  startTestGateway,
+  TEST_OPS_HEADERS,
+  type TestGateway,
+  type TestGatewayOptions,
+} from '../support/gateway.js';
 import { uniqueCapsule } from '../support/redis.js';
 
 export interface CrossReplicaRig {
@@ -35,7 +40,7 @@ interface CapsulesView {
 }
 
 export const capsulesOf = async (gw: TestGateway): Promise<CapsulesView> =>
-  (await (await fetch(`${gw.baseUrl}/capsules`)).json()) as CapsulesView;
+  (await (await fetch(`${gw.baseUrl}/capsules`, { headers: TEST_OPS_HEADERS })).json()) as CapsulesView;
 
 export const startCrossReplica = async (
   redisUrl: string,

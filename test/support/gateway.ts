@@ -2,7 +2,7 @@
  * The whole gateway for black-box tests: config → store → ingestion → hub → all adapters → HTTP on
  * 127.0.0.1, a free port. Short intervals are passed through `config`; nothing is mocked.
  */
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { configSchema, type GatewayConfigInput } from '../../src/config/schema.js';
 import type { GatewayCore } from '../../src/core/types.js';
 import { startGateway, type GatewayTuning, type RunningGateway } from '../../src/gateway.js';
@@ -40,6 +40,15 @@ export interface TestGateway {
 
 let gatewaysStarted = 0;
 
+/** An operator key every test gateway with keys accepts for /capsules and /metrics. */
+export const TEST_OPS_KEY = 'test-ops-key-0123456789abcdef';
+const TEST_OPS_ENTRY = {
+  sha256: createHash('sha256').update(TEST_OPS_KEY).digest('hex'),
+  owner: 'test-ops',
+  scopes: ['ops' as const],
+};
+export const TEST_OPS_HEADERS = { authorization: `Bearer ${TEST_OPS_KEY}` };
+
 export const startTestGateway = async (opts: TestGatewayOptions): Promise<TestGateway> => {
   const c = opts.config ?? {};
   const input: GatewayConfigInput = {
@@ -51,7 +60,8 @@ export const startTestGateway = async (opts: TestGatewayOptions): Promise<TestGa
       url,
       ...(c.doorTokens?.[id] ? { doorToken: c.doorTokens[id] } : {}),
     })),
-    apiKeys: c.beeosKeys ?? [],
+    // With keys configured, /capsules and /metrics need the ops scope: tests read them with TEST_OPS_KEY.
+    apiKeys: c.beeosKeys?.length ? [...c.beeosKeys, TEST_OPS_ENTRY] : [],
     cors: { origins: c.corsOrigins ?? [] },
     publicUrl: c.publicUrl ?? null,
     ...(c.heartbeatMs !== undefined ? { heartbeatSeconds: c.heartbeatMs / 1000 } : {}),
