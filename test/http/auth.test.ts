@@ -196,3 +196,13 @@ describe('secure by default', () => {
     expect(await exited).toBe(0);
   });
 });
+
+describe('redaction', () => {
+  it('ticket= is redacted from a logged URL, wherever it is in the query', async () => {
+    const { redactTicket } = await import('../../src/http/auth-routes.js');
+    expect(redactTicket('http://h/murmur/a/events?ticket=t1.abc.def&after=3')).toBe(
+      'http://h/murmur/a/events?ticket=[redacted]&after=3',
+    );
+    expect(redactTicket('/flue/a/c?live=sse&TICKET=x.y.z')).toBe('/flue/a/c?live=sse&TICKET=[redacted]');
+  });
+});
