@@ -1,0 +1,136 @@
+/**
+ * Resume storm (issue 11): on Redis, 10,000 clients each 1,000 records behind reconnect at once with
+ * their cursor, and the figure is the time from the storm's start until the last of them has the
+ * head record (target ≤ 5 s). Two ways to resume: native SSE with `Last-Event-ID` (the client holds
+ * the stream open afterwards, as EventSource does) and the JSON long-poll `GET …/poll?after=`
+ * (`limit=1000`, one page). The log is made by the simulated capsule through the real ingest path.
+ * Gateway and redis-server on core 0, client processes on core 1, loopback only.
+ *
+ * `npm run bench -- resume`. Env: BENCH_RESUME_CLIENTS (10000), BENCH_RESUME_BEHIND (1000),
+ * BENCH_SCALE_CLIENTS (client processes, 4).
+ */
+import { startSimulator } from '../../src/simulator/index.js';
+import { nowMs } from './fanout-event.js';
+import { ask, CLIENT_CORE, rssBytes } from './fanout-procs.js';
+import { MB, startBenchGateway, startBenchRedis, until } from './scale-gateway.js';
+import { errorSummary, share, startClients, stopClients } from './scale-setup.js';
+import type { Figure } from './scale-summary.js';
+
+const num = (name: string, dflt: number): number => {
+  const v = Number(process.env[name]);
+  return Number.isFinite(v) && v > 0 ? v : dflt;
+};
+
+interface StormResult {
+  via: string;
+  clients: number;
+  failed: number;
+  seconds: number;
+  peakRssMb: number;
+}
+
+const head = async (base: string): Promise<number> => {
+  const res = await fetch(`${base}/murmur/storm/poll?after=0&limit=1`);
+  return ((await res.json()) as { head: number }).head;
+};
+
+export const benchResume = async (opts: { redis: boolean }): Promise<Figure[]> => {
+  const total = num('BENCH_RESUME_CLIENTS', 10_000);
+  const behind = num('BENCH_RESUME_BEHIND', 1000);
+  const procs = num('BENCH_SCALE_CLIENTS', 4);
+  console.log(
+    `\n# resume storm on Redis: ${total.toLocaleString('en')} clients ${behind.toLocaleString('en')} records ` +
+      `behind reconnect at once (gateway + redis on core 0, ${procs} client processes on core 1); target ≤ 5 s`,
+  );
+  if (!opts.redis) {
+    console.log('skipped: redis-server is not installed');
+    return [{ figure: 'resume storm', target: '≤ 5 s', measured: 'skipped (no redis-server)', met: null }];
+  }
+  const sim = await startSimulator({ heartbeatMs: 15_000, bufferSize: 4096 });
+  const redis = await startBenchRedis();
+  const rows: StormResult[] = [];
+  try {
+    const gw = await startBenchGateway({ capsules: [{ id: 'storm', url: sim.url }] }, redis.url);
+    try {
+      const base = gw.baseUrl;
+      await until(async () => sim.watchers > 0, 30_000, 'the gateway watching the capsule');
+      const task = sim.submit(`#sim {"chunks":${behind + 200},"burst":true}`);
+      await task.done;
+      let h = 0;
+      await until(async () => (h = await head(base)) >= behind + 200, 60_000, 'the burst in the log');
+      await new Promise((r) => setTimeout(r, 500));
+      h = await head(base);
+      const cursor = h - behind;
+      const ways = [
+        {
+          via: 'native SSE, Last-Event-ID',
+          target: { url: `${base}/murmur/storm/events`, headers: { 'last-event-id': String(cursor) } },
+          marker: `id: ${h}\n`,
+        },
+        {
+          via: `poll ?after (limit ${behind})`,
+          target: { url: `${base}/murmur/storm/poll?after=${cursor}&limit=${behind}` },
+          marker: `"next_cursor":${h}`,
+        },
+      ];
+      for (const way of ways) {
+        const clients = await startClients(CLIENT_CORE, procs);
+        let peak = 0;
+        const sampler = setInterval(() => (peak = Math.max(peak, rssBytes([gw.pid]))), 100);
+        try {
+          const t0 = nowMs();
+          const answers = await Promise.all(
+            clients.map((c, i) =>
+              ask<{ last: number; failed: number; errors: [string, number][] }>(
+                c,
+                {
+                  type: 'open',
+                  targets: [way.target],
+                  count: share(total, procs, i),
+                  marker: way.marker,
+                  batch: 0,
+                  timeoutMs: 120_000,
+                },
+                'caught',
+                180_000,
+              ),
+            ),
+          );
+          const failed = answers.reduce((a, r) => a + r.failed, 0);
+          if (failed) console.warn(`resume ${way.via}: ${failed} failed (${errorSummary(answers)})`);
+          rows.push({
+            via: way.via,
+            clients: total - failed,
+            failed,
+            seconds: (Math.max(...answers.map((a) => a.last)) - t0) / 1000,
+            peakRssMb: peak / MB,
+          });
+        } finally {
+          clearInterval(sampler);
+          await stopClients(clients);
+        }
+      }
+    } finally {
+      await gw.stop();
+    }
+  } finally {
+    await redis.stop();
+    await sim.stop();
+  }
+  console.table(
+    rows.map((r) => ({
+      'resume via': r.via,
+      'caught up': r.clients,
+      failed: r.failed,
+      'all caught up s': r.seconds.toFixed(2),
+      'gateway peak RSS MB': r.peakRssMb.toFixed(0),
+      target: '≤ 5 s',
+    })),
+  );
+  return rows.map((r) => ({
+    figure: `resume storm ${total.toLocaleString('en')} × ${behind.toLocaleString('en')} behind, Redis (${r.via})`,
+    target: '≤ 5 s',
+    measured: `${r.seconds.toFixed(2)} s${r.failed ? ` (${r.failed} failed)` : ''}`,
+    met: r.failed === 0 && r.seconds <= 5,
+  }));
+};

@@ -1,0 +1,120 @@
+/**
+ * Child process of the scale benches, pinned to the client core: opens N SSE connections spread
+ * over a list of targets (URL + headers: `Last-Event-ID` for a resume) and holds them. Without a
+ * marker it answers `ready` once every connection has its 200 and first bytes (idle connections);
+ * with one it answers `caught` once every connection has received the marker bytes (e.g. the
+ * head's `id:` line of a resume storm), with the wall time of the last. Driven over IPC.
+ */
+import http from 'node:http';
+import { nowMs } from './fanout-event.js';
+
+interface Target {
+  url: string;
+  headers?: Record<string, string>;
+}
+
+interface Open {
+  targets: Target[];
+  count: number;
+  /** Bytes whose arrival on a connection means it has caught up. */
+  marker?: string;
+  /** Connections opened together; 0 = all at once (a storm). */
+  batch: number;
+  timeoutMs: number;
+}
+
+const reqs: http.ClientRequest[] = [];
+let ended = 0;
+
+/** One connection: resolves when it is open (no marker) or has seen the marker. */
+const open = (t: Target, marker: string | undefined, timeoutMs: number): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const req = http.request(t.url, {
+      agent: false,
+      headers: { accept: 'text/event-stream', ...t.headers },
+    });
+    reqs.push(req);
+    let phase = 'before the response';
+    const timer = setTimeout(() => {
+      reject(new Error(`not within ${timeoutMs} ms ${phase}`));
+      req.destroy();
+    }, timeoutMs);
+    const done = (): void => {
+      clearTimeout(timer);
+      resolve(nowMs());
+    };
+    req.on('error', (err: NodeJS.ErrnoException) => {
+      clearTimeout(timer);
+      reject(new Error(`${err.code ?? err.message} ${phase}`));
+    });
+    req.on('response', (res) => {
+      if (res.statusCode !== 200) {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (body += c.slice(0, 200)));
+        res.on('end', () => {
+          clearTimeout(timer);
+          reject(new Error(`HTTP ${res.statusCode} ${body.slice(0, 160)}`));
+        });
+        return;
+      }
+      phase = 'after the response started';
+      res.setEncoding('latin1');
+      let tail = '';
+      let caught = false;
+      res.on('data', (chunk: string) => {
+        if (caught) return;
+        if (!marker) {
+          caught = true;
+          return done();
+        }
+        // Only the marker is looked for (no parsing): the clients must not be what is measured.
+        const text = tail + chunk;
+        if (text.includes(marker)) {
+          caught = true;
+          return done();
+        }
+        tail = text.slice(-marker.length);
+      });
+      res.on('end', () => ended++);
+      res.on('error', () => undefined);
+    });
+    req.end();
+  });
+
+process.on('message', (msg: { type: string } & Partial<Open>) => {
+  if (msg.type === 'ping') {
+    process.send?.({ type: 'pong' });
+  } else if (msg.type === 'open') {
+    const { targets, count, marker, batch, timeoutMs } = msg as Open;
+    const started = nowMs();
+    void (async () => {
+      let last = 0;
+      let failed = 0;
+      // Failures by kind (error code and phase, or status and body): what went wrong, not just how often.
+      const errors = new Map<string, number>();
+      const step = batch > 0 ? batch : count;
+      for (let i = 0; i < count; i += step) {
+        const n = Math.min(step, count - i);
+        const got = await Promise.allSettled(
+          Array.from({ length: n }, (_, k) => open(targets[(i + k) % targets.length]!, marker, timeoutMs)),
+        );
+        for (const g of got) {
+          if (g.status === 'fulfilled') last = Math.max(last, g.value);
+          else {
+            failed++;
+            const kind = String((g.reason as Error).message ?? g.reason);
+            errors.set(kind, (errors.get(kind) ?? 0) + 1);
+          }
+        }
+      }
+      process.send?.({ type: marker ? 'caught' : 'ready', started, last, failed, errors: [...errors] });
+    })();
+  } else if (msg.type === 'report') {
+    process.send?.({ type: 'report', ended, open: reqs.length - ended });
+  } else if (msg.type === 'stop') {
+    for (const r of reqs) r.destroy();
+    process.exit(0);
+  }
+});
+process.on('disconnect', () => process.exit(0));
