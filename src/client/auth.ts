@@ -54,9 +54,14 @@ export interface Ticket {
   ticket: string;
   /** Epoch milliseconds. */
   expiresAt: number;
+  /** Refresh once fewer than this many milliseconds are left. */
+  marginMs: number;
 }
 
-/** Refresh this long before expiry, so a URL built now is still valid when the request lands. */
+/**
+ * Refresh this long before expiry (or at half the ticket's life, when it is short), so a URL built
+ * now is still valid when the request lands.
+ */
 const REFRESH_MARGIN_MS = 10_000;
 
 export class TicketSource {
@@ -70,16 +75,26 @@ export class TicketSource {
 
   /** A ticket valid for at least a few more seconds (one request in flight at a time). */
   async get(): Promise<string> {
-    const now = Date.now();
-    if (this.current && this.current.expiresAt - now > REFRESH_MARGIN_MS) return this.current.ticket;
+    return (await this.take()).ticket;
+  }
+
+  /**
+   * A ticket, and whether it was fetched for this call (`fresh`) or reused. A refused reused ticket
+   * may just be stale (clock skew, a restarted gateway with a new signing key): worth one more try
+   * with a fresh one. A refused fresh ticket is not.
+   */
+  async take(): Promise<{ ticket: string; fresh: boolean }> {
+    const held = this.current;
+    if (held && held.expiresAt - Date.now() > held.marginMs) return { ticket: held.ticket, fresh: false };
     this.pending ??= this.fetchTicket().finally(() => {
       this.pending = null;
     });
-    this.current = await this.pending;
-    return this.current.ticket;
+    const got = await this.pending;
+    this.current = got;
+    return { ticket: got.ticket, fresh: true };
   }
 
-  /** Forget the ticket (the gateway refused it): the next get() fetches a new one. */
+  /** Forget the ticket (the gateway refused it, or a stream failed with it): the next take() fetches. */
   invalidate(): void {
     this.current = null;
   }
@@ -102,6 +117,8 @@ export class TicketSource {
           ? Date.parse(body.expires_at)
           : NaN;
     // Without a readable expiry, assume a minute (and refresh after 50 s).
-    return { ticket: body.ticket, expiresAt: Number.isNaN(expires) ? Date.now() + 60_000 : expires };
+    const expiresAt = Number.isNaN(expires) ? Date.now() + 60_000 : expires;
+    const marginMs = Math.min(REFRESH_MARGIN_MS, Math.max(0, (expiresAt - Date.now()) / 2));
+    return { ticket: body.ticket, expiresAt, marginMs };
   }
 }

@@ -6,7 +6,7 @@
  */
 import { authHeaders, HttpError, httpError, TicketSource } from './auth.js';
 import { pollAnswer, recordsEvent, type PollBody, type Sink } from './capsule-records.js';
-import { openEventSource, openFetchSse, type SseConnection } from './sse-source.js';
+import { EventSourceFailed, openEventSource, openFetchSse, type SseConnection } from './sse-source.js';
 import { DEFAULT_TUNING, jitteredBackoff, TransportPolicy } from './transport-policy.js';
 import type { FollowCapsuleOptions, FollowState, Subscription, Transport } from './types.js';
 
@@ -34,6 +34,8 @@ export const followCapsule = (options: FollowCapsuleOptions): Subscription => {
   let sse: SseConnection | null = null;
   let poll: AbortController | null = null;
   let lastState = '';
+  /** The ticket the current SSE attempt carries, and whether it was fetched for it. */
+  let ticketUsed: { ticket: string; fresh: boolean } | null = null;
 
   const state = (s: FollowState['state'], reason?: string): void => {
     const key = `${s}/${policy.transport}`;
@@ -63,6 +65,7 @@ export const followCapsule = (options: FollowCapsuleOptions): Subscription => {
   const connect = (): void => {
     if (closed) return;
     const gen = ++generation;
+    ticketUsed = null;
     state('connecting');
     const run = policy.transport === 'sse' ? openSse(gen) : pollLoop(gen);
     run.catch((err: unknown) => retry(gen, err));
@@ -72,12 +75,39 @@ export const followCapsule = (options: FollowCapsuleOptions): Subscription => {
   const retry = (gen: number, err: unknown): void => {
     if (gen !== generation || closed) return;
     if (err instanceof HttpError && FATAL.has(err.status)) {
-      if (err.status === 401 && tickets) tickets.invalidate();
+      const used = ticketUsed;
+      if (err.status === 401 && tickets && used) {
+        tickets.invalidate();
+        // A reused ticket may only be stale (clock skew, a restarted gateway with a new signing
+        // key): try once more with a fresh one. A fresh ticket refused is final, so no loop.
+        if (!used.fresh) {
+          state('connecting', 'the gateway refused the ticket: fetching a new one');
+          timer = setTimeout(connect, Math.random() * 50);
+          return;
+        }
+      }
       return finish(err.message);
     }
     const delay = jitteredBackoff(failures++, tuning, err instanceof HttpError ? err.retryAfterMs : null);
     state('connecting', err instanceof Error ? err.message : String(err));
     timer = setTimeout(connect, delay);
+  };
+
+  /**
+   * What the gateway answers where an EventSource could not open (it hides the status): one
+   * long-poll that does not wait, with the same credential. An HttpError, or null when it answered
+   * (the failure was the connection's) or could not be reached.
+   */
+  const diagnose = async (ticket: string | null): Promise<HttpError | null> => {
+    const url = `${path}/poll?after=${sink.cursor}&wait=0&limit=1${ticket ? `&ticket=${encodeURIComponent(ticket)}` : ''}`;
+    try {
+      const res = await fetch(url);
+      if (!res.ok) return await httpError(res, 'sse');
+      await res.body?.cancel();
+    } catch {
+      // unreachable: the EventSource's failure was the connection's, as it looked
+    }
+    return null;
   };
 
   const openSse = async (gen: number): Promise<void> => {
@@ -86,9 +116,8 @@ export const followCapsule = (options: FollowCapsuleOptions): Subscription => {
     let lastByte = started;
     let gotEvent = false;
     let healthy = false;
-    const onEnd = (error: unknown, buffered: boolean): void => {
-      if (gen !== generation) return;
-      stop();
+    /** After the stream ended on its own: count it for the policy, then reconnect. */
+    const settle = (error: unknown, buffered: boolean): void => {
       const switched = policy.sseEnded({
         ageMs: Date.now() - started,
         idleMs: Date.now() - lastByte,
@@ -100,6 +129,24 @@ export const followCapsule = (options: FollowCapsuleOptions): Subscription => {
         failures = 0;
         timer = setTimeout(connect, Math.random() * 50);
       } else retry(generation, error);
+    };
+    const onEnd = (error: unknown, buffered: boolean): void => {
+      if (gen !== generation) return;
+      stop();
+      // A refusal is the gateway's answer, not a proxy's doing: it says nothing about SSE here.
+      if (error instanceof HttpError && FATAL.has(error.status)) return retry(generation, error);
+      if (error instanceof EventSourceFailed && error.beforeOpen) {
+        // Whatever it was, the next attempt gets a fresh ticket; and find out whether it was a refusal.
+        tickets?.invalidate();
+        const g = generation;
+        void diagnose(ticketUsed?.ticket ?? null).then((refusal) => {
+          if (g !== generation || closed) return;
+          if (refusal) retry(g, refusal);
+          else settle(error, buffered);
+        });
+        return;
+      }
+      settle(error, buffered);
     };
     const handlers = {
       onOpen: () => undefined,
@@ -118,8 +165,12 @@ export const followCapsule = (options: FollowCapsuleOptions): Subscription => {
       },
       onClose: (error: unknown) => onEnd(error, false),
     };
-    if (tickets) url += `&ticket=${encodeURIComponent(await tickets.get())}`;
-    if (gen !== generation) return;
+    if (tickets) {
+      const taken = await tickets.take();
+      if (gen !== generation) return;
+      ticketUsed = taken;
+      url += `&ticket=${encodeURIComponent(taken.ticket)}`;
+    }
     const headers = tickets ? {} : await authHeaders(options.token);
     if (gen !== generation) return;
     sse =

@@ -19,6 +19,17 @@ export interface SseConnection {
   close(): void;
 }
 
+/**
+ * An EventSource failed. It reports no HTTP status: a 401 with a stale ticket, a 403, a 404 and a
+ * refused connection all look alike. `beforeOpen` says no response was ever accepted, which is
+ * when the caller should find out what the gateway answers (and drop a ticket it may have reused).
+ */
+export class EventSourceFailed extends Error {
+  constructor(readonly beforeOpen: boolean) {
+    super(beforeOpen ? 'EventSource failed before it opened' : 'EventSource connection failed or ended');
+  }
+}
+
 /** A minimal text/event-stream parser (WHATWG "Interpreting an event stream"), fed text chunks. */
 export class SseParser {
   private buffer = '';
@@ -105,7 +116,11 @@ export const openFetchSse = (url: string, headers: Record<string, string>, h: Ss
 export const openEventSource = (url: string, events: readonly string[], h: SseHandlers): SseConnection => {
   const source = new EventSource(url);
   let done = false;
-  source.onopen = () => h.onOpen();
+  let opened = false;
+  source.onopen = () => {
+    opened = true;
+    h.onOpen();
+  };
   const listen = (name: string): void =>
     source.addEventListener(name, (e: Event) => {
       // A frame named `error` arrives as a MessageEvent on the same name as connection errors.
@@ -118,7 +133,7 @@ export const openEventSource = (url: string, events: readonly string[], h: SseHa
     if (done || e instanceof MessageEvent) return;
     done = true;
     source.close();
-    h.onClose(new Error('EventSource connection failed or ended'));
+    h.onClose(new EventSourceFailed(!opened));
   });
   return {
     close: () => {

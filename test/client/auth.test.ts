@@ -1,7 +1,7 @@
 /**
- * The client's credentials against a tiny fake of the ticket contract planned for issue 10
- * (`POST /auth/tickets` with Bearer → `{ticket, expires_at}`; `?ticket=` on the stream URL), and
- * Bearer on long-polls. The real gateway has no auth yet: this checks the client's side only.
+ * The exact requests the client makes for its credentials, seen by a tiny stand-in server
+ * (`POST /auth/tickets` with Bearer → `{ticket, expires_at}`; `?ticket=` on the stream URL; Bearer
+ * on long-polls). The same against the real gateway's auth: gateway-auth.test.ts.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -44,14 +44,20 @@ describe('client credentials', () => {
     const tickets = new TicketSource(base, async () => `key-${++calls}`);
     expect(await tickets.get()).toBe('tk-1');
     expect(await tickets.get()).toBe('tk-1'); // still valid for a minute
-    ttlMs = 5_000; // within the refresh margin: every get fetches again
+    ttlMs = 5_000; // a short ticket is reused for half its life
     tickets.invalidate();
     expect(await tickets.get()).toBe('tk-2');
-    expect(await tickets.get()).toBe('tk-3');
+    expect(await tickets.get()).toBe('tk-2');
+    expect(await tickets.take()).toEqual({ ticket: 'tk-2', fresh: false });
+    ttlMs = -1_000; // expired already by this clock (skew): fetched again every time, never reused
+    tickets.invalidate();
+    expect(await tickets.take()).toEqual({ ticket: 'tk-3', fresh: true });
+    expect(await tickets.take()).toEqual({ ticket: 'tk-4', fresh: true });
     expect(seen).toEqual([
       'POST /auth/tickets Bearer key-1',
       'POST /auth/tickets Bearer key-2',
       'POST /auth/tickets Bearer key-3',
+      'POST /auth/tickets Bearer key-4',
     ]);
   });
 

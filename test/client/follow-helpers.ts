@@ -1,7 +1,13 @@
 /** Following a capsule in Node tests: collect what followCapsule delivers until a given frame. */
 import { expect } from 'vitest';
 import { followCapsule } from '../../src/client/index.js';
-import type { CapsuleGap, CapsuleRecord, FollowState, Subscription } from '../../src/client/index.js';
+import type {
+  CapsuleGap,
+  CapsuleRecord,
+  FollowCapsuleOptions,
+  FollowState,
+  Subscription,
+} from '../../src/client/index.js';
 import type { TestGateway } from '../support/gateway.js';
 import type { LastFrame } from './busy-capsule.js';
 import { loggedRecords } from './log-frames.js';
@@ -18,6 +24,8 @@ export const follow = (
   transport: 'auto' | 'sse' | 'long-poll',
   last: Promise<LastFrame>,
   tuning: Record<string, number> = {},
+  /** Credentials and the like (`token`, `useEventSource`). */
+  extra: Partial<Pick<FollowCapsuleOptions, 'token' | 'useEventSource'>> = {},
 ): { done: Promise<Followed>; sub: Subscription; seen: Followed } => {
   const seen: Followed = { records: [], gaps: [], states: [] };
   let target: LastFrame | null = null;
@@ -34,6 +42,7 @@ export const follow = (
     capsule: 'alpha',
     transport,
     tuning: { backoffMs: 50, ...tuning },
+    ...extra,
     onRecord: (r) => {
       seen.records.push(r);
       if (isTarget(r)) resolve();

@@ -4,6 +4,7 @@
  * - `buffer`: hold the whole response (headers included) until the gateway ends it, for the requests
  *   the rule picks: a `text/event-stream` then never shows a byte, a long-poll arrives whole;
  * - `reject`: answer the picked requests itself with 503 and `Retry-After`.
+ * `retarget` points it at another gateway (a restarted one on another port) for new requests.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -11,7 +12,10 @@ import type { AddressInfo } from 'node:net';
 export interface ProxiedRequest {
   /** 1-based, in arrival order. */
   n: number;
+  method: string;
   path: string;
+  /** The status the client got (null until the response head was written). */
+  status: number | null;
   arrivedAt: number;
   /** When the proxy answered it with a 503 (rejected requests only). */
   rejectedAt: number | null;
@@ -28,17 +32,21 @@ export interface ProxyRules {
 export interface HttpProxy {
   url: string;
   readonly log: readonly ProxiedRequest[];
+  /** Forward new requests to another gateway from now on. */
+  retarget(url: string): void;
   close(): Promise<void>;
 }
 
 export const startHttpProxy = async (targetUrl: string, rules: ProxyRules): Promise<HttpProxy> => {
-  const target = new URL(targetUrl);
+  let target = new URL(targetUrl);
   const log: ProxiedRequest[] = [];
   const agent = new http.Agent({ keepAlive: true });
   const server = http.createServer((req, res) => {
     const entry: ProxiedRequest = {
       n: log.length + 1,
+      method: req.method ?? 'GET',
       path: req.url ?? '/',
+      status: null,
       arrivedAt: Date.now(),
       rejectedAt: null,
       buffered: false,
@@ -48,6 +56,7 @@ export const startHttpProxy = async (targetUrl: string, rules: ProxyRules): Prom
     if (retryAfter !== null) {
       req.resume();
       res.writeHead(503, { 'content-type': 'application/json', 'retry-after': retryAfter });
+      entry.status = 503;
       res.end('{"error":{"code":"store_unavailable","message":"injected by the test proxy"}}');
       entry.rejectedAt = Date.now();
       return;
@@ -63,6 +72,7 @@ export const startHttpProxy = async (targetUrl: string, rules: ProxyRules): Prom
         agent,
       },
       (up) => {
+        entry.status = up.statusCode ?? 502;
         if (!entry.buffered) {
           res.writeHead(up.statusCode ?? 502, up.headers);
           up.pipe(res);
@@ -88,6 +98,9 @@ export const startHttpProxy = async (targetUrl: string, rules: ProxyRules): Prom
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     log,
+    retarget: (url) => {
+      target = new URL(url);
+    },
     close: async () => {
       server.closeAllConnections();
       agent.destroy();
