@@ -117,10 +117,19 @@ export const writeConversations = async (
   const writer = new LogWriter(store, { maxQueuedEntries: 1_000_000, trimIntervalMs: 0 });
   const convs: { c: Conversation; t: Template; ids: Map<string, string> }[] = [];
   let records = 0;
+  let failed = 0;
+  let firstError = '';
+  const before = await store.position(capsule);
   const write = async (entries: LogEntry[]): Promise<void> => {
-    for (const e of entries) void writer.append(capsule, e);
+    for (const e of entries)
+      writer.append(capsule, e).catch((err: unknown) => {
+        failed++;
+        firstError ||= String(err);
+      });
     records += entries.length;
-    if (records % 5000 < entries.length) await new Promise((r) => setImmediate(r));
+    // Flushed every few thousand: a submission queued behind too many others fails (the writer's
+    // submit timeout), as a client's would.
+    if (records % 5000 < entries.length) await writer.flush();
   };
   try {
     for (let k = 0; k < conversations; k++) {
@@ -139,6 +148,13 @@ export const writeConversations = async (
       }
     }
     await writer.flush();
+    const after = await store.position(capsule);
+    // The gateway fronting this capsule may append a fact meanwhile: more is fine, fewer is not.
+    if (failed > 0 || after.epoch !== before.epoch || after.head - before.head < records)
+      throw new Error(
+        `log not written whole: ${records} appended, head ${before.head} → ${after.head}, ` +
+          `epoch ${before.epoch} → ${after.epoch}, ${failed} failed ${firstError}`,
+      );
   } finally {
     await writer.close();
     await store.close();
