@@ -71,6 +71,7 @@ export const adapterConfigOf = (config: GatewayConfig): AdapterConfig => ({
 const createStore = (config: GatewayConfig, logger: Logger): LogStore => {
   const retention = {
     maxRecords: config.retention.maxRecords,
+    maxBytes: config.retention.maxBytes,
     maxAgeMs: config.retention.maxAgeSeconds * 1000,
   };
   // A URL, a Sentinel-monitored master or a Cluster: the store builds the matching connection.

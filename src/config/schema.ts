@@ -251,8 +251,14 @@ export const configSchema = z
           .int()
           .min(0)
           .default(7 * 24 * 3600),
+        /** About this many bytes kept per capsule (0 = unbounded): a flood cannot push out more. */
+        maxBytes: z
+          .number()
+          .int()
+          .min(0)
+          .default(256 * 1024 * 1024),
       })
-      .default({ maxRecords: 100_000, maxAgeSeconds: 7 * 24 * 3600 }),
+      .default({ maxRecords: 100_000, maxAgeSeconds: 7 * 24 * 3600, maxBytes: 256 * 1024 * 1024 }),
     heartbeatSeconds: z.number().positive().default(15),
     longPollSeconds: z.number().positive().max(300).default(30),
     idleControlSeconds: z.number().positive().default(30),

@@ -5,7 +5,7 @@
  * writer floor above the head is fenced with a new epoch like a Redis rollback. Batching and retries
  * are the writer's (`log-writer.ts`).
  */
-import type { LogEntry, LogRecord } from './record.js';
+import { encodeEntry, type LogEntry, type LogRecord } from './record.js';
 import {
   storeResetFact,
   timeFloor,
@@ -34,6 +34,9 @@ interface CapsuleLog {
    */
   records: LogRecord[];
   start: number;
+  /** Encoded size of each record (parallel to records) and the total of the retained ones. */
+  sizes: number[];
+  bytes: number;
   /** Per writer: the last applied batch seq and the offsets it got (idempotent retries). */
   writers: Map<string, { seq: number; offsets: number[]; reset: boolean }>;
   waiters: Set<Waiter>;
@@ -77,6 +80,11 @@ export class MemoryStore implements LogStore {
       const offset = ++log.head;
       // A frozen copy: readers share record objects, and the caller keeps its own entry.
       log.records.push(Object.freeze({ ...entry, offset }) as LogRecord);
+      if (this.retention.maxBytes) {
+        const size = encodeEntry(entry).length;
+        log.sizes[log.records.length - 1] = size;
+        log.bytes += size;
+      }
       offsets.push(offset);
     }
     if (batch) log.writers.set(batch.writerId, { seq: batch.seq, offsets, reset: regressed });
@@ -172,6 +180,8 @@ export class MemoryStore implements LogStore {
         head: timeFloor(preciseNow()),
         records: [],
         start: 0,
+        sizes: [],
+        bytes: 0,
         writers: new Map(),
         waiters: new Set(),
       };
@@ -209,7 +219,7 @@ export class MemoryStore implements LogStore {
   }
 
   private applyRetention(log: CapsuleLog): void {
-    const { maxRecords, maxAgeMs } = this.retention;
+    const { maxRecords, maxAgeMs, maxBytes = 0 } = this.retention;
     let start = log.start;
     if (maxRecords > 0) start = Math.max(start, log.records.length - maxRecords);
     if (maxAgeMs > 0) {
@@ -217,10 +227,16 @@ export class MemoryStore implements LogStore {
       const cutoff = Date.now() - maxAgeMs;
       while (start < log.records.length && (log.records[start]?.receivedAt ?? 0) < cutoff) start++;
     }
+    if (maxBytes > 0) {
+      for (let i = log.start; i < start; i++) log.bytes -= log.sizes[i] ?? 0;
+      // The newest record always stays, however large.
+      while (log.bytes > maxBytes && start < log.records.length - 1) log.bytes -= log.sizes[start++] ?? 0;
+    }
     log.start = start;
     // Compact once the dead prefix outweighs the live part: amortised O(1) per append.
     if (log.start > 1024 && log.start * 2 > log.records.length) {
       log.records = log.records.slice(log.start);
+      log.sizes = log.sizes.slice(log.start);
       log.start = 0;
     }
   }

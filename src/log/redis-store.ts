@@ -110,6 +110,7 @@ export class RedisStore implements LogStore {
       encodeEntry(options.resetFact ?? storeResetFact()),
       this.dedupTtlMs,
       options.fence === undefined ? '' : String(Math.floor(options.fence)),
+      this.retention.maxBytes ?? 0,
     ];
     for (const entry of entries) args.push(encodeEntry(entry));
     // Not ready → the script was certainly never sent: say so, the writer may re-form the batch.

@@ -48,6 +48,12 @@ export interface RetentionPolicy {
   maxRecords: number;
   /** Drop records older than this many ms (0 = keep forever). */
   maxAgeMs: number;
+  /**
+   * Keep about this many bytes per capsule (0 or absent = unbounded): a flood of large records
+   * pushes out old history only down to this bound. Approximate: Redis's own memory estimate of the
+   * stream, the encoded size of each record in memory.
+   */
+  maxBytes?: number;
 }
 
 /** Identifies one writer's batch so a retried append after a lost reply is applied at most once. */

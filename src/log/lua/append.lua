@@ -12,7 +12,22 @@ local floor = tonumber(ARGV[4]) -- highest offset this writer has seen durable h
 local resetFact = ARGV[5] -- encoded store-reset fact, '' = the caller sent none
 local dedupTtlMs = tonumber(ARGV[6])
 local fence = ARGV[7] -- the ingesting owner's fencing token (src/fleet), '' = not fenced (submissions)
-local FIRST_ENTRY = 8 -- ARGV[8..] are the encoded entries, in order
+local maxBytes = tonumber(ARGV[8]) -- byte retention (Redis's estimate of the stream), 0 = unbounded
+local FIRST_ENTRY = 9 -- ARGV[9..] are the encoded entries, in order
+
+-- Count retention, then bytes: when Redis's sampled estimate of the stream exceeds the bound, keep
+-- the newest share of entries that fits (the newest entry always stays).
+local function retain()
+  if maxRecords > 0 then redis.call('XTRIM', logKey, 'MAXLEN', '=', maxRecords) end
+  if maxBytes > 0 then
+    local usage = redis.call('MEMORY', 'USAGE', logKey, 'SAMPLES', 16) or 0
+    if usage > maxBytes then
+      local len = redis.call('XLEN', logKey)
+      local keep = math.max(1, math.floor(len * maxBytes / usage))
+      if keep < len then redis.call('XTRIM', logKey, 'MAXLEN', '=', keep) end
+    end
+  end
+end
 
 -- 2026-01-01T00:00:00Z in seconds. A new epoch's offsets start above the microseconds elapsed since
 -- then, so even a Redis that lost everything while the gateway restarted (no floor known) never
@@ -113,7 +128,7 @@ if fresh or regressed then
     local offset = base + 1
     redis.call('HSET', metaKey, 'offset', string.format('%d', offset))
     redis.call('XADD', logKey, string.format('%d-0', offset), 'r', resetFact)
-    if maxRecords > 0 then redis.call('XTRIM', logKey, 'MAXLEN', '=', maxRecords) end
+    retain()
     if writerId ~= '' then
       redis.call('SET', dedupKey, string.format('%d:%d:1:r', seq, offset), 'PX', dedupTtlMs)
     end
@@ -126,9 +141,7 @@ local base = redis.call('HINCRBY', metaKey, 'offset', count) - count
 for i = 0, count - 1 do
   redis.call('XADD', logKey, string.format('%d-0', base + i + 1), 'r', ARGV[FIRST_ENTRY + i])
 end
-if maxRecords > 0 then
-  redis.call('XTRIM', logKey, 'MAXLEN', '=', maxRecords)
-end
+retain()
 if writerId ~= '' then
   -- Its own key with a TTL: a writer that is gone (a gateway restart) leaves nothing behind.
   redis.call('SET', dedupKey, string.format('%d:%d:%d', seq, base + 1, count), 'PX', dedupTtlMs)
