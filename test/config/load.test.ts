@@ -212,7 +212,7 @@ describe('loadConfig', () => {
     const cfg = loadConfig({ config: 'config/gateway.example.yaml' }, {});
     expect(cfg.capsules).toEqual([{ id: 'alpha', url: 'http://127.0.0.1:52222/' }]);
     expect(cfg.redis).toBe('redis://127.0.0.1:6379');
-    expect(cfg.retention).toEqual({ maxRecords: 100000, maxAgeSeconds: 604800 });
+    expect(cfg.retention).toEqual({ maxRecords: 100000, maxAgeSeconds: 604800, maxBytes: 268435456 });
   });
 
   it('rejects unparseable YAML and JSON with the file named', () => {
