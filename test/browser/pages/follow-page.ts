@@ -8,9 +8,18 @@ export interface PageFollowArgs {
   capsule: string;
   transport: 'auto' | 'sse' | 'long-poll';
   tuning?: Record<string, number>;
+  /** A key: Bearer on fetches; with `useEventSource`, tickets fetched with it. */
+  token?: string;
+  useEventSource?: boolean;
+  /** Run the page's clock this many milliseconds off the gateway's (negative: behind). */
+  skewMs?: number;
 }
 
 export const PAGE_FOLLOW = `async (args) => {
+  if (args.skewMs) {
+    const now = Date.now.bind(Date);
+    Date.now = () => now() + args.skewMs;
+  }
   let mod = null;
   // The proxy may cut the very connection this import rides on: try again.
   for (let i = 0; i < 10 && !mod; i++) {
@@ -26,6 +35,8 @@ export const PAGE_FOLLOW = `async (args) => {
     transport: args.transport,
     ...(saved !== null ? { after: Number(saved) } : {}),
     ...(args.tuning ? { tuning: args.tuning } : {}),
+    ...(args.token ? { token: args.token } : {}),
+    ...(args.useEventSource ? { useEventSource: true } : {}),
     onRecord(r) {
       const n = Number(sessionStorage.getItem('count') ?? '0');
       sessionStorage.setItem('rec:' + n, JSON.stringify(r));

@@ -1,0 +1,169 @@
+/**
+ * followCapsule in Chromium with a key, on the browser's own EventSource and the gateway's real
+ * tickets (2 s long here), through a TCP proxy that kills every connection after 3 s, so every
+ * reconnect happens after the ticket it had has expired: every record once, in order, and every
+ * stream opened with a ticket the gateway accepts. Then with the page's clock 30 s behind the
+ * gateway's, so the client believes an expired ticket is still good: the gateway refuses it once,
+ * the client fetches a fresh one, and nothing is lost.
+ */
+import type { Browser, Page, Request, Response } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { sha256Hex } from '../../src/auth/admin-token.js';
+import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
+import { startTestGateway, type TestGateway } from '../support/gateway.js';
+import { runBusy, type LastFrame } from '../client/busy-capsule.js';
+import { startCuttingProxy, type CuttingProxy } from '../client/cutting-proxy.js';
+import { loggedRecords } from '../client/log-frames.js';
+import { hasBrowser, launchChromium } from './chromium.js';
+import { PAGE_FOLLOW, PAGE_RECORDS, type PageFollowArgs } from './pages/follow-page.js';
+
+declare const window: unknown;
+
+const KEY = `key-observe-${'f'.repeat(24)}`;
+
+let browser: Browser | null = null;
+let sim: SimulatedCapsule | null = null;
+let gw: TestGateway | null = null;
+let proxy: CuttingProxy | null = null;
+let page: Page | null = null;
+
+const run = <T>(p: Page, src: string, arg?: unknown): Promise<T> =>
+  p.evaluate(([s, a]) => (0, eval)(s as string)(a) as T, [src, arg] as const);
+
+interface Seen {
+  /** Stream requests: the ticket each carried and the status it got (null: cut before an answer). */
+  streams: { ticket: string | null; status: number | null }[];
+  ticketPosts: number;
+  /** Any URL that carried the key itself. */
+  leaked: string[];
+}
+
+/** Watch the page's requests (the browser's view, EventSource included). */
+const watch = (p: Page): Seen => {
+  const seen: Seen = { streams: [], ticketPosts: 0, leaked: [] };
+  const entries = new Map<Request, Seen['streams'][number]>();
+  p.on('request', (r: Request) => {
+    const url = new URL(r.url());
+    if (r.url().includes(KEY)) seen.leaked.push(r.url());
+    if (r.method() === 'POST' && url.pathname === '/auth/tickets') seen.ticketPosts++;
+    if (url.pathname.endsWith('/records')) {
+      const entry = { ticket: url.searchParams.get('ticket'), status: null };
+      entries.set(r, entry);
+      seen.streams.push(entry);
+    }
+  });
+  p.on('response', (res: Response) => {
+    const entry = entries.get(res.request());
+    if (entry) entry.status = res.status();
+  });
+  return seen;
+};
+
+describe.skipIf(!hasBrowser)('followCapsule in Chromium with a key (EventSource + tickets)', () => {
+  beforeAll(async () => {
+    browser = await launchChromium();
+  });
+  afterAll(async () => {
+    await browser?.close();
+  });
+  afterEach(async () => {
+    await page?.close();
+    await proxy?.close();
+    await gw?.close();
+    await sim?.stop();
+    page = proxy = gw = sim = null;
+  });
+
+  const setup = async (): Promise<{ sim: SimulatedCapsule; gw: TestGateway; proxy: CuttingProxy }> => {
+    sim = await startSimulator({ taskAcceptance: 'queue' });
+    gw = await startTestGateway({
+      capsules: { alpha: sim.url },
+      config: { heartbeatMs: 15_000 },
+      extra: {
+        apiKeys: [{ sha256: sha256Hex(KEY), owner: 'operator', scopes: ['observe'] }],
+        auth: { ticketTtlSeconds: 2 },
+      },
+    });
+    expect((await fetch(`${gw.baseUrl}/client/murmur-gateway.js`)).status).toBe(200);
+    proxy = await startCuttingProxy(gw.baseUrl, { lifetimeMs: 3_000 });
+    page = await browser!.newPage();
+    return { sim, gw, proxy };
+  };
+
+  const start = async (p: Page, base: string, args: PageFollowArgs): Promise<void> => {
+    for (let i = 0; ; i++) {
+      try {
+        await p.goto(`${base}/healthz`);
+        break;
+      } catch (err) {
+        if (i >= 10) throw err; // a proxy cut the navigation itself
+      }
+    }
+    await run(p, PAGE_FOLLOW, args);
+  };
+
+  const waitForFrame = (p: Page, last: LastFrame): Promise<unknown> =>
+    p.waitForFunction(
+      (l) => {
+        const w = window as unknown as { __last?: { event: string; data: string } };
+        return w.__last?.event === l.event && w.__last?.data === l.data;
+      },
+      last,
+      { timeout: 60_000, polling: 100 },
+    );
+
+  /** The records the page delivered are the log's, from the start, once each, in order. */
+  const expectExactLog = async (p: Page): Promise<number> => {
+    const delivered = await run<{ offset: number }[]>(p, PAGE_RECORDS);
+    expect(delivered).toEqual(await loggedRecords(gw!.core, 'alpha', delivered.at(-1)!.offset));
+    return delivered.length;
+  };
+
+  const states = (p: Page) =>
+    p.evaluate(() => (window as unknown as { __states: { state: string }[] }).__states);
+
+  it(
+    'reconnects after the ticket expired fetch a new one: none refused, every record once, in order',
+    { timeout: 90_000 },
+    async () => {
+      const { sim, proxy } = await setup();
+      const seen = watch(page!);
+      await start(page!, proxy.url, { capsule: 'alpha', transport: 'sse', token: KEY, useEventSource: true });
+      await waitForFrame(page!, await runBusy(sim, 8, 80, 8));
+      expect(await expectExactLog(page!)).toBeGreaterThan(600);
+      expect(proxy.kills).toBeGreaterThanOrEqual(2);
+      const answered = seen.streams.filter((s) => s.status !== null);
+      expect(answered.length).toBeGreaterThanOrEqual(2);
+      expect(answered.every((s) => s.status === 200 && s.ticket?.startsWith('t1.'))).toBe(true);
+      // Tickets live 2 s and connections 3 s: the later streams needed tickets fetched anew.
+      expect(new Set(answered.map((s) => s.ticket)).size).toBeGreaterThanOrEqual(2);
+      expect(seen.leaked).toEqual([]);
+      expect(await states(page!)).not.toContainEqual(expect.objectContaining({ state: 'closed' }));
+    },
+  );
+
+  it(
+    'a page clock 30 s behind: an expired ticket it thought good is refused once, replaced, nothing lost',
+    { timeout: 90_000 },
+    async () => {
+      const { sim, proxy } = await setup();
+      const seen = watch(page!);
+      await start(page!, proxy.url, {
+        capsule: 'alpha',
+        transport: 'sse',
+        token: KEY,
+        useEventSource: true,
+        skewMs: -30_000,
+      });
+      await waitForFrame(page!, await runBusy(sim, 8, 80, 8));
+      expect(await expectExactLog(page!)).toBeGreaterThan(600);
+      const refused = seen.streams.filter((s) => s.status === 401);
+      // The scenario happened (a reconnect with a ticket the gateway had expired)...
+      expect(refused.length).toBeGreaterThanOrEqual(1);
+      // ...and no ticket was refused twice: each refusal was followed by a fresh one.
+      expect(new Set(refused.map((s) => s.ticket)).size).toBe(refused.length);
+      expect(seen.leaked).toEqual([]);
+      expect(await states(page!)).not.toContainEqual(expect.objectContaining({ state: 'closed' }));
+    },
+  );
+});
