@@ -2,7 +2,9 @@
 // The gateway's live dashboard: the fleet from GET /capsules (polled), a records/s sparkline per
 // capsule from head-offset deltas, and a live tail of one capsule through the client library.
 // Plain ES module, no build step. With auth on (GET /capsules answers 401) it asks for a key once,
-// keeps it for the tab and sends it as a Bearer header (never in a URL).
+// keeps it for the tab and sends it as a Bearer header; the tail's EventSource gets short-lived
+// tickets for it (the key itself never goes in a URL). A refused key is said so and asked again;
+// nothing is polled while the page waits for one.
 import { followCapsule } from '../client/murmur-gateway.js';
 
 const KEY_STORAGE = 'murmur-gateway.dashboard.key';
@@ -16,6 +18,7 @@ const params = new URLSearchParams(location.search);
 let key = sessionStorage.getItem(KEY_STORAGE);
 let selected = params.get('capsule');
 let tail = null;
+let waitingForKey = false;
 const history = new Map(); // capsule → {epoch, head, at, rates: number[]}
 
 const el = (tag, attrs = {}, ...children) => {
@@ -67,17 +70,32 @@ const track = (c) => {
 
 const authHeaders = () => (key ? { authorization: `Bearer ${key}` } : {});
 
-const askForKey = () => {
+/** Show the key form (with why) and stop polling until a key is given: no retry storm. */
+const askForKey = (why) => {
+  waitingForKey = true;
+  tail?.close();
+  tail = null;
   const form = $('#key-form');
   form.hidden = false;
+  $('#key-error').textContent = why;
   $('#status').textContent = 'auth required';
+  $('#key').focus();
   form.onsubmit = (e) => {
     e.preventDefault();
     key = $('#key').value.trim();
+    if (!key) return;
     sessionStorage.setItem(KEY_STORAGE, key);
     form.hidden = true;
+    $('#key').value = '';
+    waitingForKey = false;
     void refresh();
   };
+};
+
+/** Why GET /capsules refused: the first visit, a wrong key, or a key without the ops scope. */
+const refusal = (status) => {
+  if (status === 403) return 'This key was refused (403): it lacks the "ops" scope. Try another key.';
+  return key ? 'This key was refused (401). Try another key.' : '';
 };
 
 const connectionsText = (conns) => ['murmur', 'beeos', 'flue'].map((s) => conns?.[s] ?? 0).join(' / ');
@@ -115,19 +133,35 @@ const render = (body) => {
   $('#fleet-note').textContent = reported
     ? ''
     : '"possibly missing": this gateway does not report a count in /capsules (n/a); the tail shows each such fact as it happens.';
-  if (!selected && capsules[0]) select(capsules[0].id, capsules[0].head_offset);
+  // No tail yet (first answer, or a new key after a refusal closed it): the chosen capsule, else the first.
+  if (!tail) {
+    const pick = capsules.find((c) => c.id === selected) ?? capsules[0];
+    if (pick) select(pick.id, pick.head_offset);
+  }
 };
 
 const refresh = async () => {
+  if (waitingForKey) return;
   try {
     const res = await fetch(`${gateway}/capsules`, { headers: authHeaders() });
-    if (res.status === 401 || res.status === 403) return askForKey();
+    if (res.status === 401 || res.status === 403) {
+      const why = refusal(res.status);
+      key = null;
+      sessionStorage.removeItem(KEY_STORAGE);
+      return askForKey(why);
+    }
     if (!res.ok) throw new Error(`GET /capsules: ${res.status}`);
     render(await res.json());
     $('#status').textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (err) {
     $('#status').textContent = String(err.message ?? err);
   }
+};
+
+/** One refresh a second, the next one only after the last answered (and none while asking for a key). */
+const loop = async () => {
+  await refresh();
+  setTimeout(() => void loop(), REFRESH_MS);
 };
 
 /** A readable line for a frame: the text of text/thinking, a status's state, a tool's name. */
@@ -197,7 +231,9 @@ function select(capsule, head) {
     after: Math.max(0, head - 50), // some recent history, then live
     // SSE first, long-poll behind proxies that break it: both carry the same records (ids included).
     transport: 'auto',
-    ...(key ? { token: key } : {}),
+    // With a key: the browser's EventSource with tickets fetched by the key (the long-poll fallback
+    // sends it as a Bearer header).
+    ...(key ? { token: key, useEventSource: true } : {}),
     onRecord: (r) => addTailRow(recordRow(r)),
     // Loss facts arrive as records (above); only gaps about the cursor itself need a row of their own.
     onGap: (g) =>
@@ -212,9 +248,10 @@ function select(capsule, head) {
           el('td', {}, `${g.type}: ${g.reason}${g.count ? ` (${g.count})` : ''}`),
         ),
       ),
-    onState: (s) => ($('#tail-state').textContent = `${s.state} · ${s.transport}`),
+    onState: (s) =>
+      ($('#tail-state').textContent =
+        `${s.state} · ${s.transport}${s.state === 'closed' && s.reason ? ` (${s.reason})` : ''}`),
   });
 }
 
-void refresh();
-setInterval(refresh, REFRESH_MS);
+void loop();
