@@ -5,7 +5,8 @@
  * RSS with every connection open (target ≤ 300 MB), beside its RSS before and per connection.
  * Gateway (and redis-server) on core 0, client processes on core 1; loopback only.
  *
- * `npm run bench -- idle`. Env: BENCH_IDLE_CONNECTIONS (10000), BENCH_SCALE_CLIENTS (4).
+ * `npm run bench -- idle`. Env: BENCH_IDLE_CONNECTIONS (10000), BENCH_SCALE_CLIENTS (4),
+ * BENCH_IDLE_SURFACES (`native,beeos,flue`: one surface alone shows what each connection costs).
  */
 import { startSimulator } from '../../src/simulator/index.js';
 import { ask, CLIENT_CORE, rssBytes } from './fanout-procs.js';
@@ -51,11 +52,13 @@ const measure = async (
     await until(async () => sim.watchers > 0, 30_000, 'the gateway watching the capsule');
     await createFlueConversation(base, 'idle', 'idle-conv');
     const beeos = await createBeeosConversation(base, 'idle');
+    const wanted = (process.env.BENCH_IDLE_SURFACES ?? 'native,beeos,flue').split(',');
     const targets = [
-      { url: `${base}/murmur/idle/events` },
-      { url: `${base}/api/v1/agents/idle/conversations/${beeos}/events` },
-      { url: `${base}/flue/idle/idle-conv?view=updates&live=sse&offset=-1` },
-    ];
+      { surface: 'native', url: `${base}/murmur/idle/events` },
+      { surface: 'beeos', url: `${base}/api/v1/agents/idle/conversations/${beeos}/events` },
+      { surface: 'flue', url: `${base}/flue/idle/idle-conv?view=updates&live=sse&offset=-1` },
+    ].filter((t) => wanted.includes(t.surface));
+    if (targets.length === 0) throw new Error('BENCH_IDLE_SURFACES names no surface');
     await new Promise((r) => setTimeout(r, 1000));
     const before = rssBytes([gw.pid]);
     const t0 = performance.now();
@@ -66,7 +69,7 @@ const measure = async (
           // Rotated per process so each surface gets a third of the connections.
           {
             type: 'open',
-            targets: [...targets.slice(i % 3), ...targets.slice(0, i % 3)],
+            targets: [...targets.slice(i % targets.length), ...targets.slice(0, i % targets.length)],
             count: share(connections, procs, i),
             batch: 100,
             timeoutMs: 60_000,
