@@ -10,6 +10,7 @@ import { LogWriter } from '../../src/log/log-writer.js';
 import { MemoryStore } from '../../src/log/memory-store.js';
 import { startSimulator } from '../../src/simulator/index.js';
 import { CapsuleIngestor } from '../../src/upstream/ingestor.js';
+import { isFinalStatusOf } from '../upstream/log-vs-written.js';
 
 const cuts = Number(process.env.CUTS ?? 12);
 const runs = Number(process.env.RUNS ?? 3);
@@ -41,12 +42,7 @@ export const benchIdZeroCuts = async (): Promise<{ written: number; lost: number
   await last.done;
   for (let i = 0; i < 500; i++) {
     const { records } = await store.read(capsule, 0, 1_000_000);
-    if (
-      records.some(
-        (r) => r.kind === 'frame' && r.data.includes(last.taskId) && r.data.includes('"final":true'),
-      )
-    )
-      break;
+    if (records.some((r) => isFinalStatusOf(r, last.taskId))) break;
     await sleep(20);
   }
   await writer.flush();

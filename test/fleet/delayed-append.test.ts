@@ -11,7 +11,7 @@ import { rendezvous } from '../../src/fleet/replicas.js';
 import { RedisStore } from '../../src/log/redis-store.js';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { redisServerAvailable, startRedisServer, type RedisServer } from '../support/redis-server.js';
-import { compareLog, readAll } from '../upstream/log-vs-written.js';
+import { compareLog, readAll, isFinalStatusOf } from '../upstream/log-vs-written.js';
 import { replica, until, type Replica } from './fleet-rig.js';
 import { startHoldProxy, type HoldProxy } from './hold-proxy.js';
 
@@ -82,9 +82,7 @@ describe.skipIf(!haveRedis)('a partitioned owner whose appends reach Redis after
     const last = sim.submit('sentinel');
     await last.done;
     await until('the last frame logged', async () =>
-      (await readAll(store, CAPSULE)).some(
-        (r) => r.kind === 'frame' && r.data.includes(last.taskId) && r.data.includes('"final":true'),
-      ),
+      (await readAll(store, CAPSULE)).some((r) => isFinalStatusOf(r, last.taskId)),
     );
     const result = compareLog(await readAll(store, CAPSULE), sim.written);
     expect(result.problems).toEqual([]);

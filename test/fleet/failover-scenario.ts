@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisStore } from '../../src/log/redis-store.js';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { startCutProxy, type CutProxy } from '../adapters/murmur/cut-proxy.js';
-import { compareLog, readAll } from '../upstream/log-vs-written.js';
+import { compareLog, readAll, isFinalStatusOf } from '../upstream/log-vs-written.js';
 import type { FleetRedis, FleetRedisKind } from './fleet-redis.js';
 import { replica, until, type Replica } from './fleet-rig.js';
 
@@ -161,9 +161,7 @@ export const failoverScenario = (kind: FleetRedisKind): void => {
           const last = sim.submit('sentinel');
           await last.done;
           await until('the last frame logged', async () =>
-            (await readAll(store, CAPSULE)).some(
-              (r) => r.kind === 'frame' && r.data.includes(last.taskId) && r.data.includes('"final":true'),
-            ),
+            (await readAll(store, CAPSULE)).some((r) => isFinalStatusOf(r, last.taskId)),
           );
           drained = true;
           await reader;

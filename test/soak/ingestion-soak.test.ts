@@ -21,7 +21,7 @@ import {
   startRedisServer,
   type RedisServer,
 } from '../support/redis-server.js';
-import { compareLog, readAll } from '../upstream/log-vs-written.js';
+import { compareLog, readAll, isFinalStatusOf } from '../upstream/log-vs-written.js';
 import { gatewayProcess, type GatewayProcess } from './gateway-process.js';
 
 /** One line per phase on stderr: a soak that stalls says where. */
@@ -179,12 +179,7 @@ describe.skipIf(!haveRedis)('ingestion soak: cuts, Redis rollback and outage, st
       const deadline = Date.now() + 30_000;
       for (let after = 0; Date.now() < deadline;) {
         const { records } = await store.waitAfter(CAPSULE, after, 1000, 1000);
-        if (
-          records.some(
-            (r) => r.kind === 'frame' && r.data.includes(last.taskId) && r.data.includes('"final":true'),
-          )
-        )
-          break;
+        if (records.some((r) => isFinalStatusOf(r, last.taskId))) break;
         if (records.length > 0) after = records[records.length - 1]!.offset;
       }
 

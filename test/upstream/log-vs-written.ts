@@ -20,6 +20,13 @@ export interface Comparison {
 const short = (f: { event: string; id?: string | null; upstreamId?: string | null; data: string }): string =>
   `${f.event} id=${f.id ?? f.upstreamId ?? '∅'} ${f.data.slice(0, 90)}`;
 
+/**
+ * The record that closes a task: its final `status` frame. (A `text` chunk also carries
+ * `"final":true`, one frame earlier: waiting for that one races the status frame after it.)
+ */
+export const isFinalStatusOf = (r: LogRecord, taskId: string): boolean =>
+  r.kind === 'frame' && r.event === 'status' && r.data.includes(taskId) && r.data.includes('"final":true');
+
 /** Every record of a capsule's log, paging through the store. */
 export const readAll = async (store: LogStore, capsule: string): Promise<LogRecord[]> => {
   const out: LogRecord[] = [];
