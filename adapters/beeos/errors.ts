@@ -52,24 +52,29 @@ export class BeeosError extends Error {
   }
 }
 
-const FROM_CORE: Partial<Record<GatewayErrorCode, BeeosErrorCode>> = {
-  capsule_not_found: 'agent_not_found',
-  bad_request: 'invalid_body',
-  payload_too_large: 'payload_too_large',
-  upstream_unreachable: 'agent_service_unavailable',
-  upstream_busy: 'conflict',
-  upstream_method_not_found: 'conflict',
-  upstream_timeout: 'service_timeout',
-  store_unavailable: 'agent_service_unavailable',
-  shutting_down: 'agent_service_unavailable',
+/**
+ * Core code → BeeOS code and the fixed public message. A GatewayError's own message is built from
+ * Redis, socket or capsule errors (`redis: Command timed out`, internal addresses): it goes to the
+ * log only, never into a response.
+ */
+const FROM_CORE: Partial<Record<GatewayErrorCode, [BeeosErrorCode, string]>> = {
+  capsule_not_found: ['agent_not_found', 'agent not found'],
+  bad_request: ['invalid_body', 'invalid request'],
+  payload_too_large: ['payload_too_large', 'request body too large'],
+  upstream_unreachable: ['agent_service_unavailable', 'agent service is unavailable'],
+  upstream_busy: ['conflict', 'agent is busy and refused the message'],
+  upstream_method_not_found: ['conflict', 'agent does not accept tasks'],
+  upstream_timeout: ['service_timeout', 'agent did not answer in time'],
+  store_unavailable: ['agent_service_unavailable', 'log store unavailable, retry later'],
+  shutting_down: ['agent_service_unavailable', 'gateway is shutting down'],
 };
 
-/** Any thrown value → a BeeosError; unknown errors become internal_error without their message. */
+/** Any thrown value → a BeeosError; core and unknown errors never carry their own message out. */
 export const toBeeosError = (err: unknown): BeeosError => {
   if (err instanceof BeeosError) return err;
   if (err instanceof GatewayError) {
-    const code = FROM_CORE[err.code];
-    if (code) return new BeeosError(code, err.message);
+    const mapped = FROM_CORE[err.code];
+    if (mapped) return new BeeosError(mapped[0], mapped[1]);
   }
   return new BeeosError('internal_error', 'internal error');
 };

@@ -4,7 +4,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Context } from 'hono';
+import type { Logger } from 'pino';
 import { z } from 'zod';
+import { GatewayError } from '../../src/errors.js';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import { may, principalOf, seesCapsule, type Principal } from '../../src/auth/principal.js';
 import type { Channel, ChannelRegistry } from './channels.js';
@@ -20,7 +22,8 @@ import {
 } from './constants.js';
 import { BeeosError, ERROR_TABLE, errorBody, toBeeosError } from './errors.js';
 
-export type Env = { Variables: { requestId: string } };
+/** `logger` (set by index.ts): where a core error's internal detail goes instead of the response. */
+export type Env = { Variables: { requestId: string; logger?: Logger } };
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -33,6 +36,11 @@ export const requestIdOf = (c: Context): string => {
 export const errorResponse = (c: Context<Env>, err: unknown): Response => {
   const e = toBeeosError(err);
   const rid = c.get('requestId') ?? requestIdOf(c);
+  if (!(err instanceof BeeosError))
+    c.get('logger')?.[err instanceof GatewayError ? 'warn' : 'error'](
+      { err, path: c.req.path, requestId: rid },
+      'beeos: request failed',
+    );
   const headers: Record<string, string> = { [HEADER_REQUEST_ID]: rid };
   return c.json(errorBody(e, rid), ERROR_TABLE[e.code].status as 400, headers);
 };

@@ -22,6 +22,7 @@ export const createBeeosRoutes = (deps: AdapterDeps, options: BeeosRouteOptions 
   app.use(`${AGENTS_PREFIX}/*`, async (c, next) => {
     const rid = requestIdOf(c);
     c.set('requestId', rid);
+    c.set('logger', deps.logger);
     await next();
     c.res.headers.set(HEADER_REQUEST_ID, rid);
   });

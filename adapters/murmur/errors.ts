@@ -43,18 +43,20 @@ export interface ErrorResponse {
   body: string;
 }
 
-/** The response for an error code; `detail` is appended to the message (`capsule unreachable: …`). */
-export const murmurError = (
-  code: MurmurErrorCode,
-  rpcId: string | number | null = null,
-  detail?: string,
-): ErrorResponse => {
+/**
+ * The response for an error code, with the code's fixed message only: a core error's own message
+ * (Redis, socket or capsule text, internal addresses) is for the log, never for the client.
+ */
+export const murmurError = (code: MurmurErrorCode, rpcId: string | number | null = null): ErrorResponse => {
   const shape = TABLE[code];
   if (shape.rpcCode === null) return { status: shape.status, contentType: null, body: '' };
-  const message = detail ? `${shape.message}: ${detail}` : shape.message;
   return {
     status: shape.status,
     contentType: 'application/json',
-    body: JSON.stringify({ jsonrpc: '2.0', id: rpcId, error: { code: shape.rpcCode, message } }),
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: rpcId,
+      error: { code: shape.rpcCode, message: shape.message },
+    }),
   };
 };

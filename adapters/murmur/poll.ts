@@ -82,10 +82,18 @@ export const pollErrorResponse = (
     headers: { ...JSON_HEADERS, ...headers },
   });
 
+/** Public messages of the failures: the error's own message (a Redis or socket error) is logged only. */
+const FAILURE_MESSAGE = {
+  store_unavailable: 'log store unavailable',
+  shutting_down: 'gateway shutting down',
+} as const;
+
 /** A failure reading the log, as this grammar answers it (503 for an absent store or a drain). */
 export const pollFailure = (err: unknown, logger: AdapterDeps['logger'], capsule: string): Response => {
-  if (err instanceof GatewayError && (err.code === 'store_unavailable' || err.code === 'shutting_down'))
-    return pollErrorResponse(err.code, err.message);
+  if (err instanceof GatewayError && (err.code === 'store_unavailable' || err.code === 'shutting_down')) {
+    logger.warn({ err, capsule }, 'murmur poll: log unavailable');
+    return pollErrorResponse(err.code, FAILURE_MESSAGE[err.code]);
+  }
   if (err instanceof GatewayError && err.code === 'capsule_not_found')
     return pollErrorResponse('capsule_not_found', 'no such capsule');
   logger.error({ err, capsule }, 'murmur poll failed');

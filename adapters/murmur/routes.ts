@@ -49,8 +49,8 @@ const respond = (res: ErrorResponse): Response =>
     ? new Response(null, { status: res.status, headers: { 'content-length': '0' } })
     : new Response(res.body, { status: res.status, headers: { 'content-type': res.contentType } });
 
-const fail = (code: MurmurErrorCode, rpcId: string | number | null = null, detail?: string): Response =>
-  respond(murmurError(code, rpcId, detail));
+const fail = (code: MurmurErrorCode, rpcId: string | number | null = null): Response =>
+  respond(murmurError(code, rpcId));
 
 /** The capsule writes no Date header on its event streams; neither do we, where node lets us. */
 const withoutDate = (c: Context): void => {
