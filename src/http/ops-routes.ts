@@ -7,6 +7,7 @@ import type { GatewayCore } from '../core/types.js';
 import type { OwnerView } from '../fleet/types.js';
 import type { MetricsRegistry } from './metrics.js';
 import type { AuthPosture } from '../auth/secure-default.js';
+import { principalOf, seesCapsule } from '../auth/principal.js';
 import { requireScope } from './auth-routes.js';
 
 export interface OpsDeps {
@@ -39,7 +40,9 @@ export const createOpsRoutes = (deps: OpsDeps): Hono => {
 
   app.get('/capsules', async (c) => {
     const connections = deps.connections();
-    const statuses = await deps.core.statuses();
+    // An ops key limited to some capsules lists those only (the others do not exist for it).
+    const principal = principalOf(c);
+    const statuses = (await deps.core.statuses()).filter((s) => seesCapsule(principal, s.id));
     const ids = statuses.map((s) => s.id);
     const owners = (await deps.ownership?.owners(ids)) ?? new Map<string, OwnerView>();
     const capsules = statuses.map((s) => {
