@@ -64,7 +64,6 @@ export const adapterConfigOf = (config: GatewayConfig): AdapterConfig => ({
   idleControlMs: config.idleControlSeconds * 1000,
   bodyLimitBytes: config.bodyLimitBytes,
   publicUrl: config.publicUrl,
-  beeosKeys: config.apiKeys,
   maxQueuedRecords: config.maxQueuedRecords,
 });
 

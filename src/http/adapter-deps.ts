@@ -2,12 +2,6 @@
 import type { Logger } from 'pino';
 import type { GatewayCore } from '../core/types.js';
 
-export interface BeeosKey {
-  /** SHA-256 of the full `oag_…` key, lowercase hex. The key itself is never stored. */
-  sha256: string;
-  owner: string;
-}
-
 export interface AdapterConfig {
   /** Interval of SSE heartbeats / keepalive comments, from connection open (15 s by default). */
   heartbeatMs: number;
@@ -19,8 +13,6 @@ export interface AdapterConfig {
   bodyLimitBytes: number;
   /** Base for absolute URLs the gateway returns; null = derive from the request. */
   publicUrl: string | null;
-  /** BeeOS API keys; empty = the BeeOS surface is open (a warning is logged at start). */
-  beeosKeys: BeeosKey[];
   /** Records queued per live subscriber before it is ended as slow. */
   maxQueuedRecords: number;
 }

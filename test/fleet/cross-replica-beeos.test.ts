@@ -39,7 +39,7 @@ describe.skipIf(!redisUrl)('BeeOS on every replica', () => {
   beforeAll(async () => {
     rig = await startCrossReplica(redisUrl!, {
       config: {
-        beeosKeys: [
+        apiKeys: [
           { sha256: hashApiKey(ALICE), owner: 'alice' },
           { sha256: hashApiKey(BOB), owner: 'bob' },
         ],

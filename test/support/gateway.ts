@@ -23,7 +23,8 @@ export interface TestGatewayOptions {
     idleControlMs: number;
     bodyLimitBytes: number;
     publicUrl: string | null;
-    beeosKeys: { sha256: string; owner: string }[];
+    /** The gateway's `apiKeys` (owners with the default scopes); TEST_OPS_KEY is added to them. */
+    apiKeys: { sha256: string; owner: string }[];
     maxQueuedRecords: number;
     corsOrigins: string[];
     retention: { maxRecords: number; maxAgeMs: number };
@@ -61,7 +62,7 @@ export const startTestGateway = async (opts: TestGatewayOptions): Promise<TestGa
       ...(c.doorTokens?.[id] ? { doorToken: c.doorTokens[id] } : {}),
     })),
     // With keys configured, /capsules and /metrics need the ops scope: tests read them with TEST_OPS_KEY.
-    apiKeys: c.beeosKeys?.length ? [...c.beeosKeys, TEST_OPS_ENTRY] : [],
+    apiKeys: c.apiKeys?.length ? [...c.apiKeys, TEST_OPS_ENTRY] : [],
     cors: { origins: c.corsOrigins ?? [] },
     publicUrl: c.publicUrl ?? null,
     ...(c.heartbeatMs !== undefined ? { heartbeatSeconds: c.heartbeatMs / 1000 } : {}),

@@ -44,7 +44,6 @@ it('after a restart, owners, idempotency keys and closed conversations come back
         idleControlMs: 30_000,
         bodyLimitBytes: 1 << 20,
         publicUrl: null,
-        beeosKeys: keys,
         maxQueuedRecords: 1000,
       },
       logger: pino({ level: 'silent' }),

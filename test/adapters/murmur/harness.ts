@@ -19,7 +19,7 @@ export interface MurmurGateway {
 export interface MurmurGatewayOptions {
   capsules: Record<string, string>;
   redisUrl?: string;
-  config?: Partial<Omit<AdapterConfig, 'beeosKeys'>> & { retention?: RetentionPolicy };
+  config?: Partial<AdapterConfig> & { retention?: RetentionPolicy };
 }
 
 export const startMurmurGateway = async (opts: MurmurGatewayOptions): Promise<MurmurGateway> => {

@@ -177,18 +177,16 @@ export const startHarness = async (
     shutdownSignal: shutdown.signal,
   });
   // The defaults a user gets, from the one config schema, with these tests' keys and overrides.
-  const config: AdapterConfig = {
-    ...adapterConfigOf(configSchema.parse({})),
-    beeosKeys: opts.keys
-      ? [
-          { sha256: hashApiKey(KEY_ALICE), owner: 'alice' },
-          { sha256: hashApiKey(KEY_BOB), owner: 'bob' },
-        ]
-      : [],
-    ...opts.config,
-  };
+  const config: AdapterConfig = { ...adapterConfigOf(configSchema.parse({})), ...opts.config };
+  // The tests' two owners' keys (the auth middleware's, as in the gateway); none = anonymous callers.
+  const keys = opts.keys
+    ? [
+        { sha256: hashApiKey(KEY_ALICE), owner: 'alice' },
+        { sha256: hashApiKey(KEY_BOB), owner: 'bob' },
+      ]
+    : [];
   const app = withAuth(
-    config.beeosKeys,
+    keys,
     createBeeosRoutes(
       { core, config, logger },
       opts.invokeTimeoutMs ? { invokeTimeoutMs: opts.invokeTimeoutMs } : {},

@@ -46,7 +46,7 @@ export const startRig = async (opts: RigOptions = {}): Promise<Rig> => {
     ...(opts.redisUrl ? { redisUrl: opts.redisUrl } : {}),
     config: {
       heartbeatMs: opts.heartbeatMs ?? 5_000,
-      beeosKeys: [
+      apiKeys: [
         { sha256: hashApiKey(KEY_ALICE), owner: 'alice' },
         { sha256: hashApiKey(KEY_BOB), owner: 'bob' },
       ],
