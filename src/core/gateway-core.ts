@@ -24,7 +24,10 @@ import type {
 } from './types.js';
 
 /** The read side the hub provides: exactly these methods of the core, answered by `src/hub`. */
-export type HubPort = Pick<GatewayCore, 'position' | 'cursorStatus' | 'read' | 'waitAfter' | 'subscribe'>;
+export type HubPort = Pick<GatewayCore, 'position' | 'cursorStatus' | 'read' | 'waitAfter' | 'subscribe'> & {
+  /** The log's count of frames-possibly-missing facts. */
+  possiblyMissing(capsule: string): Promise<number>;
+};
 
 /**
  * The log writer: enqueue without blocking, resolve when durable. When `signal` aborts before the
@@ -289,6 +292,10 @@ export class GatewayCoreImpl implements GatewayCore {
   async status(capsule: string): Promise<CapsuleStatus> {
     const upstream = this.upstream(capsule);
     const s = upstream.state();
-    return { id: capsule, url: upstream.url, ...s, position: await this.deps.hub.position(capsule) };
+    const [position, possiblyMissing] = await Promise.all([
+      this.deps.hub.position(capsule),
+      this.deps.hub.possiblyMissing(capsule),
+    ]);
+    return { id: capsule, url: upstream.url, ...s, position, possiblyMissing };
   }
 }

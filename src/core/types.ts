@@ -101,6 +101,8 @@ export interface CapsuleStatus {
   /** The last `connection-ack` data line, or null before the first connection. */
   ack: string | null;
   position: LogPosition;
+  /** frames-possibly-missing facts the capsule's log has recorded, ever. */
+  possiblyMissing: number;
 }
 
 export interface GatewayCore {

@@ -58,6 +58,7 @@ export const createOpsRoutes = (deps: OpsDeps): Hono => {
         head_offset: s.position.head,
         first_offset: s.position.first,
         epoch: s.position.epoch,
+        frames_possibly_missing: s.possiblyMissing,
         connections: connections[id] ?? {},
         owner: owners.get(id)?.owner ?? (deps.ownership ? null : 'local'),
         fencing_token: owners.get(id)?.fencingToken ?? 0,

@@ -76,6 +76,11 @@ export class Hub implements HubReadSide {
     return this.store.position(capsule);
   }
 
+  /** The log's count of frames-possibly-missing facts (operators' view; a store read). */
+  possiblyMissing(capsule: string): Promise<number> {
+    return this.store.possiblyMissing(capsule);
+  }
+
   async cursorStatus(
     capsule: string,
     after: number,

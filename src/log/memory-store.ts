@@ -37,6 +37,8 @@ interface CapsuleLog {
   /** Encoded size of each record (parallel to records) and the total of the retained ones. */
   sizes: number[];
   bytes: number;
+  /** frames-possibly-missing facts appended, ever (operators' count in /capsules). */
+  missing: number;
   /** Per writer: the last applied batch seq and the offsets it got (idempotent retries). */
   writers: Map<string, { seq: number; offsets: number[]; reset: boolean }>;
   waiters: Set<Waiter>;
@@ -80,6 +82,7 @@ export class MemoryStore implements LogStore {
       const offset = ++log.head;
       // A frozen copy: readers share record objects, and the caller keeps its own entry.
       log.records.push(Object.freeze({ ...entry, offset }) as LogRecord);
+      if (entry.kind === 'fact' && entry.fact === 'frames-possibly-missing') log.missing++;
       if (this.retention.maxBytes) {
         const size = encodeEntry(entry).length;
         log.sizes[log.records.length - 1] = size;
@@ -91,6 +94,10 @@ export class MemoryStore implements LogStore {
     this.applyRetention(log);
     if (offsets.length > 0) this.wake(log);
     return regressed ? { offsets, epoch: log.epoch, reset: true } : { offsets, epoch: log.epoch };
+  }
+
+  async possiblyMissing(capsule: string): Promise<number> {
+    return this.logs.get(capsule)?.missing ?? 0;
   }
 
   async read(capsule: string, after: number, limit: number): Promise<ReadResult> {
@@ -182,6 +189,7 @@ export class MemoryStore implements LogStore {
         start: 0,
         sizes: [],
         bytes: 0,
+        missing: 0,
         writers: new Map(),
         waiters: new Set(),
       };

@@ -47,6 +47,8 @@ interface ScriptCommands {
 
 const lua = (name: string): string => readFileSync(new URL(`./lua/${name}.lua`, import.meta.url), 'utf8');
 
+const isMissingFact = (e: LogEntry): boolean => e.kind === 'fact' && e.fact === 'frames-possibly-missing';
+
 const offsetOf = (id: string): number => Number(id.slice(0, id.indexOf('-')));
 
 const decodeEntries = (entries: StreamEntry[]): LogRecord[] =>
@@ -111,6 +113,7 @@ export class RedisStore implements LogStore {
       this.dedupTtlMs,
       options.fence === undefined ? '' : String(Math.floor(options.fence)),
       this.retention.maxBytes ?? 0,
+      entries.filter(isMissingFact).length,
     ];
     for (const entry of entries) args.push(encodeEntry(entry));
     // Not ready → the script was certainly never sent: say so, the writer may re-form the batch.
@@ -145,6 +148,12 @@ export class RedisStore implements LogStore {
         epoch: Number(epoch),
       },
     };
+  }
+
+  async possiblyMissing(capsule: string): Promise<number> {
+    const { meta } = this.keys(capsule);
+    const count = await this.call(() => this.ready().then(() => this.redis.hget(meta, 'missing')));
+    return Number(count ?? 0);
   }
 
   async readLast(capsule: string, count: number): Promise<LogRecord[]> {

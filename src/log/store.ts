@@ -127,6 +127,8 @@ export interface LogStore {
   /** The last `count` records, oldest first (for replay reconciliation after a restart). */
   readLast(capsule: string, count: number): Promise<LogRecord[]>;
   position(capsule: string): Promise<LogPosition>;
+  /** How many `frames-possibly-missing` facts the log has recorded, ever (operators' count). */
+  possiblyMissing(capsule: string): Promise<number>;
   /**
    * Resolve as soon as a record with offset > after exists (or at once if one does), with a batch of
    * them; resolve with an empty batch after `timeoutMs` or when `signal` aborts. The hub calls this

@@ -37,6 +37,36 @@ describe('operations routes', () => {
     redis = null;
   });
 
+  for (const store of ['memory', 'redis'] as const) {
+    it(`counts frames-possibly-missing facts per capsule in /capsules (${store})`, async () => {
+      if (store === 'redis' && !redisServerAvailable()) return;
+      sim = await startSimulator();
+      if (store === 'redis') redis = await startRedisServer();
+      gw = await startTestGateway({
+        capsules: { alpha: sim.url },
+        ...(redis ? { redisUrl: redis.url } : {}),
+      });
+      // First contact writes a cold-attach fact; a capsule restart writes capsule-restarted.
+      await sim.submit('before').done;
+      await sim.restart();
+      await sim.submit('after').done;
+      const facts = async (): Promise<number> => {
+        const { records } = await gw!.core.read('alpha', 0, 1000);
+        return records.filter((r) => r.kind === 'fact' && r.fact === 'frames-possibly-missing').length;
+      };
+      let expected = 0;
+      for (let i = 0; i < 200 && expected < 2; i++) {
+        expected = await facts();
+        if (expected < 2) await gw.core.waitAfter('alpha', (await gw.core.position('alpha')).head, 1, 200);
+      }
+      expect(expected).toBeGreaterThanOrEqual(2);
+      const body = (await (await fetch(`${gw.baseUrl}/capsules`)).json()) as {
+        capsules: { id: string; frames_possibly_missing: number }[];
+      };
+      expect(body.capsules.find((c) => c.id === 'alpha')?.frames_possibly_missing).toBe(await facts());
+    });
+  }
+
   it('leaves out a capsule removed while /capsules was being answered (no 500)', async () => {
     sim = await startSimulator();
     gw = await startTestGateway({ capsules: { alpha: sim.url, beta: sim.url } });

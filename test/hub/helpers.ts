@@ -165,6 +165,10 @@ export class WrappedStore implements LogStore {
     return this.at(epochBump, await inner.position(capsule));
   }
 
+  possiblyMissing(capsule: string): Promise<number> {
+    return this.inner.possiblyMissing(capsule);
+  }
+
   async waitAfter(
     capsule: string,
     after: number,

@@ -13,7 +13,8 @@ local resetFact = ARGV[5] -- encoded store-reset fact, '' = the caller sent none
 local dedupTtlMs = tonumber(ARGV[6])
 local fence = ARGV[7] -- the ingesting owner's fencing token (src/fleet), '' = not fenced (submissions)
 local maxBytes = tonumber(ARGV[8]) -- byte retention (Redis's estimate of the stream), 0 = unbounded
-local FIRST_ENTRY = 9 -- ARGV[9..] are the encoded entries, in order
+local missing = tonumber(ARGV[9]) -- frames-possibly-missing facts among the entries (for /capsules)
+local FIRST_ENTRY = 10 -- ARGV[10..] are the encoded entries, in order
 
 -- Count retention, then bytes: when Redis's sampled estimate of the stream exceeds the bound, keep
 -- the newest share of entries that fits (the newest entry always stays).
@@ -63,7 +64,7 @@ end
 -- pruned): drop them when seen. HLEN is O(1); only a legacy hash pays for HKEYS. Current fields:
 -- epoch, offset, and when present minted (briefly) and fence (src/fleet).
 local known = 2 + redis.call('HEXISTS', metaKey, 'minted') + redis.call('HEXISTS', metaKey, 'fence')
-  + redis.call('HEXISTS', metaKey, 'rid')
+  + redis.call('HEXISTS', metaKey, 'rid') + redis.call('HEXISTS', metaKey, 'missing')
 if redis.call('HLEN', metaKey) > known then
   for _, field in ipairs(redis.call('HKEYS', metaKey)) do
     if string.sub(field, 1, 2) == 'w:' then redis.call('HDEL', metaKey, field) end
@@ -128,6 +129,7 @@ if fresh or regressed then
     local offset = base + 1
     redis.call('HSET', metaKey, 'offset', string.format('%d', offset))
     redis.call('XADD', logKey, string.format('%d-0', offset), 'r', resetFact)
+    redis.call('HINCRBY', metaKey, 'missing', 1) -- the reset fact says frames may be missing
     retain()
     if writerId ~= '' then
       redis.call('SET', dedupKey, string.format('%d:%d:1:r', seq, offset), 'PX', dedupTtlMs)
@@ -141,6 +143,7 @@ local base = redis.call('HINCRBY', metaKey, 'offset', count) - count
 for i = 0, count - 1 do
   redis.call('XADD', logKey, string.format('%d-0', base + i + 1), 'r', ARGV[FIRST_ENTRY + i])
 end
+if missing > 0 then redis.call('HINCRBY', metaKey, 'missing', missing) end
 retain()
 if writerId ~= '' then
   -- Its own key with a TTL: a writer that is gone (a gateway restart) leaves nothing behind.
