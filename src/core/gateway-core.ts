@@ -296,6 +296,13 @@ export class GatewayCoreImpl implements GatewayCore {
       this.deps.hub.position(capsule),
       this.deps.hub.possiblyMissing(capsule),
     ]);
-    return { id: capsule, url: upstream.url, ...s, position, possiblyMissing };
+    return {
+      id: capsule,
+      url: upstream.url,
+      ...s,
+      conversationMode: this.conversationMode(capsule),
+      position,
+      possiblyMissing,
+    };
   }
 }

@@ -103,6 +103,8 @@ export interface CapsuleStatus {
   position: LogPosition;
   /** frames-possibly-missing facts the capsule's log has recorded, ever. */
   possiblyMissing: number;
+  /** As `GatewayCore.conversationMode`, taken with the rest (a removed capsule has none). */
+  conversationMode: 'stateless' | 'threaded';
 }
 
 export interface GatewayCore {

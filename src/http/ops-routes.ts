@@ -54,7 +54,7 @@ export const createOpsRoutes = (deps: OpsDeps): Hono => {
         upstream_reason: s.reason ?? null,
         last_frame_at: s.lastFrameAt === null ? null : new Date(s.lastFrameAt).toISOString(),
         reconnects: s.reconnects,
-        conversation_mode: deps.core.conversationMode(id),
+        conversation_mode: s.conversationMode,
         head_offset: s.position.head,
         first_offset: s.position.first,
         epoch: s.position.epoch,

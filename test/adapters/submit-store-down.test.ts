@@ -188,6 +188,9 @@ describe.skipIf(!haveRedis)('a submission whose record is in flight when its tim
       redisUrl: redis.url,
       tuning: { core: { submitStoreTimeoutMs: 300 } },
     });
+    // Nothing else queued for the capsule (one batch in flight per capsule): the record's batch is
+    // the one sent to the frozen Redis.
+    await gw.gateway.writer.flush();
     redis.pause();
     // Straight to the core: the record's batch is sent to the frozen Redis at once (in flight, so it
     // cannot be withdrawn), then the timeout passes.
