@@ -174,7 +174,7 @@ export const guardChannel = async (
 ): Promise<Channel> => {
   const channel = await registry.get(agent, id);
   if (!channel || channel.kind !== kind) throw new BeeosError('agent_not_found', `${kind} not found: ${id}`);
-  if (channel.owner !== owner) throw new BeeosError('not_found', `${kind} not found: ${id}`);
+  if (channel.owner !== owner) throw new BeeosError('agent_not_found', `${kind} not found: ${id}`);
   if (channel.pending) await channel.pending.catch(() => undefined);
   return channel;
 };

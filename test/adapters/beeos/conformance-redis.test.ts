@@ -63,7 +63,7 @@ describe.skipIf(!redisUrl)('BeeOS conformance on Redis, across a gateway restart
     const url = `${rig.api}/tasks/${done.taskId}`;
     // Owner ACL from the rebuilt registry.
     expect((await getJson(url, BOB)).status).toBe(404);
-    expect((await getJson(url, BOB)).body.error).toMatchObject({ code: 'not_found' });
+    expect((await getJson(url, BOB)).body.error).toMatchObject({ code: 'agent_not_found' });
     expect((await getJson(url, {})).status).toBe(401);
     expect((await getJson(`${rig.api}/tasks/task_nope`)).status).toBe(404);
     const status = await getJson<{ status: string; result: string }>(url);

@@ -245,8 +245,9 @@ describe('auth, ACL and bad input', () => {
         );
         expect(r.status).toBe(200);
       } else expect((await req('GET', url, undefined, auth(KEY_ALICE))).status).toBe(200);
-      // Another owner's task or conversation is a 404 (a 403 would confirm it exists).
-      await expectError(await req('GET', url, undefined, auth(KEY_BOB)), 404, 'not_found');
+      // Another owner's task or conversation is the 404 of an unknown id (a 403, or another code,
+      // would confirm it exists).
+      await expectError(await req('GET', url, undefined, auth(KEY_BOB)), 404, 'agent_not_found');
       await expectError(await req('GET', url), 401, 'missing_token');
       await expectError(await req('GET', url, undefined, auth(KEY_UNKNOWN)), 401, 'invalid_token');
       await expectError(
@@ -255,12 +256,31 @@ describe('auth, ACL and bad input', () => {
         'invalid_token',
       );
     }
-    await expectError(await req('POST', `${base()}/tasks/${id}/cancel`, '', auth(KEY_BOB)), 404, 'not_found');
+    await expectError(
+      await req('POST', `${base()}/tasks/${id}/cancel`, '', auth(KEY_BOB)),
+      404,
+      'agent_not_found',
+    );
     await expectError(
       await req('DELETE', `${base()}/conversations/${conv}`, undefined, auth(KEY_BOB)),
       404,
-      'not_found',
+      'agent_not_found',
     );
+    // The same body as for an id that never existed, but for the id itself.
+    const foreign = (await (await req('GET', `${base()}/tasks/${id}`, undefined, auth(KEY_BOB))).json()) as {
+      error: Record<string, unknown>;
+    };
+    const unknown = (await (
+      await req('GET', `${base()}/tasks/task_nope`, undefined, auth(KEY_BOB))
+    ).json()) as {
+      error: Record<string, unknown>;
+    };
+    const strip = (e: Record<string, unknown>) => ({
+      ...e,
+      request_id: undefined,
+      message: String(e.message).replace(/:.*$/, ''),
+    });
+    expect(strip(foreign.error)).toEqual(strip(unknown.error));
     await expectError(
       await req('GET', `${base()}/tasks/task_nope`, undefined, auth(KEY_ALICE)),
       404,
