@@ -3,7 +3,7 @@
  * stop and restart it to simulate an outage, or a rollback to an older snapshot). Never a mock.
  */
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -91,6 +91,7 @@ export const startRedisServer = async (port?: number): Promise<RedisServer> => {
   const dir = mkdtempSync(join(tmpdir(), 'mg-redis-'));
   let child: ChildProcess | null = null;
   const start = async (): Promise<void> => {
+    mkdirSync(dir, { recursive: true }); // removed by a stop() that left no snapshot behind
     child = spawn(
       'redis-server',
       [
@@ -114,11 +115,14 @@ export const startRedisServer = async (port?: number): Promise<RedisServer> => {
   const stop = async (signal: NodeJS.Signals = 'SIGKILL'): Promise<void> => {
     const c = child;
     child = null;
-    if (!c || c.exitCode !== null) return;
-    await new Promise<void>((resolve) => {
-      c.once('exit', () => resolve());
-      c.kill(signal);
-    });
+    if (c && c.exitCode === null) {
+      await new Promise<void>((resolve) => {
+        c.once('exit', () => resolve());
+        c.kill(signal);
+      });
+    }
+    // Nothing to restart from: the data dir goes (a later start() makes it again, empty).
+    if (!existsSync(join(dir, DB_FILE))) rmSync(dir, { recursive: true, force: true });
   };
   const signal = (sig: NodeJS.Signals): void => {
     const c = child as ChildProcess | null;
