@@ -72,10 +72,12 @@ export const createTicketAuthority = (
       const parts = ticket.split('.');
       if (parts.length !== 3 || parts[0] !== VERSION) return 'invalid';
       const [, payload = '', mac = ''] = parts;
-      const presented = Buffer.from(mac, 'base64url');
+      // Compared as text, not decoded: base64url decoding ignores a last character's spare bits, so
+      // one signature has several spellings; only the canonical one is the ticket that was issued.
+      const presented = Buffer.from(mac, 'utf8');
       let expected: Buffer;
       try {
-        expected = await sign(payload);
+        expected = Buffer.from(b64(await sign(payload)), 'utf8');
       } catch {
         // No signing key (the store is away): the ticket cannot be checked, so it does not count.
         return 'invalid';
