@@ -11,11 +11,12 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../src/auth/admin-token.js';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { startTestGateway, type TestGateway } from '../support/gateway.js';
-import { runBusy, type LastFrame } from '../client/busy-capsule.js';
+import { runBusy } from '../client/busy-capsule.js';
 import { startCuttingProxy, type CuttingProxy } from '../client/cutting-proxy.js';
 import { loggedRecords } from '../client/log-frames.js';
 import { hasBrowser, launchChromium } from './chromium.js';
-import { PAGE_FOLLOW, PAGE_RECORDS, type PageFollowArgs } from './pages/follow-page.js';
+import { PAGE_RECORDS } from './pages/follow-page.js';
+import { run, startFollowing, waitForFrame } from './follow-driver.js';
 
 declare const window: unknown;
 
@@ -26,9 +27,6 @@ let sim: SimulatedCapsule | null = null;
 let gw: TestGateway | null = null;
 let proxy: CuttingProxy | null = null;
 let page: Page | null = null;
-
-const run = <T>(p: Page, src: string, arg?: unknown): Promise<T> =>
-  p.evaluate(([s, a]) => (0, eval)(s as string)(a) as T, [src, arg] as const);
 
 interface Seen {
   /** Stream requests: the ticket each carried and the status it got (null: cut before an answer). */
@@ -90,28 +88,6 @@ describe.skipIf(!hasBrowser)('followCapsule in Chromium with a key (EventSource 
     return { sim, gw, proxy };
   };
 
-  const start = async (p: Page, base: string, args: PageFollowArgs): Promise<void> => {
-    for (let i = 0; ; i++) {
-      try {
-        await p.goto(`${base}/healthz`);
-        break;
-      } catch (err) {
-        if (i >= 10) throw err; // a proxy cut the navigation itself
-      }
-    }
-    await run(p, PAGE_FOLLOW, args);
-  };
-
-  const waitForFrame = (p: Page, last: LastFrame): Promise<unknown> =>
-    p.waitForFunction(
-      (l) => {
-        const w = window as unknown as { __last?: { event: string; data: string } };
-        return w.__last?.event === l.event && w.__last?.data === l.data;
-      },
-      last,
-      { timeout: 60_000, polling: 100 },
-    );
-
   /** The records the page delivered are the log's, from the start, once each, in order. */
   const expectExactLog = async (p: Page): Promise<number> => {
     const delivered = await run<{ offset: number }[]>(p, PAGE_RECORDS);
@@ -128,7 +104,12 @@ describe.skipIf(!hasBrowser)('followCapsule in Chromium with a key (EventSource 
     async () => {
       const { sim, proxy } = await setup();
       const seen = watch(page!);
-      await start(page!, proxy.url, { capsule: 'alpha', transport: 'sse', token: KEY, useEventSource: true });
+      await startFollowing(page!, proxy.url, {
+        capsule: 'alpha',
+        transport: 'sse',
+        token: KEY,
+        useEventSource: true,
+      });
       // 12 tasks × 80 chunks at ≥ 8 ms each: at least 7.7 s of frames, so the 3 s connections are
       // cut at least twice however fast the machine is (8 tasks could finish inside two lifetimes).
       await waitForFrame(page!, await runBusy(sim, 12, 80, 8));
@@ -150,7 +131,7 @@ describe.skipIf(!hasBrowser)('followCapsule in Chromium with a key (EventSource 
     async () => {
       const { sim, proxy } = await setup();
       const seen = watch(page!);
-      await start(page!, proxy.url, {
+      await startFollowing(page!, proxy.url, {
         capsule: 'alpha',
         transport: 'sse',
         token: KEY,

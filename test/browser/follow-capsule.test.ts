@@ -7,11 +7,12 @@ import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { startTestGateway, type TestGateway } from '../support/gateway.js';
-import { runBursts, runBusy, type LastFrame } from '../client/busy-capsule.js';
+import { runBursts, runBusy } from '../client/busy-capsule.js';
 import { startCuttingProxy, type CuttingProxy } from '../client/cutting-proxy.js';
 import { loggedRecords } from '../client/log-frames.js';
 import { hasBrowser, launchChromium } from './chromium.js';
-import { PAGE_FOLLOW, PAGE_RECORDS, type PageFollowArgs } from './pages/follow-page.js';
+import { PAGE_FOLLOW, PAGE_RECORDS } from './pages/follow-page.js';
+import { run, startFollowing, waitForFrame } from './follow-driver.js';
 
 /** Page-side globals (these callbacks run in Chromium; the project's lib has no DOM). */
 declare const window: unknown;
@@ -22,9 +23,6 @@ let sim: SimulatedCapsule | null = null;
 let gw: TestGateway | null = null;
 let proxy: CuttingProxy | null = null;
 let page: Page | null = null;
-
-const run = <T>(p: Page, src: string, arg?: unknown): Promise<T> =>
-  p.evaluate(([s, a]) => (0, eval)(s as string)(a) as T, [src, arg] as const);
 
 /** A record as the page stored it: the poll's JSON (frames, facts, submissions). */
 interface Delivered {
@@ -56,29 +54,6 @@ describe.skipIf(!hasBrowser)('followCapsule in Chromium', () => {
     return { sim, gw };
   };
 
-  /** Open the gateway's origin (via `base`) and start following there. */
-  const start = async (p: Page, base: string, args: PageFollowArgs): Promise<void> => {
-    for (let i = 0; ; i++) {
-      try {
-        await p.goto(`${base}/healthz`);
-        break;
-      } catch (err) {
-        if (i >= 10) throw err; // a proxy cut the navigation itself
-      }
-    }
-    await run(p, PAGE_FOLLOW, args);
-  };
-
-  const waitForFrame = (p: Page, last: LastFrame): Promise<unknown> =>
-    p.waitForFunction(
-      (l) => {
-        const w = window as unknown as { __last?: { event: string; data: string } };
-        return w.__last?.event === l.event && w.__last?.data === l.data;
-      },
-      last,
-      { timeout: 60_000, polling: 100 },
-    );
-
   const expectExactLog = async (delivered: Delivered[]): Promise<void> => {
     const upTo = delivered[delivered.length - 1]!.offset;
     expect(delivered).toEqual(await loggedRecords(gw!.core, 'alpha', upTo));
@@ -93,7 +68,7 @@ describe.skipIf(!hasBrowser)('followCapsule in Chromium', () => {
     async () => {
       const { sim, gw } = await setup();
       proxy = await startCuttingProxy(gw.baseUrl, { lifetimeMs: 1_000 });
-      await start(page!, proxy.url, { capsule: 'alpha', transport: 'auto' });
+      await startFollowing(page!, proxy.url, { capsule: 'alpha', transport: 'auto' });
       const last = await runBusy(sim, 10, 80, 3);
       await waitForFrame(page!, last);
       const delivered = await run<Delivered[]>(page!, PAGE_RECORDS);
@@ -109,7 +84,7 @@ describe.skipIf(!hasBrowser)('followCapsule in Chromium', () => {
     async () => {
       const { sim, gw } = await setup();
       proxy = await startCuttingProxy(gw.baseUrl, { idleMs: 2_000 });
-      await start(page!, proxy.url, { capsule: 'alpha', transport: 'auto' });
+      await startFollowing(page!, proxy.url, { capsule: 'alpha', transport: 'auto' });
       const last = await runBursts(sim, 3, 5_000);
       await waitForFrame(page!, last);
       await expectExactLog(await run<Delivered[]>(page!, PAGE_RECORDS));
@@ -124,7 +99,7 @@ describe.skipIf(!hasBrowser)('followCapsule in Chromium', () => {
     { timeout: 90_000 },
     async () => {
       const { sim, gw } = await setup();
-      await start(page!, gw.baseUrl, { capsule: 'alpha', transport: 'auto' });
+      await startFollowing(page!, gw.baseUrl, { capsule: 'alpha', transport: 'auto' });
       const busy = runBusy(sim, 6, 80, 4);
       // Reload twice mid-stream, each time once the page has delivered something new.
       for (let i = 0; i < 2; i++) {
