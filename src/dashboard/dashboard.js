@@ -140,7 +140,17 @@ const render = (body) => {
   }
 };
 
-const refresh = async () => {
+// One /capsules request at a time: a key submitted while the once-a-second loop is due would
+// otherwise send two requests with it (two refusals for one key).
+let refreshing = null;
+const refresh = () => {
+  refreshing ??= refreshOnce().finally(() => {
+    refreshing = null;
+  });
+  return refreshing;
+};
+
+const refreshOnce = async () => {
   if (waitingForKey) return;
   try {
     const res = await fetch(`${gateway}/capsules`, { headers: authHeaders() });
