@@ -94,7 +94,10 @@ describe.skipIf(!haveRedis)('ingestion soak: cuts, Redis rollback and outage, st
       if (hit) return hit;
       if (records.length > 0) after = records[records.length - 1]!.offset;
     }
-    throw new Error('expected record not logged within 30 s');
+    // Say what the gateway process said last: a soak that stalls should explain itself.
+    throw new Error(
+      `expected record not logged within 30 s; gateway said:\n${gw.output.slice(-25).join('\n')}`,
+    );
   };
 
   /** Wait (bounded) for the gateway's watch through the proxy; the proxy wakes us on each connection. */
