@@ -6,6 +6,22 @@
  * are the writer's (`log-writer.ts`).
  */
 import { encodeEntry, type LogEntry, type LogRecord } from './record.js';
+
+/**
+ * An entry's size as the Redis store would hold it, for retention by bytes. Frames (nearly every
+ * record) are sized from their fields: serialising each just to measure it cost more than the append.
+ */
+const FRAME_ENVELOPE = encodeEntry({
+  kind: 'frame',
+  event: '',
+  upstreamId: '',
+  data: '',
+  receivedAt: 0,
+}).length;
+const entrySize = (entry: LogEntry): number =>
+  entry.kind === 'frame'
+    ? FRAME_ENVELOPE + entry.event.length + (entry.upstreamId?.length ?? 0) + entry.data.length + 12
+    : encodeEntry(entry).length;
 import {
   storeResetFact,
   timeFloor,
@@ -84,7 +100,7 @@ export class MemoryStore implements LogStore {
       log.records.push(Object.freeze({ ...entry, offset }) as LogRecord);
       if (entry.kind === 'fact' && entry.fact === 'frames-possibly-missing') log.missing++;
       if (this.retention.maxBytes) {
-        const size = encodeEntry(entry).length;
+        const size = entrySize(entry);
         log.sizes[log.records.length - 1] = size;
         log.bytes += size;
       }

@@ -73,7 +73,7 @@ const main = async (): Promise<void> => {
     console.table(append);
 
     console.log(`\n# ingest (simulated burst → watch → reconcile → durable append), median of ${runs} runs`);
-    const ingest = await benchIngest({ ...(redisUrl ? { redisUrl } : {}), chunks: 20_000, runs });
+    const ingest = await benchIngest({ ...(redisUrl ? { redisUrl } : {}), chunks: 100_000, runs });
     console.table(ingest);
     const { benchIngestRedis } = await import('./scale-ingest.js');
     const figures = await benchIngestRedis({ redisUrl, runs, known: { ingest, append } });

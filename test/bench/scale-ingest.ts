@@ -99,7 +99,7 @@ export const benchIngestRedis = async (opts: {
     ];
   }
   const ingest =
-    opts.known?.ingest ?? (await benchIngest({ redisUrl: opts.redisUrl, chunks: 20_000, runs: opts.runs }));
+    opts.known?.ingest ?? (await benchIngest({ redisUrl: opts.redisUrl, chunks: frames, runs: opts.runs }));
   const append =
     opts.known?.append ??
     (await benchStoreAppend({ redisUrl: opts.redisUrl, frames: frames, runs: opts.runs }));
