@@ -13,6 +13,24 @@ export const idValue = (id: string | null): bigint | null => {
   return BigInt(id);
 };
 
+/**
+ * A task-counter id as a number, or null for anything else (no id, not decimal, at or above the
+ * limit). Called for every ingested frame: short ids (all real counters) skip the BigInt. Only 0, 1
+ * and "above 1" matter to the rules below, so a long id's lost precision changes nothing.
+ */
+const counterValue = (id: string | null): number | null => {
+  if (id === null || id.length === 0) return null;
+  if (id.length <= 15) {
+    for (let i = 0; i < id.length; i++) {
+      const c = id.charCodeAt(i);
+      if (c < 48 || c > 57) return null;
+    }
+    return Number(id);
+  }
+  const big = idValue(id);
+  return big === null || big >= TASK_COUNTER_LIMIT ? null : Number(big);
+};
+
 const TASK_PREFIX = /^\{"id":"([^"\\]*)"/;
 
 export const taskOf = (f: AlignFrame): string | null => {
@@ -34,26 +52,26 @@ export const taskOf = (f: AlignFrame): string | null => {
  */
 export class IdZeroTracker {
   /** Per task: the latest task-counter id, and whether that frame was a final status. */
-  private readonly last = new Map<string, { id: bigint; final: boolean }>();
+  private readonly last = new Map<string, { id: number; final: boolean }>();
 
   constructor(private readonly maxTasks = 4096) {}
 
   /** Record a frame; true when it reveals an id-0 frame we never received. */
   note(f: AlignFrame): boolean {
-    const id = idValue(f.upstreamId);
-    if (id === null || id >= TASK_COUNTER_LIMIT) return false;
+    const id = counterValue(f.upstreamId);
+    if (id === null) return false;
     const task = taskOf(f);
     if (task === null) return false;
     const before = this.last.get(task);
     this.last.delete(task); // re-insert: the map iterates oldest task first
     this.last.set(task, { id, final: f.event === 'status' && f.data.includes('"final":true') });
     if (this.last.size > this.maxTasks) this.last.delete(this.last.keys().next().value!);
-    if (id === 0n) return false;
+    if (id === 0) return false;
     // A task-counter frame after the task's final status starts a reopened attempt (spec "status":
     // ids start again at 0); ids may repeat within an attempt (a whole-reply `text` and the status
     // after it can share one), so otherwise only a fall back to 1, or a task never seen, marks one.
-    if (before === undefined) return id === 1n;
-    return before.final || (id === 1n && before.id > 1n);
+    if (before === undefined) return id === 1;
+    return before.final || (id === 1 && before.id > 1);
   }
 
   reset(): void {
