@@ -1,168 +1,149 @@
 /**
  * `GET …/{tasks|conversations}/{id}/events`: replay the channel from its first record, emit
  * envelopes past `since`, `replay_complete`, then live envelopes and exactly one `end`
- * (beeos-streaming.md §3-§4). Also the JSON page reader of `…/messages`. HTTP details live in routes.
+ * (beeos-streaming.md §3-§4). The replay reads the channel's own records (channel-read.ts) with a
+ * projector of its own up to the capsule feed's position, then the stream joins the feed's shared
+ * projection of the channel (channel-feed.ts). HTTP details live in routes.
  */
-import { isStoreReset } from '../../src/core/store-reset.js';
+import type { Context } from 'hono';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
-import type { LogRecord } from '../../src/log/record.js';
 import type { Channel } from './channels.js';
+import type { ChannelFeeds } from './channel-feed.js';
+import { ChannelListener, encodeStep, HINT_AHEAD, HINT_TRUNCATED } from './channel-listener.js';
+import { projectorFor, readChannelPage } from './channel-read.js';
 import { OFFSET_SLOTS, READ_PAGE } from './constants.js';
-import type { EndReason } from './constants.js';
-import {
-  encodeBackfillTruncated,
-  encodeEnd,
-  encodeEnvelope,
-  encodeKeepalive,
-  encodeReplayComplete,
-} from './codec.js';
-import { ChannelProjector } from './projection.js';
-import type { Projected } from './projection.js';
-import { SseWriter } from './sse-writer.js';
+import { encodeBackfillTruncated, encodeKeepalive } from './codec.js';
+import type { ChannelProjector } from './projection.js';
+import type { LogRecord } from '../../src/log/record.js';
+import { openSse } from './sse-out.js';
 
-export const projectorFor = (channel: Channel, agentId: string): ChannelProjector =>
-  new ChannelProjector({
-    kind: channel.kind,
-    agentId,
-    contextId: channel.contextId,
-    owner: channel.owner,
-    taskIds: [...(channel.upstreamTaskIds ?? [])],
-  });
+export { projectChannel } from './channel-read.js';
 
-/** Project the whole retained channel (JSON reads: status, messages). Bounded by the head at start. */
-export const projectChannel = async (
-  deps: AdapterDeps,
-  channel: Channel,
-  onEnvelope?: (p: Projected) => void,
-): Promise<ChannelProjector> => {
-  const projector = projectorFor(channel, channel.capsule);
-  const { head } = await deps.core.position(channel.capsule);
-  let after = Math.max(0, channel.startOffset - 1);
-  while (after < head) {
-    const page = await deps.core.read(channel.capsule, after, READ_PAGE);
-    if (page.records.length === 0) break;
-    for (const record of page.records) {
-      after = record.offset;
-      if (record.offset > head) break;
-      for (const p of projector.project(record).envelopes) onEnvelope?.(p);
-    }
-  }
-  return projector;
+const step = (listener: ChannelListener, projector: ChannelProjector, record: LogRecord): void => {
+  const before = projector.latestOffset;
+  const s = projector.project(record);
+  listener.onRecord(record, s, s.envelopes.length > 0 ? encodeStep(s) : [], before, projector.latestOffset);
 };
-
-/**
- * Encoded envelopes per record object and (channel, projector state before it): the hub hands the
- * same record objects to every subscriber of a capsule, so N readers of a channel encode each frame
- * once (the cumulative `body` makes encoding the costly part). Entries die with their records.
- */
-const encodedByRecord = new WeakMap<LogRecord, Map<string, string[]>>();
-
-const encodeStep = (record: LogRecord, key: string, envelopes: readonly Projected[]): readonly string[] => {
-  let byKey = encodedByRecord.get(record);
-  const hit = byKey?.get(key);
-  if (hit) return hit;
-  const texts = envelopes.map((p) => encodeEnvelope(p.envelope));
-  if (!byKey) encodedByRecord.set(record, (byKey = new Map()));
-  byKey.set(key, texts);
-  return texts;
-};
-
-const HINT_TRUNCATED =
-  'records before oldest_redis_offset have aged out of the log; GET /messages for what survives';
-const HINT_RESET =
-  'the log store lost records before oldest_redis_offset (store reset); GET /messages for what survives';
-const HINT_AHEAD = 'since is beyond the head of the log (the store was reset): replaying from the start';
 
 /** Open the SSE stream of a channel. Resolves once the first checks are done; frames follow. */
 export const openChannelStream = async (
+  c: Context,
   deps: AdapterDeps,
+  feeds: ChannelFeeds,
   channel: Channel,
   sinceIn: number,
   includeDeltas: boolean,
-  signal: AbortSignal,
-): Promise<ReadableStream<Uint8Array>> => {
+): Promise<Response> => {
   const { core, config } = deps;
   const capsule = channel.capsule;
   const position = await core.position(capsule);
-  const writer = new SseWriter(signal);
+  const { stream, response } = openSse(c, {
+    heartbeat: { bytes: Buffer.from(encodeKeepalive()), everyMs: config.heartbeatMs },
+    // A client that cannot keep up is cut without an `end` (which would mean "terminal, do not
+    // reconnect", §3): it reconnects with since=lastOffset and the log replays what it missed.
+    onOverflow: () => null,
+  });
   let since = sinceIn;
   const start = channel.startOffset;
 
   if (Math.floor(since / OFFSET_SLOTS) > position.head) {
-    writer.write(encodeBackfillTruncated(position.first * OFFSET_SLOTS, since, HINT_AHEAD));
+    stream.write(Buffer.from(encodeBackfillTruncated(position.first * OFFSET_SLOTS, since, HINT_AHEAD)));
     since = 0;
   } else {
     const needed = since === 0 ? start : Math.max(start, Math.floor(since / OFFSET_SLOTS) + 1);
     if (needed < position.first && start < position.first)
-      writer.write(encodeBackfillTruncated(position.first * OFFSET_SLOTS, since, HINT_TRUNCATED));
+      stream.write(
+        Buffer.from(encodeBackfillTruncated(position.first * OFFSET_SLOTS, since, HINT_TRUNCATED)),
+      );
   }
 
-  const projector = projectorFor(channel, capsule);
   const headAtOpen = position.head;
-  let replayDone = false;
-  let ended = false;
-
-  const completeReplay = (): void => {
-    if (replayDone) return;
-    replayDone = true;
-    writer.write(encodeReplayComplete(Math.max(projector.latestOffset, since)));
-  };
-  const end = (reason: EndReason): void => {
-    if (ended) return;
-    ended = true;
-    completeReplay();
-    writer.write(encodeEnd(reason));
-    writer.close();
-  };
-
-  const onRecords = async (records: readonly LogRecord[]): Promise<void> => {
-    for (const record of records) {
-      if (ended || writer.closed) return;
-      // The store lost records before this point (a new epoch starts here): whatever of this
-      // channel they held is gone for every reader that had not read past it.
-      if (isStoreReset(record) && record.offset * OFFSET_SLOTS > since)
-        writer.write(encodeBackfillTruncated(record.offset * OFFSET_SLOTS, since, HINT_RESET));
-      const key = `${channel.id}\u0000${projector.stateKey()}`;
-      const step = projector.project(record);
-      if (step.envelopes.length > 0) {
-        const texts = encodeStep(record, key, step.envelopes);
-        step.envelopes.forEach((p, i) => {
-          if (p.envelope.offset > since && (includeDeltas || !p.delta)) writer.write(texts[i] ?? '');
-        });
-      }
-      if (step.end) return end(step.end);
-      // A capsule that closes its stream ends every live channel stream; a closure already in the
-      // history does not (the capsule may have come back since).
-      if (record.kind === 'fact' && record.fact === 'capsule-closed' && record.offset > headAtOpen)
-        return end('stream_closed');
-      if (record.offset >= headAtOpen) completeReplay();
-    }
-    await writer.ready();
-  };
-
+  const listener = new ChannelListener(stream, since, includeDeltas, headAtOpen);
+  const projector = projectorFor(channel, capsule);
   const readFrom = Math.max(start, position.first);
-  if (headAtOpen < readFrom) completeReplay();
+  if (headAtOpen < readFrom) listener.completeReplay(projector.latestOffset);
 
-  const abort = new AbortController();
-  const subscription = core.subscribe(capsule, {
-    after: readFrom - 1,
-    onRecords,
-    onEnd: (reason) => {
-      if (reason === 'shutdown') end('stream_closed');
-      else writer.close(); // slow / store error: the client reconnects with its last offset
-    },
-    maxQueuedRecords: config.maxQueuedRecords,
-    signal: abort.signal,
-  });
-  const onShutdown = (): void => end('stream_closed');
+  const onShutdown = (): void => listener.end('stream_closed', projector.latestOffset);
   if (core.shutdownSignal.aborted) queueMicrotask(onShutdown);
   else core.shutdownSignal.addEventListener('abort', onShutdown, { once: true });
-  const keepalive = setInterval(() => writer.write(encodeKeepalive()), config.heartbeatMs);
-  writer.onClose(() => {
-    clearInterval(keepalive);
-    core.shutdownSignal.removeEventListener('abort', onShutdown);
-    abort.abort();
-    subscription.close();
-  });
-  return writer.stream;
+  listener.onClose(() => core.shutdownSignal.removeEventListener('abort', onShutdown));
+
+  const feed = feeds.feed(capsule, headAtOpen);
+  const release = feed.hold();
+  listener.onClose(release);
+  void replayThenJoin(deps, feeds, channel, listener, projector, readFrom - 1)
+    .catch((err: unknown) => {
+      deps.logger.warn({ err, capsule, channel: channel.id }, 'beeos: channel replay failed');
+      listener.drop(); // the client reconnects with its last offset
+    })
+    .finally(release);
+  return response;
+};
+
+/**
+ * Replay on this listener's own projector from `after` up to the feed's position, then join.
+ * Records the feed has not dispatched yet are left to it; the last stretch comes from its ring.
+ */
+const replayThenJoin = async (
+  deps: AdapterDeps,
+  feeds: ChannelFeeds,
+  channel: Channel,
+  listener: ChannelListener,
+  projector: ChannelProjector,
+  afterIn: number,
+): Promise<void> => {
+  const capsule = channel.capsule;
+  let after = afterIn;
+  let firstRead = true;
+  for (;;) {
+    if (!listener.live) return;
+    let feed = feeds.get(capsule);
+    if (!feed || feed.closed) {
+      // The feed ended (drain, or it went idle): a new one starts where this reader is.
+      const position = await deps.core.position(capsule);
+      if (!listener.live) return;
+      if (deps.core.shutdownSignal.aborted) return listener.end('stream_closed', projector.latestOffset);
+      if (position.head < after) return listener.drop();
+      feed = feeds.get(capsule) ?? feeds.feed(capsule, after);
+    }
+    const recent = feed.recent(after);
+    if (recent) {
+      // Synchronous from here: the feed cannot move between the last record and the join.
+      for (const record of recent) {
+        step(listener, projector, record);
+        if (!listener.live) return;
+      }
+      after = feed.cursor;
+      listener.passed(after, projector.latestOffset);
+      if (!listener.live) return;
+      feed.join(listener, channel.id, channel.contextId, projector);
+      return;
+    }
+    const page = await readChannelPage(deps.core, capsule, channel.contextId, after, READ_PAGE);
+    if (!listener.live) return;
+    // Retention trimmed records this reader had not read yet: it fell behind (as a slow reader
+    // would); it reconnects with its last offset and is told what was lost.
+    if (!firstRead && page.position.first > after + 1) return listener.drop();
+    firstRead = false;
+    const limit = feeds.get(capsule)?.cursor ?? Number.POSITIVE_INFINITY;
+    let reached = false;
+    for (const record of page.records) {
+      // Past the feed's position: the feed delivers it (or its ring does).
+      if (record.offset > limit) {
+        reached = true;
+        break;
+      }
+      step(listener, projector, record);
+      if (!listener.live) return;
+      after = record.offset;
+    }
+    const scanned = reached ? limit : Math.min(page.next, limit);
+    if (scanned > after) {
+      after = scanned;
+      listener.passed(after, projector.latestOffset);
+    } else if (page.records.length === 0 && !feeds.get(capsule)?.recent(after)) {
+      // Nothing after us in the log, yet the feed's ring is past us: the log went backwards.
+      return listener.drop();
+    }
+  }
 };

@@ -3,8 +3,9 @@
  * keys, closed, the capsule task ids it was answered with. Derived from the log (the durable records
  * of records.ts): every access first follows the capsule's log from where this process last read it
  * up to the head, so a channel created, closed or answered through ANOTHER replica (or before a
- * restart) is seen here at once, as soon as its record is durable. Rebuilt when the store epoch
- * changes. Channels this process is creating are indexed before their record is durable.
+ * restart) is seen here at once, as soon as its record is durable: one position call per access,
+ * and a read only of what neither an earlier access nor the live feed (observe) has applied.
+ * Rebuilt when the store epoch changes. Channels this process is creating are indexed before their record is durable.
  */
 import type { GatewayCore } from '../../src/core/types.js';
 import type { LogRecord } from '../../src/log/record.js';
@@ -74,9 +75,11 @@ export class ChannelRegistry {
   }
 
   private async follow(capsule: string): Promise<CapsuleChannels> {
+    // What was applied before asking (the feed may apply more while we wait, never past the head).
+    const applied = this.capsules.get(capsule)?.through ?? 0;
     const position = await this.core.position(capsule);
     let state = this.capsules.get(capsule);
-    if (!state || state.epoch !== position.epoch || state.through > position.head) {
+    if (!state || state.epoch !== position.epoch || applied > position.head) {
       // Another generation of the store: what this process indexed may name records that are gone.
       state = emptyState(position.epoch);
       this.capsules.set(capsule, state);
@@ -87,6 +90,8 @@ export class ChannelRegistry {
       if (page.position.epoch !== state.epoch) return this.follow(capsule);
       if (page.records.length === 0) break;
       for (const record of page.records) {
+        // The live feed (observe) may have applied this record already while we read.
+        if (record.offset <= state.through) continue;
         state.through = record.offset;
         this.apply(state, capsule, record);
       }
@@ -141,6 +146,21 @@ export class ChannelRegistry {
     if (state.byId.get(channel.id) === channel) state.byId.delete(channel.id);
     const key = channel.idempotencyKey ? keyOf(channel.owner, channel.idempotencyKey) : null;
     if (key && state.byKey.get(key) === channel) state.byKey.delete(key);
+  }
+
+  /**
+   * Records the BeeOS live feed just dispatched, `before` being the offset it had reached: applied
+   * when they continue what the registry has, so a request on a busy capsule finds `through` at (or
+   * near) the head and reads nothing, or only the few records the feed has not seen yet.
+   */
+  observe(capsule: string, records: readonly LogRecord[], before: number): void {
+    const state = this.capsules.get(capsule);
+    if (!state || before > state.through) return;
+    for (const record of records) {
+      if (record.offset <= state.through) continue;
+      state.through = record.offset;
+      this.apply(state, capsule, record);
+    }
   }
 
   async get(capsule: string, id: string): Promise<Channel | undefined> {

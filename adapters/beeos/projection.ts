@@ -68,22 +68,30 @@ export class ChannelProjector {
   private cancelled = false;
   updatedAt: number | null = null;
 
-  /** Digest of the in-context records projected so far (see stateKey). */
+  /** Digest of the in-context records projected so far (see shareKey). */
   private seen = 0;
+  /** The capsule task ids the tracker attributes to this channel's context (mirrors its links). */
+  private readonly ownTasks = new Set<string>();
   private h1 = 0x811c9dc5;
   private h2 = 0x01000193;
 
   constructor(private readonly spec: ChannelSpec) {
-    for (const id of spec.taskIds ?? []) this.tracker.link(id, spec.contextId);
+    for (const id of spec.taskIds ?? []) this.link(id);
+  }
+
+  private link(taskId: string): void {
+    this.tracker.link(taskId, this.spec.contextId);
+    this.ownTasks.add(taskId);
   }
 
   /**
    * Identifies the projector's state: two projectors of one channel that have projected the same
-   * in-context records (only those change the state) project the next record identically, so a
-   * reader may reuse another reader's encoding of it (channel-stream.ts).
+   * in-context records (only those change the state) and attribute the same tasks to the context
+   * (only those links decide what is in context next) project every later record identically, so
+   * a reader may leave its own projector for a shared one (channel-feed.ts).
    */
-  stateKey(): string {
-    return `${this.spec.taskIds?.join(',') ?? ''}.${this.seen}.${this.h1}.${this.h2}`;
+  shareKey(): string {
+    return `${[...this.ownTasks].sort().join(',')}.${this.seen}.${this.h1}.${this.h2}`;
   }
 
   /** Capsule task ids seen in the channel, in order of first appearance. */
@@ -93,6 +101,11 @@ export class ChannelProjector {
 
   /** Project one record (any record of the capsule's log; others' records yield nothing). */
   project(record: LogRecord): ProjectionStep {
+    const view = viewFrame(record);
+    if (view?.taskId && view.contextId) {
+      if (view.contextId === this.spec.contextId) this.ownTasks.add(view.taskId);
+      else this.ownTasks.delete(view.taskId);
+    }
     if (record.kind === 'fact' && record.fact === 'submission-failed') {
       // Facts name no context: this one belongs to the channel that holds the failed message.
       if (!this.unpaired.includes(record.messageId)) return { envelopes: [] };
@@ -104,7 +117,6 @@ export class ChannelProjector {
     this.latestOffset = Math.max(this.latestOffset, record.offset * OFFSET_SLOTS);
     if (record.kind === 'fact' && record.fact === 'submission-failed') return this.neverMade(record);
     if (record.kind === 'submission') return this.submission(record);
-    const view = viewFrame(record);
     if (!view || !view.taskId) return { envelopes: [] };
     return this.frame(record, view, view.taskId);
   }
@@ -133,7 +145,7 @@ export class ChannelProjector {
     if (meta?.op === 'outcome' && meta.outcome === 'accepted') {
       // The capsule task id a submission was accepted as (any replica wrote it): attribute its
       // frames to this channel even when the task's first frame is not in the log.
-      if (meta.taskId) this.tracker.link(meta.taskId, this.spec.contextId);
+      if (meta.taskId) this.link(meta.taskId);
       return { envelopes: [] };
     }
     if (meta?.op === 'outcome') {

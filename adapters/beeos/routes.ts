@@ -10,6 +10,7 @@ import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import { ChannelRegistry } from './channels.js';
 import type { Channel } from './channels.js';
 import { openChannelStream, projectChannel } from './channel-stream.js';
+import { ChannelFeeds } from './channel-feed.js';
 import { AGENTS_PREFIX, DEFAULT_INVOKE_TIMEOUT_MS, HEADER_REQUEST_ID } from './constants.js';
 import { BeeosError } from './errors.js';
 import {
@@ -49,6 +50,10 @@ const wantsSse = (c: Context): boolean => /text\/event-stream/i.test(c.req.heade
 export const registerBeeosRoutes = (app: Hono<Env>, deps: AdapterDeps, options: BeeosRouteOptions = {}) => {
   const { core } = deps;
   const registry = new ChannelRegistry(core);
+  // One live feed per capsule for every BeeOS channel stream of this process; the registry follows
+  // the log through it too.
+  const feeds = new ChannelFeeds(core, deps.logger);
+  feeds.observe((capsule, records, before) => registry.observe(capsule, records, before));
   const invokeTimeoutMs = options.invokeTimeoutMs ?? DEFAULT_INVOKE_TIMEOUT_MS;
   const A = `${AGENTS_PREFIX}/:agent`;
 
@@ -79,7 +84,7 @@ export const registerBeeosRoutes = (app: Hono<Env>, deps: AdapterDeps, options: 
   );
 
   const taskData = async (channel: Channel) => {
-    const p = await projectChannel(deps, channel);
+    const p = await projectChannel(core, channel);
     return {
       projector: p,
       data: {
@@ -266,7 +271,7 @@ export const registerBeeosRoutes = (app: Hono<Env>, deps: AdapterDeps, options: 
         const since = parseSince(c);
         const includeDeltas = parseIncludeDeltas(c);
         const channel = await guardChannel(registry, agent, c.req.param('id') ?? '', kind, owner);
-        return sse(c, await openChannelStream(deps, channel, since, includeDeltas, c.req.raw.signal));
+        return openChannelStream(c, deps, feeds, channel, since, includeDeltas);
       }),
     );
     app.get(
@@ -279,7 +284,7 @@ export const registerBeeosRoutes = (app: Hono<Env>, deps: AdapterDeps, options: 
         const channel = await guardChannel(registry, agent, c.req.param('id') ?? '', kind, owner);
         const messages: Envelope[] = [];
         let more = false;
-        const projector = await projectChannel(deps, channel, (p) => {
+        const projector = await projectChannel(core, channel, (p) => {
           if (p.envelope.offset <= since || (p.delta && !includeDeltas)) return;
           if (messages.length < limit) messages.push(p.envelope);
           else more = true;
