@@ -1,40 +1,85 @@
 /**
- * Reads a capsule log through the core into a conversation projector: rebuild the state through an
- * offset (§updates: no persisted replay cache, the state is reduced from the log per read), then
- * project pages after it. Knows nothing about HTTP; live.ts and routes.ts decide what to send.
+ * Reads one conversation's records through the core into a projector: the state through an offset
+ * (from the nearest cached state, else from the conversation's start), then pages after it. Reads
+ * ask for the records of the conversation's context (plus those attributed to none) when the core
+ * can answer that, so their cost follows the conversation, not the capsule. Knows nothing about HTTP.
  */
-import type { GatewayCore, WaitResult } from '../../src/core/types.js';
+import type { GatewayCore } from '../../src/core/types.js';
 import type { LogRecord } from '../../src/log/record.js';
 import type { LogPosition } from '../../src/log/store.js';
 import type { FlueChunk } from './chunks.js';
 import { SCAN_PAGE } from './constants.js';
 import { FlueError } from './errors.js';
 import { ConversationProjector } from './projection.js';
+import type { SnapshotCache } from './snapshot-cache.js';
 
 /** The read's offset is from another store generation: the client must start over (§Offsets). */
 export const offsetGone = (): FlueError =>
   new FlueError('stream_offset_gone', 'offset is beyond the stream head or from a lost store generation');
 
-/** A projector fed every retained record with offset ≤ `through`. */
-export const rebuild = async (
+/** One page of a conversation: its records after `after`, and the offset the page read through. */
+export interface ConversationPage {
+  records: LogRecord[];
+  /** Resume after this (exclusive); past `after` even when only other contexts' records were passed. */
+  next: number;
+  position: LogPosition;
+}
+
+type ContextReader = {
+  readContext(
+    capsule: string,
+    contextId: string,
+    after: number,
+    limit: number,
+  ): Promise<{ records: LogRecord[]; next: number; position: LogPosition }>;
+};
+
+/** Null where the core cannot read by context (then whole-capsule pages are read instead). */
+const contextReader = (core: GatewayCore): ContextReader | null =>
+  typeof (core as Partial<ContextReader>).readContext === 'function'
+    ? (core as unknown as ContextReader)
+    : null;
+
+/** The seam over `core.readContext` (O(that context)); a whole-capsule page where the core lacks it. */
+export const readConversation = async (
   core: GatewayCore,
+  capsule: string,
+  contextId: string,
+  after: number,
+  limit: number,
+): Promise<ConversationPage> => {
+  const byContext = contextReader(core);
+  if (byContext) return byContext.readContext(capsule, contextId, after, limit);
+  const { records, position } = await core.read(capsule, after, limit);
+  return { records, next: records[records.length - 1]?.offset ?? after, position };
+};
+
+export interface ReaderDeps {
+  core: GatewayCore;
+  cache: SnapshotCache;
+}
+
+/** A projector fed every retained record of the conversation with offset ≤ `through`. */
+export const rebuild = async (
+  deps: ReaderDeps,
   capsule: string,
   conversationId: string,
   epoch: number,
   through: number,
 ): Promise<ConversationProjector> => {
-  const projector = new ConversationProjector(conversationId, epoch);
-  let after = 0;
-  // Bounded: every page advances `after` by at least one record, and stops at `through`.
+  const cached = deps.cache.nearest(capsule, conversationId, epoch, through);
+  const projector = cached?.projector ?? new ConversationProjector(conversationId, epoch);
+  let after = cached?.offset ?? 0;
+  // Bounded: every page advances `after` (or ends the loop), and stops at `through`.
   while (after < through) {
-    const { records, position } = await core.read(capsule, after, Math.min(SCAN_PAGE, through - after));
-    if (position.epoch !== epoch) throw offsetGone();
-    if (records.length === 0) break;
-    for (const record of records) {
+    const page = await readConversation(deps.core, capsule, conversationId, after, SCAN_PAGE);
+    if (page.position.epoch !== epoch) throw offsetGone();
+    for (const record of page.records) {
       if (record.offset > through) return projector;
       projector.project(record);
-      after = record.offset;
     }
+    if (page.next <= after) break;
+    after = page.next;
   }
   return projector;
 };
@@ -59,23 +104,29 @@ export interface Cycle {
   upToDate: boolean;
 }
 
-/** Project records (already read after `after`) and judge whether they reached `position.head`. */
-export const projectRecords = (
+/**
+ * Project a page read after `after` and judge whether it reached `position.head`. Records past
+ * `until` are left for later (a catch-up that stops where a shared projection takes over).
+ */
+export const projectPage = (
   projector: ConversationProjector,
   after: number,
-  records: readonly LogRecord[],
-  position: LogPosition,
+  page: ConversationPage,
   limit: number,
+  until = Number.POSITIVE_INFINITY,
 ): Cycle => {
+  const { records, position } = page;
   if (position.epoch !== projector.epoch) throw offsetGone();
-  assertRetained(after, records, position);
+  if (after !== 0 && after < position.first - 1) throw offsetGone();
   const chunks: FlueChunk[] = [];
   let next = after;
   for (const record of records) {
     if (record.offset <= next) continue;
+    if (record.offset > until) return { chunks, next: until, upToDate: false };
     chunks.push(...projector.project(record));
     next = record.offset;
   }
+  next = Math.min(Math.max(next, page.next), until);
   return { chunks, next, upToDate: records.length < limit && position.head <= next };
 };
 
@@ -86,22 +137,9 @@ export const readCycle = async (
   projector: ConversationProjector,
   after: number,
   limit: number,
+  until?: number,
 ): Promise<Cycle> => {
-  const { records, position } = await core.read(capsule, after, limit);
-  return projectRecords(projector, after, records, position, limit);
-};
-
-/** One wait (never polls): records after `after` as soon as some exist, or a timeout. */
-export const waitCycle = async (
-  core: GatewayCore,
-  capsule: string,
-  projector: ConversationProjector,
-  after: number,
-  limit: number,
-  timeoutMs: number,
-  signal: AbortSignal,
-): Promise<Cycle & { timedOut: boolean }> => {
-  const result: WaitResult = await core.waitAfter(capsule, after, limit, timeoutMs, signal);
-  const cycle = projectRecords(projector, after, result.records, result.position, limit);
-  return { ...cycle, timedOut: result.records.length === 0 };
+  const page = await readConversation(core, capsule, projector.conversationId, after, limit);
+  if (!contextReader(core)) assertRetained(after, page.records, page.position);
+  return projectPage(projector, after, page, limit, until);
 };

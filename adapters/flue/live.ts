@@ -1,108 +1,218 @@
 /**
- * The two live read modes (§live=long-poll, §live=sse) over one projector. Every wait is one
- * `core.waitAfter` with the request's signal, so a client that leaves costs nothing. Response
- * headers and validation are routes.ts's concern.
+ * The two live read modes (§live=long-poll, §live=sse) on the capsule's live feed: a reader at
+ * the shared projection's offset follows it (the same chunks and bytes as every other reader of
+ * the conversation); a reader behind it first catches up on its own with reads, then follows;
+ * a reader ahead of it follows and skips what it already holds. Headers and validation are
+ * routes.ts's concern.
  */
+import type { Context } from 'hono';
 import type { AdapterConfig } from '../../src/http/adapter-deps.js';
-import { linkSignals } from '../../src/core/linked-signal.js';
 import type { GatewayCore } from '../../src/core/types.js';
+import type { FlueChunk } from './chunks.js';
 import { encodeControlEvent, encodeDataEvent, encodeHeartbeat, formatOffset } from './codec.js';
-import { UPDATES_PAGE } from './constants.js';
-import { waitCycle, type Cycle } from './conversation-reader.js';
+import { FIXED_HEADERS, UPDATES_PAGE } from './constants.js';
+import { offsetGone, readCycle, type Cycle } from './conversation-reader.js';
+import type { FeedRegistry } from './feed-registry.js';
+import type { CapsuleFeed } from './live-feed.js';
 import type { ConversationProjector } from './projection.js';
+import type { SharedProjection, Slice } from './shared-projection.js';
+import { startSse } from './sse-sink.js';
 
-export interface LiveContext {
+export interface LiveDeps {
   core: GatewayCore;
   config: AdapterConfig;
-  capsule: string;
-  projector: ConversationProjector;
-  /** Aborts when the client goes away. */
-  signal: AbortSignal;
+  feeds: FeedRegistry;
+  /** The conversation's state through an offset (cached or rebuilt). */
+  stateAt: (
+    capsule: string,
+    conversationId: string,
+    epoch: number,
+    through: number,
+  ) => Promise<ConversationProjector>;
+  /** Keep a state a reader is done with (the next read from its offset starts there). */
+  keep: (capsule: string, offset: number, projector: ConversationProjector) => void;
 }
+
+export interface LiveRead {
+  capsule: string;
+  conversationId: string;
+  epoch: number;
+  /** The offset whose state the client holds (0 for -1). */
+  after: number;
+}
+
+/** A long-poll's answer; `body` is the chunks already encoded when they are shared. */
+export type LiveCycle = Cycle & { body?: string };
+
+const HEARTBEAT = Buffer.from(encodeHeartbeat());
+
+const control = (epoch: number, next: number, upToDate: boolean): Buffer =>
+  Buffer.from(encodeControlEvent(formatOffset(epoch, next), upToDate));
+
+/** The feed of the read's generation, and its pinned projection (unpin when following or done). */
+const joinFeed = async (
+  deps: LiveDeps,
+  read: LiveRead,
+): Promise<{ feed: CapsuleFeed; projection: SharedProjection }> => {
+  const feed = await deps.feeds.feed(read.capsule);
+  if (feed.epoch !== read.epoch) throw offsetGone();
+  const projection = feed.projection(read.conversationId);
+  projection.pins++;
+  try {
+    await projection.ready;
+  } catch (err) {
+    projection.pins--;
+    throw err;
+  }
+  return { feed, projection };
+};
 
 /**
  * §live=long-poll: answer as soon as chunks exist; hold otherwise until the window ends (then `[]`,
- * up to date). Batches of other contexts advance the offset without ending the hold, so a busy
- * capsule does not wake every parked client of a quiet conversation.
+ * up to date). Records of other contexts advance the offset without ending the hold, so a busy
+ * capsule does not answer every parked client of a quiet conversation.
  */
-export const longPoll = async (live: LiveContext, after: number): Promise<Cycle> => {
-  const linked = linkSignals(live.signal, live.core.shutdownSignal);
+export const longPoll = async (deps: LiveDeps, read: LiveRead, signal: AbortSignal): Promise<LiveCycle> => {
+  const deadline = Date.now() + deps.config.longPollMaxMs;
+  const idle = (next: number): LiveCycle => ({ chunks: [], next, upToDate: true });
+  if (signal.aborted || deps.core.shutdownSignal.aborted) return idle(read.after);
+  const { projection } = await joinFeed(deps, read);
+  let next = read.after;
+  let parked = false;
   try {
-    return await holdLongPoll(live, after, linked.signal);
+    let projector: ConversationProjector | null = null;
+    // Behind the shared state: read on our own (bounded: each cycle advances `next`).
+    while (next < projection.through) {
+      projector ??= await deps.stateAt(read.capsule, read.conversationId, read.epoch, next);
+      const cycle = await readCycle(deps.core, read.capsule, projector, next, UPDATES_PAGE);
+      if (cycle.next <= next) break;
+      next = cycle.next;
+      if (cycle.chunks.length > 0 || !cycle.upToDate) {
+        deps.keep(read.capsule, next, projector);
+        return cycle;
+      }
+      if (signal.aborted || Date.now() >= deadline) return idle(next);
+    }
+    parked = true;
+    projection.pins--;
+    return await park(projection, next, deadline, signal, deps.core.shutdownSignal);
   } finally {
-    linked.release();
+    if (!parked) projection.pins--;
   }
 };
 
-const holdLongPoll = async (live: LiveContext, after: number, signal: AbortSignal): Promise<Cycle> => {
-  const deadline = Date.now() + live.config.longPollMaxMs;
-  let next = after;
-  // Bounded by the deadline: each pass either returns or waits out part of the window.
-  while (true) {
-    const remaining = deadline - Date.now();
-    if (remaining <= 0 || signal.aborted) return { chunks: [], next, upToDate: true };
-    const cycle = await waitCycle(
-      live.core,
-      live.capsule,
-      live.projector,
-      next,
-      UPDATES_PAGE,
-      remaining,
-      signal,
-    );
-    next = cycle.next;
-    if (cycle.chunks.length > 0 || !cycle.upToDate) return cycle;
-    if (cycle.timedOut) return { chunks: [], next, upToDate: true };
-  }
-};
+const park = (
+  projection: SharedProjection,
+  after: number,
+  deadline: number,
+  signal: AbortSignal,
+  shutdown: AbortSignal,
+): Promise<LiveCycle> =>
+  new Promise<LiveCycle>((resolve, reject) => {
+    const follower = {
+      after,
+      onSlice: (slice: Slice, partial: readonly FlueChunk[] | null): boolean => {
+        const chunks = partial ?? slice.chunks;
+        if (chunks.length === 0 && slice.upToDate) return true;
+        done();
+        resolve({
+          chunks: [...chunks],
+          next: slice.end,
+          upToDate: slice.upToDate,
+          ...(partial ? {} : { body: slice.json }),
+        });
+        return false;
+      },
+      onEnd: (reason: 'gone' | 'shutdown'): void => {
+        done();
+        if (reason === 'gone') reject(offsetGone());
+        else resolve({ chunks: [], next: follower.after, upToDate: true });
+      },
+    };
+    const timeout = (): void => {
+      projection.unfollow(follower);
+      done();
+      resolve({ chunks: [], next: follower.after, upToDate: true });
+    };
+    const timer = setTimeout(timeout, Math.max(0, deadline - Date.now()));
+    signal.addEventListener('abort', timeout, { once: true });
+    shutdown.addEventListener('abort', timeout, { once: true });
+    const done = (): void => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', timeout);
+      shutdown.removeEventListener('abort', timeout);
+    };
+    projection.follow(follower);
+  });
 
 /**
  * §live=sse: `event: data` per cycle with chunks, `event: control` after every cycle, an idle
- * `upToDate` control every `idleControlMs`, `: heartbeat` every `heartbeatMs` from open. Ends only
- * when the client leaves, the gateway drains, or the store generation changes (the reconnect then
- * gets 416 and restarts from -1).
+ * `upToDate` control when nothing was written for `idleControlMs`, `: heartbeat` every
+ * `heartbeatMs` from open. Ends when the client leaves, the gateway drains, or what follows the
+ * client's offset is lost (a new store generation, retention): the reconnect then gets 416.
  */
-export const sseBody = (live: LiveContext, after: number): ReadableStream<Uint8Array> => {
-  const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
-  const writer = writable.getWriter();
-  const encoder = new TextEncoder();
-  const stop = new AbortController();
-  const linked = linkSignals(live.signal, live.core.shutdownSignal, stop.signal);
-  const signal = linked.signal;
-  const write = (text: string): Promise<void> =>
-    writer.write(encoder.encode(text)).catch(() => {
-      stop.abort();
-    });
-  const heartbeat = setInterval(() => void write(encodeHeartbeat()), live.config.heartbeatMs);
-  const epoch = live.projector.epoch;
+export const sseResponse = (deps: LiveDeps, c: Context, read: LiveRead): Response => {
+  let next = read.after;
+  const { stream, response } = startSse(c, {
+    headers: { ...FIXED_HEADERS },
+    heartbeat: { bytes: HEARTBEAT, everyMs: deps.config.heartbeatMs },
+    idle: { everyMs: deps.config.idleControlMs, onIdle: () => stream.write(control(read.epoch, next, true)) },
+  });
+  if (deps.core.shutdownSignal.aborted) {
+    stream.end();
+    return response;
+  }
+  void follow(deps, read, stream, (offset) => (next = offset)).catch(() => stream.end());
+  return response;
+};
 
-  const run = async (): Promise<void> => {
-    let next = after;
-    // Bounded by the signal: it aborts when the client leaves or the gateway drains.
-    while (!signal.aborted) {
-      const cycle = await waitCycle(
-        live.core,
-        live.capsule,
-        live.projector,
+type Stream = ReturnType<typeof startSse>['stream'];
+
+const follow = async (
+  deps: LiveDeps,
+  read: LiveRead,
+  stream: Stream,
+  moved: (offset: number) => void,
+): Promise<void> => {
+  const { projection } = await joinFeed(deps, read);
+  let next = read.after;
+  let projector: ConversationProjector | null = null;
+  try {
+    // Behind the shared state: catch up with reads that stop where it is (bounded: each cycle
+    // advances `next`, and the shared state moves only as fast as the log).
+    while (stream.open && next < projection.through) {
+      projector ??= await deps.stateAt(read.capsule, read.conversationId, read.epoch, next);
+      const cycle = await readCycle(
+        deps.core,
+        read.capsule,
+        projector,
         next,
         UPDATES_PAGE,
-        live.config.idleControlMs,
-        signal,
+        projection.through,
       );
-      if (signal.aborted) break;
+      if (cycle.next <= next) throw offsetGone();
       next = cycle.next;
-      if (cycle.chunks.length > 0) await write(encodeDataEvent(cycle.chunks));
-      await write(encodeControlEvent(formatOffset(epoch, next), cycle.upToDate));
+      moved(next);
+      if (cycle.chunks.length > 0) stream.write(Buffer.from(encodeDataEvent(cycle.chunks)));
+      stream.write(control(read.epoch, next, cycle.upToDate));
     }
+  } finally {
+    projection.pins--;
+  }
+  if (projector) deps.keep(read.capsule, next, projector);
+  if (!stream.open) return;
+  const follower = {
+    after: next,
+    onSlice: (slice: Slice, partial: readonly FlueChunk[] | null): boolean => {
+      moved(slice.end);
+      if (partial) {
+        if (partial.length > 0) stream.write(Buffer.from(encodeDataEvent(partial)));
+      } else if (slice.chunks.length > 0) stream.write(slice.data);
+      stream.write(slice.control);
+      return stream.open;
+    },
+    onEnd: (): void => stream.end(),
   };
-
-  void run()
-    .catch(() => undefined)
-    .finally(() => {
-      clearInterval(heartbeat);
-      stop.abort();
-      linked.release();
-      writer.close().catch(() => undefined);
-    });
-  return readable;
+  projection.follow(follower);
+  stream.onClose(() => projection.unfollow(follower));
 };

@@ -4,12 +4,13 @@
  * project to nothing. No I/O: reading the log and serving HTTP are conversation-reader.ts / routes.ts.
  */
 import { clientContext } from '../../src/auth/namespace.js';
-import { ContextTracker, viewFrame } from '../../src/log/frame-view.js';
+import { viewFrame } from '../../src/log/frame-view.js';
 import type { LogRecord, SubmissionEntry } from '../../src/log/record.js';
 import type { ChunkBody, FlueChunk, FlueMessage, FlueSnapshot, SettlementOutcome } from './chunks.js';
 import { formatOffset } from './codec.js';
 import { INPUT_PART, RECORD_KIND } from './constants.js';
 import { applyChunk, emptyState, type ConversationState } from './snapshot.js';
+import { TaskContexts } from './task-contexts.js';
 
 /** `meta` of a Flue message submission record (written by admission.ts). */
 export interface MessageMeta {
@@ -77,25 +78,42 @@ const iso = (ms: number): string => new Date(ms).toISOString();
 
 /** Folds a capsule log into one conversation; `project` returns each record's chunks. */
 export class ConversationProjector {
-  readonly state: ConversationState;
+  state: ConversationState;
   /** Offset of the first admitted Flue message of this context (0 = not created yet). */
   createdAt = 0;
-  private readonly tracker = new ContextTracker();
+  /** The context the last projected record was attributed to (the live feed learns tasks from it). */
+  lastContext: string | null = null;
+  private tracker = new TaskContexts();
   /** Admitted submissions still waiting for their task, oldest first (capsules run tasks in order). */
-  private readonly pending: string[] = [];
-  private readonly tasks = new Map<string, TaskState>();
+  private pending: string[] = [];
+  private tasks = new Map<string, TaskState>();
   /** Tasks of this context that began before the conversation existed: not part of it. */
-  private readonly foreign = new Set<string>();
-  private readonly settled = new Set<string>();
-  private readonly toolIds = new Set<string>();
+  private foreign = new Set<string>();
+  private settled = new Set<string>();
+  private toolIds = new Set<string>();
   /** A2A messageId → submissionId of this conversation's admitted messages (for submission-failed). */
-  private readonly bySubmissionMessage = new Map<string, string>();
+  private bySubmissionMessage = new Map<string, string>();
 
   constructor(
     readonly conversationId: string,
     readonly epoch: number,
   ) {
     this.state = emptyState(clientContext(conversationId));
+  }
+
+  /** An independent copy (snapshot caches hand out copies; projecting on one never touches another). */
+  clone(): ConversationProjector {
+    const copy = new ConversationProjector(this.conversationId, this.epoch);
+    copy.state = structuredClone(this.state);
+    copy.createdAt = this.createdAt;
+    copy.tracker = this.tracker.clone();
+    copy.pending = [...this.pending];
+    copy.tasks = new Map([...this.tasks].map(([id, task]) => [id, { ...task }]));
+    copy.foreign = new Set(this.foreign);
+    copy.settled = new Set(this.settled);
+    copy.toolIds = new Set(this.toolIds);
+    copy.bySubmissionMessage = new Map(this.bySubmissionMessage);
+    return copy;
   }
 
   get created(): boolean {
@@ -130,8 +148,10 @@ export class ConversationProjector {
 
   /** Project one record (in offset order) and apply its chunks to `state`. */
   project(record: LogRecord): FlueChunk[] {
+    this.lastContext = null;
     if (record.kind === 'fact' && record.fact === 'submission-failed') return this.forget(record);
     const context = this.tracker.contextOf(record);
+    this.lastContext = context;
     let bodies: ChunkBody[] = [];
     if (record.kind === 'fact') {
       if (record.fact === 'capsule-session-started') bodies = this.loseOpenTasks(record.receivedAt);

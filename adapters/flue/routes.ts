@@ -15,7 +15,14 @@ import { FIXED_HEADERS, HEADER, LIVE, QUERY, UPDATES_PAGE, VIEW } from './consta
 import { ConversationIndex } from './conversation-index.js';
 import { offsetGone, readCycle, rebuild } from './conversation-reader.js';
 import { FlueError, errorResponse, fromCoreError } from './errors.js';
-import { longPoll, sseBody } from './live.js';
+import { FeedRegistry } from './feed-registry.js';
+import { longPoll, sseResponse, type LiveDeps } from './live.js';
+import type { ConversationProjector } from './projection.js';
+import { SnapshotCache } from './snapshot-cache.js';
+
+/** How long a conversation's shared projection outlives its last live reader. */
+const LINGER_MS = 5_000;
+const FEED_RETRY_MS = 1_000;
 
 const BASE = '/flue/:capsule/:conversationId';
 
@@ -73,6 +80,31 @@ export const createRoutes = (deps: AdapterDeps): Hono => {
   const { core, config, logger } = deps;
   const index = new ConversationIndex(core);
   const admissions = new Admissions(core, index, logger);
+  const cache = new SnapshotCache();
+  const reader = { core, cache };
+  const feeds = new FeedRegistry({
+    core,
+    logger,
+    seed: (capsule, conversationId, epoch, through) =>
+      rebuild(reader, capsule, conversationId, epoch, through),
+    observe: (capsule, epoch, after, records) => index.observe(capsule, epoch, after, records),
+    lingerMs: LINGER_MS,
+    retryMs: FEED_RETRY_MS,
+  });
+  /** The state through an offset: a copy of the live shared one when it is exactly there, else read. */
+  const stateAt = async (
+    capsule: string,
+    conversationId: string,
+    epoch: number,
+    through: number,
+  ): Promise<ConversationProjector> => {
+    const shared = feeds.running(capsule)?.stateAt(conversationId, through);
+    if (shared && shared.epoch === epoch) return shared.clone();
+    return rebuild(reader, capsule, conversationId, epoch, through);
+  };
+  const keep = (capsule: string, offset: number, projector: ConversationProjector): void =>
+    cache.put(capsule, offset, projector);
+  const live: LiveDeps = { core, config, feeds, stateAt, keep };
 
   /** Run a handler, rendering every failure in Flue's grammar (unknown ones as internal_error). */
   const guarded =
@@ -128,35 +160,30 @@ export const createRoutes = (deps: AdapterDeps): Hono => {
       // Records after the offset were trimmed: deltas from it would miss them (never `200 []`).
       if (parsed.kind === 'at' && (await core.cursorStatus(capsule, after)).status === 'gone')
         throw offsetGone();
-      const projector = await rebuild(core, capsule, conversationId, view.epoch, after);
-      const live = { core, config, capsule, projector, signal: c.req.raw.signal };
-      if (query.live === LIVE.sse) {
-        return new Response(sseBody(live, after), {
-          status: 200,
-          headers: {
-            [HEADER.contentType]: 'text/event-stream',
-            [HEADER.cacheControl]: 'no-cache',
-            ...FIXED_HEADERS,
-          },
-        });
+      const liveRead = { capsule, conversationId, epoch: view.epoch, after };
+      if (query.live === LIVE.sse) return sseResponse(live, c, liveRead);
+      let cycle: Awaited<ReturnType<typeof longPoll>>;
+      if (query.live === LIVE.longPoll) cycle = await longPoll(live, liveRead, c.req.raw.signal);
+      else {
+        const projector = await stateAt(capsule, conversationId, view.epoch, after);
+        cycle = await readCycle(core, capsule, projector, after, UPDATES_PAGE);
+        keep(capsule, cycle.next, projector);
       }
-      const cycle =
-        query.live === LIVE.longPoll
-          ? await longPoll(live, after)
-          : await readCycle(core, capsule, projector, after, UPDATES_PAGE);
       const headers = jsonHeaders({
         [HEADER.nextOffset]: formatOffset(view.epoch, cycle.next),
         ...upToDateHeader(cycle.upToDate),
       });
-      return new Response(JSON.stringify(cycle.chunks), { status: 200, headers });
+      return new Response(cycle.body ?? JSON.stringify(cycle.chunks), { status: 200, headers });
     }
     const view = await lookup(capsule, conversationId);
-    const projector = await rebuild(core, capsule, conversationId, view.epoch, view.head);
+    const projector = await stateAt(capsule, conversationId, view.epoch, view.head);
     const headers = jsonHeaders({
       [HEADER.nextOffset]: formatOffset(view.epoch, view.head),
       [HEADER.upToDate]: 'true',
     });
-    return new Response(JSON.stringify(projector.snapshot(view.head)), { status: 200, headers });
+    const body = JSON.stringify(projector.snapshot(view.head));
+    keep(capsule, view.head, projector);
+    return new Response(body, { status: 200, headers });
   });
 
   const admit = guarded(async (c, capsule, conversationId) => {
@@ -187,7 +214,7 @@ export const createRoutes = (deps: AdapterDeps): Hono => {
   const abort = guarded(async (_c, capsule, conversationId) => {
     const view = await index.lookup(capsule, conversationId);
     if (!view.conversation) return Response.json({ aborted: false }, { headers: jsonHeaders() });
-    const projector = await rebuild(core, capsule, conversationId, view.epoch, view.head);
+    const projector = await stateAt(capsule, conversationId, view.epoch, view.head);
     const accepted = admissions.accepted.get(`${capsule}\u0000${conversationId}`) ?? [];
     const targets = new Set([...projector.openTasks(), ...accepted.filter((t) => !projector.knowsTask(t))]);
     let aborted = false;

@@ -1,0 +1,128 @@
+/**
+ * One conversation's projection shared by every live reader of it in this process: the live feed
+ * (live-feed.ts) hands it the records of its context (and those attributed to none) slice by
+ * slice; it projects each slice once, encodes the slice's `event: data` once, and gives every
+ * follower the same chunks and bytes. A follower is an SSE connection or a parked long-poll.
+ */
+import type { LogRecord } from '../../src/log/record.js';
+import type { FlueChunk } from './chunks.js';
+import { encodeDataEvent } from './codec.js';
+import type { ConversationProjector } from './projection.js';
+
+/** One read cycle of the shared feed: records (start, end], at most one updates page. */
+export class Slice {
+  private dataBytes: Buffer | null = null;
+  private jsonBody: string | null = null;
+
+  constructor(
+    /** The offset the state was at before this slice. */
+    readonly start: number,
+    readonly end: number,
+    readonly upToDate: boolean,
+    readonly chunks: readonly FlueChunk[],
+    /** `event: control` for `end`: the same bytes for every conversation of the capsule. */
+    readonly control: Buffer,
+  ) {}
+
+  /** `event: data` of the chunks, encoded on first use and shared by every follower. */
+  get data(): Buffer {
+    this.dataBytes ??= Buffer.from(encodeDataEvent(this.chunks));
+    return this.dataBytes;
+  }
+
+  /** The chunks as a long-poll body, likewise encoded once. */
+  get json(): string {
+    this.jsonBody ??= JSON.stringify(this.chunks);
+    return this.jsonBody;
+  }
+}
+
+export type FollowEnd = 'gone' | 'shutdown';
+
+export interface Follower {
+  /** The offset whose state the client holds; slices ending at or before it are not for it. */
+  after: number;
+  /**
+   * A slice past `after`. `partial` holds the chunks after `after` when the follower joined in
+   * the middle of the slice (rare: a client ahead of the shared state); else use `slice.chunks`.
+   * Return false to stop following (a long-poll answered).
+   */
+  onSlice(slice: Slice, partial: readonly FlueChunk[] | null): boolean;
+  /** The feed ended: 'gone' = the store lost or trimmed what follows (416 on reconnect). */
+  onEnd(reason: FollowEnd): void;
+}
+
+export class SharedProjection {
+  /** The state's offset (meaningful once `projector` is set). */
+  through = 0;
+  /** Null while the state is being rebuilt from the log; `backlog` holds what arrives meanwhile. */
+  projector: ConversationProjector | null = null;
+  private backlog: LogRecord[] = [];
+  private readonly followers = new Set<Follower>();
+  /** Readers catching up to join it: the feed keeps it while any is. */
+  pins = 0;
+  private ended: FollowEnd | null = null;
+  /** Last time a follower left or joined (the feed sweeps projections nobody follows). */
+  lastUsed = Date.now();
+  readonly ready: Promise<void>;
+
+  constructor(
+    readonly conversationId: string,
+    seed: Promise<{ projector: ConversationProjector; through: number }>,
+    /** The feed's cursor when the seed resolves (records after the seed's `through` are in backlog). */
+    cursor: () => number,
+  ) {
+    this.ready = seed.then(({ projector, through }) => {
+      for (const record of this.backlog) if (record.offset > through) projector.project(record);
+      this.backlog = [];
+      this.projector = projector;
+      this.through = Math.max(through, cursor());
+    });
+    // Failures reach whoever awaits `ready`; this keeps an unawaited one from being unhandled.
+    this.ready.catch(() => undefined);
+  }
+
+  get followed(): boolean {
+    return this.followers.size > 0 || this.pins > 0;
+  }
+
+  follow(follower: Follower): void {
+    if (this.ended) return follower.onEnd(this.ended);
+    this.followers.add(follower);
+    this.lastUsed = Date.now();
+  }
+
+  unfollow(follower: Follower): void {
+    this.followers.delete(follower);
+    this.lastUsed = Date.now();
+  }
+
+  /** Project one record of this slice (offset order); its chunks, or [] while seeding. */
+  project(record: LogRecord): FlueChunk[] {
+    if (!this.projector) {
+      this.backlog.push(record);
+      return [];
+    }
+    return this.projector.project(record);
+  }
+
+  /** The slice is complete: advance and hand it to every follower it concerns. */
+  advance(slice: Slice): void {
+    if (!this.projector) return;
+    this.through = slice.end;
+    for (const follower of this.followers) {
+      if (slice.end <= follower.after) continue;
+      const partial =
+        follower.after > slice.start ? slice.chunks.filter((c) => c.position.batch > follower.after) : null;
+      follower.after = slice.end;
+      if (!follower.onSlice(slice, partial)) this.followers.delete(follower);
+    }
+  }
+
+  end(reason: FollowEnd): void {
+    this.ended ??= reason;
+    const followers = [...this.followers];
+    this.followers.clear();
+    for (const follower of followers) follower.onEnd(reason);
+  }
+}
