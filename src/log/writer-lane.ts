@@ -73,3 +73,25 @@ export const approxBytes = (entry: LogEntry): number =>
     : entry.kind === 'submission'
       ? entry.text.length + 300 + (entry.meta ? JSON.stringify(entry.meta).length : 0)
       : 200;
+
+/** A capsule's lane before its first entry. */
+export const newLane = (capsule: string): Lane => ({
+  capsule,
+  waiting: [],
+  start: 0,
+  count: 0,
+  bytes: 0,
+  floor: 0,
+  overflow: false,
+  roomWaiters: [],
+  inFlight: null,
+  scheduled: false,
+  retryTimer: null,
+  attempt: 0,
+  openMarker: null,
+  dropped: 0,
+  discarded: 0,
+  batches: 0,
+  failures: 0,
+  lastError: null,
+});

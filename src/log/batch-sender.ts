@@ -1,0 +1,152 @@
+/**
+ * The LogWriter's send loop: one batch in flight per capsule, so a capsule's entries reach the
+ * store in arrival order; a failed batch is retried with a capped, jittered backoff, as is (same
+ * BatchId, so the store's dedup makes it idempotent) once it may have reached the store; the store's
+ * answer settles the batch, or starts a new epoch, or ends this replica's term (`epoch-and-fence.ts`).
+ */
+import type { Logger } from 'pino';
+import { takeBatch } from './batch-forming.js';
+import { afterFenced, afterStoreReset } from './epoch-and-fence.js';
+import { withdrawnError, type LaneRoom } from './lane-room.js';
+import { fenced, notSent, type AppendResult, type LogStore } from './store.js';
+import type { Batch, Lane, Pending } from './writer-lane.js';
+import type { WriterSettings } from './writer-options.js';
+
+export interface SenderDeps {
+  store: LogStore;
+  writerId: string;
+  settings: WriterSettings;
+  room: LaneRoom;
+  closed: () => boolean;
+  resetListeners: Iterable<(capsule: string) => void>;
+  fencedListeners: Iterable<(capsule: string, fence: number) => void>;
+  /** Wake flush() callers whose capsules are now idle. */
+  settleIdle: () => void;
+  logger: Logger | undefined;
+}
+
+export class BatchSender {
+  private seq = 0;
+
+  constructor(private readonly deps: SenderDeps) {}
+
+  /** The entry's signal aborted: withdraw it if it has certainly not been sent, else let it settle. */
+  withdraw(lane: Lane, p: Pending): void {
+    const batch = p.batch;
+    if (p.withdrawn || (batch && (batch.maybeSent || batch.attempting))) return; // settles by the store
+    p.withdrawn = true;
+    if (batch) batch.items = batch.items.filter((item) => item !== p);
+    this.deps.room.settle(lane, p, null, withdrawnError());
+    if (batch && batch.items.length === 0 && lane.inFlight === batch) {
+      if (lane.retryTimer) clearTimeout(lane.retryTimer);
+      lane.retryTimer = null;
+      lane.inFlight = null;
+      this.sendNext(lane);
+    }
+    this.deps.settleIdle();
+  }
+
+  schedule(lane: Lane): void {
+    if (lane.scheduled || lane.inFlight || lane.retryTimer || lane.waiting.length === lane.start) return;
+    lane.scheduled = true;
+    // A microtask later: everything appended in the same synchronous run joins one batch.
+    queueMicrotask(() => {
+      lane.scheduled = false;
+      this.sendNext(lane);
+    });
+  }
+
+  sendNext(lane: Lane): void {
+    if (this.deps.closed() || lane.inFlight || lane.retryTimer) return;
+    const batch = takeBatch(lane, this.deps.settings.batch, () => ({
+      writerId: this.deps.writerId,
+      seq: ++this.seq,
+    }));
+    if (!batch) return;
+    lane.inFlight = batch;
+    this.attempt(lane);
+  }
+
+  /**
+   * Send the in-flight batch. After a failure that certainly never reached the store, entries
+   * withdrawn meanwhile leave it; after an ambiguous one it is retried as is (same BatchId).
+   */
+  private attempt(lane: Lane): void {
+    const batch = lane.inFlight;
+    if (!batch || this.deps.closed()) return;
+    batch.attempting = true;
+    const entries = batch.items.map((p) => p.entry);
+    const options = { batch: batch.id, floor: lane.floor, resetFact: batch.resetFact, fence: batch.fence };
+    this.deps.store.append(lane.capsule, entries, options).then(
+      (result) => {
+        batch.attempting = false;
+        if (lane.inFlight !== batch) return; // closed meanwhile
+        lane.inFlight = null;
+        if (lane.lastError)
+          this.deps.logger?.info({ capsule: lane.capsule, failures: lane.attempt }, 'log store back');
+        lane.attempt = 0;
+        lane.lastError = null;
+        lane.batches++;
+        if (result.reset) this.onStoreReset(lane, batch, result);
+        else this.resolveBatch(lane, batch, result);
+        this.sendNext(lane);
+        this.deps.settleIdle();
+      },
+      (err: unknown) => {
+        batch.attempting = false;
+        if (lane.inFlight !== batch || this.deps.closed()) return;
+        if (fenced(err) && batch.fence !== undefined) return this.onFencedBatch(lane, batch, batch.fence);
+        if (!notSent(err)) batch.maybeSent = true;
+        lane.failures++;
+        lane.attempt++;
+        lane.lastError = err instanceof Error ? err.message : String(err);
+        const log = lane.attempt === 1 ? this.deps.logger?.warn : this.deps.logger?.debug;
+        log?.call(
+          this.deps.logger,
+          { capsule: lane.capsule, err: lane.lastError, queued: lane.count },
+          'log append failed; retrying',
+        );
+        // Re-form a batch the store never saw: entries whose signal aborted meanwhile leave it.
+        if (!batch.maybeSent) {
+          for (const p of batch.items) if (p.signal?.aborted) p.onAbort?.();
+          if (lane.inFlight !== batch) return; // emptied: withdraw() moved on
+        }
+        const { retryBaseMs, retryMaxMs } = this.deps.settings;
+        const exp = Math.min(retryMaxMs, retryBaseMs * 2 ** (lane.attempt - 1));
+        lane.retryTimer = setTimeout(
+          () => {
+            lane.retryTimer = null;
+            this.attempt(lane);
+          },
+          exp / 2 + (Math.random() * exp) / 2,
+        );
+      },
+    );
+  }
+
+  private resolveBatch(lane: Lane, batch: Batch, result: AppendResult): void {
+    const offsets = result.offsets.length > 0 ? result.offsets : (result.appliedOffsets ?? []);
+    if (offsets.length !== batch.items.length) {
+      this.deps.logger?.error(
+        { capsule: lane.capsule, expected: batch.items.length, got: offsets.length },
+        'store returned an unexpected number of offsets',
+      );
+    }
+    lane.floor = Math.max(lane.floor, offsets[offsets.length - 1] ?? 0);
+    batch.items.forEach((p, i) =>
+      this.deps.room.settle(lane, p, { offset: offsets[i] ?? 0, epoch: result.epoch }),
+    );
+  }
+
+  private onStoreReset(lane: Lane, batch: Batch, result: AppendResult): void {
+    afterStoreReset(lane, batch, result, this.deps.room, this.deps.resetListeners, this.deps.logger);
+  }
+
+  private onFencedBatch(lane: Lane, batch: Batch, fence: number): void {
+    lane.inFlight = null;
+    lane.attempt = 0;
+    afterFenced(lane, batch, fence, this.deps.room, this.deps.fencedListeners, this.deps.logger);
+    this.sendNext(lane);
+    this.deps.settleIdle();
+  }
+}
