@@ -188,6 +188,7 @@ export class CapsuleFeed {
     }
     const p = shared;
     p.listeners.add(listener);
+    listener.latest = () => p.projector.latestOffset;
     if (!listener.replayDone) this.pendingReplay.set(listener, p);
     listener.onClose(() => {
       p.listeners.delete(listener);
@@ -231,13 +232,31 @@ export class CapsuleFeed {
 /** The feeds of this process's BeeOS surface, one per capsule with live channel streams. */
 export class ChannelFeeds {
   private readonly feeds = new Map<string, CapsuleFeed>();
+  /** Every open channel stream, for the drain (one signal listener, not one per stream). */
+  private readonly listeners = new Set<ChannelListener>();
   private readonly observers: ((capsule: string, records: readonly LogRecord[], before: number) => void)[] =
     [];
 
   constructor(
     private readonly core: GatewayCore,
     private readonly logger: Logger,
-  ) {}
+  ) {
+    const drain = (): void => {
+      for (const l of [...this.listeners]) l.end('stream_closed', l.latest());
+    };
+    if (core.shutdownSignal.aborted) queueMicrotask(drain);
+    else core.shutdownSignal.addEventListener('abort', drain, { once: true });
+  }
+
+  /** A stream opened: the drain ends it with `end stream_closed`. */
+  track(listener: ChannelListener): void {
+    if (this.core.shutdownSignal.aborted) {
+      queueMicrotask(() => listener.end('stream_closed', listener.latest()));
+      return;
+    }
+    this.listeners.add(listener);
+    listener.onClose(() => this.listeners.delete(listener));
+  }
 
   /** Also hand every record the feeds see to `fn` (the registry follows the log through it). */
   observe(fn: (capsule: string, records: readonly LogRecord[], before: number) => void): void {

@@ -30,6 +30,8 @@ export class ChannelListener {
   replayDone = false;
   ended = false;
   private readonly closers: (() => void)[] = [];
+  /** The latest offset of the projection this listener follows (its own, then the shared one). */
+  latest: () => number = () => 0;
 
   constructor(
     readonly stream: BeeosSse,

@@ -33,6 +33,7 @@ export const openChannelStream = async (
   channel: Channel,
   sinceIn: number,
   includeDeltas: boolean,
+  maxQueuedBytes?: number,
 ): Promise<Response> => {
   const { core, config } = deps;
   const capsule = channel.capsule;
@@ -42,6 +43,7 @@ export const openChannelStream = async (
     // A client that cannot keep up is cut without an `end` (which would mean "terminal, do not
     // reconnect", §3): it reconnects with since=lastOffset and the log replays what it missed.
     onOverflow: () => null,
+    ...(maxQueuedBytes ? { maxQueuedBytes } : {}),
   });
   let since = sinceIn;
   const start = channel.startOffset;
@@ -63,10 +65,8 @@ export const openChannelStream = async (
   const readFrom = Math.max(start, position.first);
   if (headAtOpen < readFrom) listener.completeReplay(projector.latestOffset);
 
-  const onShutdown = (): void => listener.end('stream_closed', projector.latestOffset);
-  if (core.shutdownSignal.aborted) queueMicrotask(onShutdown);
-  else core.shutdownSignal.addEventListener('abort', onShutdown, { once: true });
-  listener.onClose(() => core.shutdownSignal.removeEventListener('abort', onShutdown));
+  listener.latest = () => projector.latestOffset;
+  feeds.track(listener);
 
   const feed = feeds.feed(capsule, headAtOpen);
   const release = feed.hold();
@@ -108,10 +108,22 @@ const replayThenJoin = async (
     }
     const recent = feed.recent(after);
     if (recent) {
-      // Synchronous from here: the feed cannot move between the last record and the join.
+      // Synchronous from here: the feed cannot move between the last record and the join. A
+      // client that falls behind meanwhile is waited for (a replay is paced, never cut) and the
+      // stretch is tried again from where it got.
+      let paused = false;
       for (const record of recent) {
         step(listener, projector, record);
         if (!listener.live) return;
+        after = record.offset;
+        if (listener.stream.backedUp) {
+          paused = true;
+          break;
+        }
+      }
+      if (paused) {
+        await listener.stream.waitDrain();
+        continue;
       }
       after = feed.cursor;
       listener.passed(after, projector.latestOffset);
@@ -136,6 +148,8 @@ const replayThenJoin = async (
       step(listener, projector, record);
       if (!listener.live) return;
       after = record.offset;
+      if (listener.stream.backedUp) await listener.stream.waitDrain();
+      if (!listener.live) return;
     }
     const scanned = reached ? limit : Math.min(page.next, limit);
     if (scanned > after) {

@@ -37,6 +37,8 @@ export interface BeeosRouteOptions {
   invokeTimeoutMs?: number;
   /** How long invoke waits for a lost capsule to come back before 503 (default: one heartbeat, ≥ 2 s). */
   upstreamLostGraceMs?: number;
+  /** Bytes queued for one channel stream's client before it is cut (transport default: 1 MiB). */
+  maxQueuedBytes?: number;
 }
 
 const iso = (ms: number): string => new Date(ms).toISOString();
@@ -271,7 +273,7 @@ export const registerBeeosRoutes = (app: Hono<Env>, deps: AdapterDeps, options: 
         const since = parseSince(c);
         const includeDeltas = parseIncludeDeltas(c);
         const channel = await guardChannel(registry, agent, c.req.param('id') ?? '', kind, owner);
-        return openChannelStream(c, deps, feeds, channel, since, includeDeltas);
+        return openChannelStream(c, deps, feeds, channel, since, includeDeltas, options.maxQueuedBytes);
       }),
     );
     app.get(

@@ -12,6 +12,9 @@ export interface BeeosSse {
   /** Write `last` (if any) after what is queued, then end the response. */
   end(last?: Buffer): void;
   onClose(fn: () => void): void;
+  /** The client is behind: a producer that can wait (a replay) should, until waitDrain resolves. */
+  readonly backedUp: boolean;
+  waitDrain(): Promise<void>;
 }
 
 export interface BeeosSseOptions {
@@ -41,16 +44,23 @@ class WebStreamSse implements BeeosSse {
   private cleanups: (() => void)[] = [];
   private closed = false;
   private timer: NodeJS.Timeout | null = null;
+  private waiters: (() => void)[] = [];
+  private readonly limit: number;
+  private readonly mark: number;
 
   constructor(
     signal: AbortSignal,
     private readonly options: BeeosSseOptions,
   ) {
-    const limit = options.maxQueuedBytes ?? DEFAULT_MAX_QUEUED;
+    const limit = (this.limit = options.maxQueuedBytes ?? DEFAULT_MAX_QUEUED);
+    this.mark = Math.min(64 * 1024, limit / 2);
     this.body = new ReadableStream<Uint8Array>(
       {
         start: (c) => {
           this.controller = c;
+        },
+        pull: () => {
+          if (!this.backedUp) this.release();
         },
         cancel: () => this.finish(),
       },
@@ -65,6 +75,19 @@ class WebStreamSse implements BeeosSse {
 
   get open(): boolean {
     return !this.closed;
+  }
+
+  get backedUp(): boolean {
+    return !this.closed && this.limit - (this.controller.desiredSize ?? 0) > this.mark;
+  }
+
+  waitDrain(): Promise<void> {
+    if (!this.backedUp) return Promise.resolve();
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  private release(): void {
+    for (const fn of this.waiters.splice(0)) fn();
   }
 
   onClose(fn: () => void): void {
@@ -96,6 +119,7 @@ class WebStreamSse implements BeeosSse {
     if (this.closed) return;
     this.closed = true;
     if (this.timer) clearInterval(this.timer);
+    this.release();
     for (const fn of this.cleanups.splice(0)) fn();
   }
 }

@@ -61,6 +61,7 @@ export const startHarness = async (
     config?: Partial<AdapterConfig>;
     maxRecords?: number;
     invokeTimeoutMs?: number;
+    maxQueuedBytes?: number;
   } = {},
 ): Promise<Harness> => {
   const capsule = `cap-${randomUUID().slice(0, 8)}`;
@@ -189,7 +190,10 @@ export const startHarness = async (
     keys,
     createBeeosRoutes(
       { core, config, logger },
-      opts.invokeTimeoutMs ? { invokeTimeoutMs: opts.invokeTimeoutMs } : {},
+      {
+        ...(opts.invokeTimeoutMs ? { invokeTimeoutMs: opts.invokeTimeoutMs } : {}),
+        ...(opts.maxQueuedBytes ? { maxQueuedBytes: opts.maxQueuedBytes } : {}),
+      },
     ),
   );
   const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 });
