@@ -23,10 +23,10 @@ export const encodeEvent = (event: MurmurEvent): string => {
   }
 };
 
-const recordBytes = new WeakMap<LogRecord, Uint8Array | null>();
+const recordBytes = new WeakMap<LogRecord, Buffer | null>();
 
 /** The bytes of a record's event (null when it has none), cached per record object. */
-export const encodeRecord = (record: LogRecord): Uint8Array | null => {
+export const encodeRecord = (record: LogRecord): Buffer | null => {
   const hit = recordBytes.get(record);
   if (hit !== undefined) return hit;
   const event = projectRecord(record);
@@ -36,10 +36,10 @@ export const encodeRecord = (record: LogRecord): Uint8Array | null => {
 };
 
 /** Spec "Heartbeat": the comment `:heartbeat` then a blank line. */
-export const HEARTBEAT_BYTES: Uint8Array = Buffer.from(encodeComment('heartbeat'), 'utf8');
+export const HEARTBEAT_BYTES: Buffer = Buffer.from(encodeComment('heartbeat'), 'utf8');
 
 /** Spec "connection-ack": the first frame of every `stream/watch` connection, without an id. */
-export const encodeConnectionAck = (mode: 'stateless' | 'threaded'): Uint8Array =>
+export const encodeConnectionAck = (mode: 'stateless' | 'threaded'): Buffer =>
   Buffer.from(
     encodeSse({
       event: EVENT.connectionAck,
@@ -49,13 +49,13 @@ export const encodeConnectionAck = (mode: 'stateless' | 'threaded'): Uint8Array 
   );
 
 /** A `gap` the gateway writes for a cursor (older than retention, or beyond the head). */
-export const encodeGap = (firstAvailableId: number, reason: string): Uint8Array =>
+export const encodeGap = (firstAvailableId: number, reason: string): Buffer =>
   Buffer.from(encodeEvent({ kind: 'gap', firstAvailableId, reason }), 'utf8');
 
 /** Spec "error": `data` is passed through as written, even when it is not valid JSON. */
-export const encodeErrorFrame = (data: string): Uint8Array =>
+export const encodeErrorFrame = (data: string): Buffer =>
   Buffer.from(encodeSse({ event: EVENT.error, data }), 'utf8');
 
 /** The capsule's `rejected` status, with the id it wrote (always `0`, spec "Event ids"). */
-export const encodeRejected = (id: string | null, data: string): Uint8Array =>
+export const encodeRejected = (id: string | null, data: string): Buffer =>
   Buffer.from(encodeSse({ id, event: EVENT.status, data }), 'utf8');

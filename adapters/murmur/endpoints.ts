@@ -4,50 +4,70 @@
  * routes.ts's; record-by-record decisions are feed.ts's.
  */
 import { GatewayError } from '../../src/errors.js';
+import type { Context } from 'hono';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import type { SubmitOutcome } from '../../src/core/types.js';
+import { startSse, type SseStream } from '../../src/http/sse-transport.js';
 import { REPLAY_PAGE, SSE_HEADERS } from './constants.js';
-import { encodeConnectionAck, encodeErrorFrame, encodeRecord, encodeRejected } from './codec.js';
+import {
+  encodeConnectionAck,
+  encodeErrorFrame,
+  encodeRecord,
+  encodeRejected,
+  HEARTBEAT_BYTES,
+} from './codec.js';
 import { murmurError } from './errors.js';
 import { checkCursor, LogFeed } from './feed.js';
 import type { PreparedMessage } from './message.js';
-import { SseConnection } from './sse-connection.js';
 
 export interface StreamContext {
   deps: AdapterDeps;
   capsule: string;
-  /** The request's signal (client disconnect). */
-  signal: AbortSignal;
+  /** The request's Hono context: the transport writes to the response behind it. */
+  c: Context;
 }
 
 const retryMsOf = (deps: AdapterDeps): number => Math.min(1000, deps.config.heartbeatMs);
 
 /** Open connections per shutdown signal: one abort listener for all of them, not one each. */
-const openBySignal = new WeakMap<AbortSignal, Set<SseConnection>>();
+const openBySignal = new WeakMap<AbortSignal, Set<SseStream>>();
 
-const endOnShutdown = (shutdown: AbortSignal, conn: SseConnection): void => {
+const endOnShutdown = (shutdown: AbortSignal, conn: SseStream): void => {
   if (shutdown.aborted) return conn.end();
   let open = openBySignal.get(shutdown);
   if (!open) {
-    const set = new Set<SseConnection>();
+    const set = new Set<SseStream>();
     open = set;
     openBySignal.set(shutdown, set);
     // Draining: end every stream as a capsule going away would (clients resume with Last-Event-ID).
     shutdown.addEventListener('abort', () => [...set].forEach((c) => c.end()), { once: true });
   }
   open.add(conn);
-  void conn.done.then(() => open.delete(conn));
+  conn.onClose(() => open.delete(conn));
 };
 
-/** Open a connection: heartbeats start now (spec "Heartbeat": measured from connection open). */
-export const openConnection = ({ deps, signal }: StreamContext): SseConnection => {
-  const conn = new SseConnection({ heartbeatMs: deps.config.heartbeatMs, signal });
+export interface OpenedStream {
+  conn: SseStream;
+  /** What the handler returns. */
+  response: Response;
+}
+
+/**
+ * Open a connection. Heartbeats are due from `openedAt` (spec "Heartbeat": measured from connection
+ * open; message/stream opens once the submission is answered but counts from the request). A client
+ * past the transport's byte bound is ended with nothing written: the spec's slow-reader signal is
+ * the connection ending, and Last-Event-ID resumes it from the log exactly.
+ */
+export const openConnection = ({ deps, c }: StreamContext, openedAt?: number): OpenedStream => {
+  const { stream: conn, response } = startSse(c, {
+    headers: SSE_HEADERS,
+    heartbeat: { bytes: HEARTBEAT_BYTES, everyMs: deps.config.heartbeatMs },
+    onOverflow: () => null,
+    ...(openedAt !== undefined ? { openedAt } : {}),
+  });
   endOnShutdown(deps.core.shutdownSignal, conn);
-  return conn;
+  return { conn, response };
 };
-
-export const sseResponse = (conn: SseConnection): Response =>
-  new Response(conn.stream, { status: 200, headers: SSE_HEADERS });
 
 /**
  * `stream/watch` from `cursor` (0 when Last-Event-ID is absent or not a number): `connection-ack`
@@ -56,7 +76,7 @@ export const sseResponse = (conn: SseConnection): Response =>
  */
 export const serveWatch = (ctx: StreamContext, cursor: number): Response => {
   const { deps, capsule } = ctx;
-  const conn = openConnection(ctx);
+  const { conn, response } = openConnection(ctx);
   conn.write(encodeConnectionAck(deps.core.conversationMode(capsule)));
   const feed = new LogFeed({
     core: deps.core,
@@ -70,13 +90,13 @@ export const serveWatch = (ctx: StreamContext, cursor: number): Response => {
     capsuleClosedFrame: true,
   });
   feed.begin(cursor);
-  return sseResponse(conn);
+  return response;
 };
 
 /** Write records (cursor, upTo] read page by page: the replay of a `message/stream` (finals stay open). */
 const replayUpTo = async (
   ctx: StreamContext,
-  conn: SseConnection,
+  conn: SseStream,
   cursor: number,
   upTo: number,
 ): Promise<void> => {
@@ -85,7 +105,7 @@ const replayUpTo = async (
   const maxPages = Math.ceil(Math.max(0, upTo - after) / REPLAY_PAGE) + 1;
   for (let page = 0; page < maxPages && after < upTo && conn.open; page++) {
     const { records } = await core.read(ctx.capsule, after, REPLAY_PAGE);
-    const chunks: Uint8Array[] = [];
+    const chunks: Buffer[] = [];
     for (const record of records) {
       if (record.offset > upTo) break;
       after = record.offset;
@@ -111,7 +131,7 @@ const UNREACHABLE_FRAME = encodeErrorFrame(JSON.stringify({ error: 'capsule unre
  * client's body so the capsule's own validation answers), then write the replay (when Last-Event-ID
  * was sent) and either the capsule's terminal answer or live frames until the first live final
  * `status` of any task. A JSON-RPC error from the capsule (`task_acceptance: none`) is answered as
- * the JSON it is, so the outcome is awaited before the response starts; heartbeats still count from
+ * the JSON it is, so the outcome is awaited before the stream opens; heartbeats still count from
  * the request's arrival.
  */
 export const serveMessageStream = async (
@@ -121,7 +141,7 @@ export const serveMessageStream = async (
   lastEventId: number | null,
 ): Promise<Response> => {
   const { deps, capsule } = ctx;
-  const conn = openConnection(ctx);
+  const arrivedAt = Date.now();
   let outcome: SubmitOutcome;
   let startHead: number;
   let startEpoch: number;
@@ -142,15 +162,14 @@ export const serveMessageStream = async (
     // The submission could not be recorded (store down past the submit timeout, draining): it was
     // never forwarded. Nothing was streamed yet, so the answer is a JSON-RPC error, not a stream.
     deps.logger.warn({ err, capsule }, 'murmur: message/stream submit failed');
-    conn.discard();
     const code = err instanceof GatewayError ? err.code : 'internal';
     const { status, body } = murmurError(code, rpcId);
     return new Response(body, { status, headers: { 'content-type': 'application/json' } });
   }
   if (outcome.kind === 'method-not-found') {
-    conn.discard();
     return new Response(outcome.body, { status: 200, headers: { 'content-type': 'application/json' } });
   }
+  const { conn, response } = openConnection(ctx, arrivedAt);
   void (async () => {
     if (lastEventId !== null) await replayUpTo(ctx, conn, lastEventId, startHead);
     switch (outcome.kind) {
@@ -187,5 +206,5 @@ export const serveMessageStream = async (
     conn.write(encodeErrorFrame(JSON.stringify({ error: 'internal error: replay failed' })));
     conn.end();
   });
-  return sseResponse(conn);
+  return response;
 };

@@ -2,7 +2,8 @@
  * Feeds one connection from the log through the hub: decides, record by record, what this
  * connection writes (replayed vs live, gaps, capsule-closed, the closing final status), coalesces a
  * batch into one write, and resumes from its own cursor when the hub ends the subscription (slow
- * reader, store error, new epoch). The hub owns reading; sse-connection.ts owns the socket side.
+ * reader, store error, new epoch). The hub owns reading; the SSE transport (src/http/sse-transport.ts)
+ * owns the socket side, its byte bound included.
  */
 import type { Logger } from 'pino';
 import type { GatewayCore, Subscription, SubscriptionEnd } from '../../src/core/types.js';
@@ -11,7 +12,7 @@ import type { LogRecord } from '../../src/log/record.js';
 import { GAP_REASON } from './constants.js';
 import { encodeGap, encodeRecord } from './codec.js';
 import { isFinalStatus } from './projection.js';
-import type { SseConnection } from './sse-connection.js';
+import type { SseStream } from '../../src/http/sse-transport.js';
 
 /**
  * What a feed writes, as bytes: the native Murmur frames (the default), or another projection of the
@@ -24,9 +25,9 @@ export interface FeedFormat {
    * the stream; the native frame table (finals, capsule-closed, gaps option) does not apply.
    */
   tail: boolean;
-  record(record: LogRecord): Uint8Array | null;
+  record(record: LogRecord): Buffer | null;
   /** The gap for a cursor older than retention (`gone`) or beyond the head (`ahead`). */
-  cursorGap(firstAvailable: number, status: 'gone' | 'ahead'): Uint8Array;
+  cursorGap(firstAvailable: number, status: 'gone' | 'ahead'): Buffer;
 }
 
 export const NATIVE_FORMAT: FeedFormat = {
@@ -39,7 +40,7 @@ export const NATIVE_FORMAT: FeedFormat = {
 export interface FeedOptions {
   core: GatewayCore;
   capsule: string;
-  conn: SseConnection;
+  conn: SseStream;
   logger: Logger;
   maxQueuedRecords: number;
   /** Pause before resubscribing after a store error. */
@@ -71,7 +72,7 @@ export const checkCursor = async (
   core: GatewayCore,
   capsule: string,
   cursor: number,
-  conn: SseConnection,
+  conn: SseStream,
   format: FeedFormat = NATIVE_FORMAT,
 ): Promise<FeedStart> => {
   const { status, position } = await core.cursorStatus(capsule, cursor);
@@ -89,6 +90,8 @@ export class LogFeed {
   /** null until the first cursor check: then a change of epoch means the offsets restarted. */
   private epoch: number | null = null;
   private retryTimer: NodeJS.Timeout | null = null;
+  /** The head when this feed last (re)subscribed: records up to it are catch-up, paced by the client. */
+  private paceUntil = 0;
 
   constructor(private readonly options: FeedOptions) {
     void options.conn.done.then(() => this.stop());
@@ -106,6 +109,7 @@ export class LogFeed {
     this.cursor = start.after;
     this.liveAfter = start.liveAfter;
     this.epoch = start.epoch;
+    this.paceUntil = start.liveAfter;
     this.subscribe();
   }
 
@@ -126,9 +130,12 @@ export class LogFeed {
       onRecords: (records) => {
         if (this.subscription !== sub) return;
         this.deliver(records);
-        // Backpressure: a slow client makes the hub queue for it, and past the bound end it as
-        // 'slow'; it then resumes from its cursor out of the store, losing nothing.
-        return conn.backedUp ? conn.waitDrain() : undefined;
+        // Catch-up (records that were in the log when we subscribed) goes at the client's pace: the
+        // hub reads the next page when it has drained. Live records are never held back for one
+        // client: a client that cannot keep up passes the transport's byte bound and is ended (the
+        // spec's signal for a slow reader: the connection ends), then resumes with Last-Event-ID.
+        const last = records[records.length - 1];
+        return last && last.offset <= this.paceUntil && conn.backedUp ? conn.waitDrain() : undefined;
       },
       onEnd: (reason) => {
         if (this.subscription === sub) this.onEnd(reason);
@@ -142,7 +149,7 @@ export class LogFeed {
     const { conn, gaps, closeOnFinal, capsuleClosedFrame } = this.options;
     if (!conn.open) return;
     if (this.options.format?.tail) return this.deliverTail(records, this.options.format);
-    const chunks: Uint8Array[] = [];
+    const chunks: Buffer[] = [];
     let end = false;
     for (const record of records) {
       if (record.offset <= this.cursor) continue;
@@ -178,7 +185,7 @@ export class LogFeed {
    * exactly where the long-poll would report one.
    */
   private deliverTail(records: readonly LogRecord[], format: FeedFormat): void {
-    const chunks: Uint8Array[] = [];
+    const chunks: Buffer[] = [];
     for (const record of records) {
       if (record.offset <= this.cursor) continue;
       if (this.cursor > 0 && record.offset > this.cursor + 1 && !isStoreReset(record))
@@ -219,6 +226,7 @@ export class LogFeed {
       (start) => {
         if (!conn.open || this.subscription) return;
         if (start.epoch !== this.epoch) this.liveAfter = start.liveAfter;
+        this.paceUntil = start.liveAfter;
         this.cursor = start.after;
         this.epoch = start.epoch;
         this.subscribe();

@@ -21,13 +21,13 @@ export const RECORDS_EVENT = {
 
 const gapText = (gap: PollGap): string => encodeSse({ event: RECORDS_EVENT.gap, data: JSON.stringify(gap) });
 
-const cache = new WeakMap<LogRecord, Uint8Array>();
+const cache = new WeakMap<LogRecord, Buffer>();
 
 /**
  * One record's event. A frames-possibly-missing fact is preceded by the `possibly_missing` gap the
  * long-poll would report for it, so a reader of gap events alone misses no loss.
  */
-export const encodeRecordEvent = (record: LogRecord): Uint8Array => {
+export const encodeRecordEvent = (record: LogRecord): Buffer => {
   let bytes = cache.get(record);
   if (bytes === undefined) {
     const gap = possiblyMissingGap(record);
@@ -40,7 +40,7 @@ export const encodeRecordEvent = (record: LogRecord): Uint8Array => {
   return bytes;
 };
 
-export const encodeReady = (position: LogPosition): Uint8Array =>
+export const encodeReady = (position: LogPosition): Buffer =>
   Buffer.from(
     encodeSse({
       event: RECORDS_EVENT.ready,

@@ -17,7 +17,7 @@
 import { Hono } from 'hono';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import { LAST_EVENT_ID_HEADER } from './constants.js';
-import { openConnection, sseResponse } from './endpoints.js';
+import { openConnection } from './endpoints.js';
 import { LogFeed } from './feed.js';
 import { pollErrorResponse, pollFailure } from './poll.js';
 import { parsePollQuery } from './poll-query.js';
@@ -56,7 +56,7 @@ export const createRecordsRoutes = (deps: AdapterDeps): Hono => {
       return pollFailure(err, logger, capsule);
     }
     const { status, position } = checked;
-    const conn = openConnection({ deps, capsule, signal: c.req.raw.signal });
+    const { conn, response } = openConnection({ deps, capsule, c });
     conn.write(encodeReady(position));
     let after = cursor;
     if (status !== 'ok') {
@@ -75,7 +75,7 @@ export const createRecordsRoutes = (deps: AdapterDeps): Hono => {
       capsuleClosedFrame: false,
       format: RECORDS_FORMAT,
     }).start({ after, liveAfter: position.head, epoch: position.epoch });
-    return sseResponse(conn);
+    return response;
   });
 
   app.all(RECORDS_ROUTE, () => pollErrorResponse('method_not_allowed', 'use GET', { allow: 'GET, HEAD' }));

@@ -61,7 +61,7 @@ const withoutDate = (c: Context): void => {
 const streamContext = (c: Context, deps: AdapterDeps, capsule: string): StreamContext => ({
   deps,
   capsule,
-  signal: c.req.raw.signal,
+  c,
 });
 
 /** Build the surface's handlers. */

@@ -40,3 +40,10 @@ export const encodeComment = (text: string): string => {
   assertSingleLine('comment', text);
   return `:${text}\n\n`;
 };
+
+/** A frame as the bytes the transport writes (src/http/sse-transport.ts takes Buffers). */
+export const encodeSseBytes = (frame: SseFrame, separator = ' '): Buffer =>
+  Buffer.from(encodeSse(frame, separator), 'utf8');
+
+/** A comment as bytes, e.g. a heartbeat encoded once per process. */
+export const encodeCommentBytes = (text: string): Buffer => Buffer.from(encodeComment(text), 'utf8');

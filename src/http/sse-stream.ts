@@ -1,0 +1,322 @@
+/**
+ * The transport-independent half of an SSE stream (src/http/sse-transport.ts): the pending queue and
+ * its one flush per event-loop turn, heartbeats and idle callbacks on the shared timer wheel, the
+ * byte bound and its overflow, and the close bookkeeping. Sinks (the Node response, or a
+ * ReadableStream for contexts without one) only move bytes.
+ */
+import { now, sharedWheel, type WheelEntry } from './timer-wheel.js';
+
+export interface SseOptions {
+  /** HTTP status and extra headers (Content-Type text/event-stream, Cache-Control no-cache and
+   *  X-Accel-Buffering no are set by the transport; headers set earlier on the Hono context by
+   *  middleware — CORS, X-Request-Id — are kept). */
+  status?: number;
+  headers?: Record<string, string>;
+  /** Written every `everyMs` from open, from the one shared timer wheel (no timer per connection). */
+  heartbeat?: { bytes: Buffer; everyMs: number };
+  /** Called when nothing was written for `everyMs` (heartbeats do not count); wheel-driven too. */
+  idle?: { everyMs: number; onIdle: () => void };
+  /** Bound on bytes accepted but not yet taken by the kernel for this client (default 1 MiB). */
+  maxQueuedBytes?: number;
+  /** Past the bound: return the protocol's closing bytes (or null), the stream then ends; the
+   *  client resumes from its cursor. Called at most once. */
+  onOverflow?: () => Buffer | null;
+  /** When the connection counts as opened (Date.now() ms; default now): heartbeats are due from it
+   *  (a stream whose handler awaited something first still beats from the request's arrival). */
+  openedAt?: number;
+}
+
+export interface SseStream {
+  /** False once ending/ended: nothing more will be written. */
+  readonly open: boolean;
+  /** Queue pre-encoded bytes; everything queued in one event-loop turn leaves in ONE socket write. */
+  write(bytes: Buffer): void;
+  writeAll(chunks: readonly Buffer[]): void;
+  /** Write `last` (optional) after what is queued, then end the response. */
+  end(last?: Buffer): void;
+  /** Abandon without writing more (before the head was written: the handler may answer otherwise). */
+  destroy(): void;
+  /** Bytes queued here + in the socket's buffer. */
+  readonly queuedBytes: number;
+  /** True while the client is behind (queued past a high-water mark): producers should wait. */
+  readonly backedUp: boolean;
+  /** Resolves when the client has drained below the mark, or the stream is over. */
+  waitDrain(): Promise<void>;
+  /** Run once when the stream is over (ended by us, client gone, overflow). */
+  onClose(fn: () => void): void;
+  readonly done: Promise<void>;
+  /** True when the stream was ended because the client fell past maxQueuedBytes. */
+  readonly overflowed: boolean;
+}
+
+/**
+ * Process-wide defaults (the composition root or a test may change them before streams open).
+ * `endGraceMs`: an ended stream whose bytes the client has not taken by then is destroyed, so a
+ * reader that stopped cannot hold its buffer forever.
+ */
+export const SSE_DEFAULTS = {
+  maxQueuedBytes: 1024 * 1024,
+  endGraceMs: 10_000,
+};
+
+const HIGH_WATER_MAX = 256 * 1024;
+
+/** Streams with bytes queued this turn: flushed together in one setImmediate pass. */
+let dirty: SseStreamBase[] = [];
+let flushScheduled = false;
+const flushAll = (): void => {
+  flushScheduled = false;
+  const list = dirty;
+  dirty = [];
+  for (const s of list) s.flushNow();
+};
+
+/** Counters for tests and /metrics: open streams, wheel entries, wheel timers. */
+export const sseStats = (): { open: number; wheelEntries: number; wheelTimers: number } => ({
+  open: openCount,
+  wheelEntries: sharedWheel.size,
+  wheelTimers: sharedWheel.timers,
+});
+let openCount = 0;
+
+/** The wheel entry of a stream's idle callback (only streams that ask for one carry it). */
+class IdleEntry implements WheelEntry {
+  wheelDue = 0;
+  wheelIndex = -1;
+  lastWrite = now();
+  constructor(
+    readonly stream: SseStreamBase,
+    readonly everyMs: number,
+    readonly onIdle: () => void,
+  ) {}
+  onWheel(t: number): void {
+    if (!this.stream.open) return;
+    const quietFor = t - this.lastWrite;
+    if (quietFor >= this.everyMs - 1) {
+      this.lastWrite = t;
+      this.onIdle();
+    }
+    if (this.stream.open) sharedWheel.schedule(this, this.lastWrite + this.everyMs, this.everyMs);
+  }
+}
+
+/**
+ * Everything but the sink: the pending queue, the flush decision, heartbeats, idle, overflow and
+ * the close bookkeeping. The stream is its own wheel entry (heartbeat, then the end grace).
+ */
+export abstract class SseStreamBase implements SseStream, WheelEntry {
+  wheelDue = 0;
+  wheelIndex = -1;
+  protected pending: Buffer[] = [];
+  protected pendingBytes = 0;
+  private ending = false;
+  private closed = false;
+  private isDirty = false;
+  private last: Buffer | null = null;
+  private closeFns: (() => void)[] | null = null;
+  private drainWaiters: (() => void)[] | null = null;
+  private donePromise: Promise<void> | null = null;
+  private idleEntry: IdleEntry | null = null;
+  private heartbeatBytes: Buffer | null = null;
+  private heartbeatMs = 0;
+  private onOverflowFn: (() => Buffer | null) | null;
+  protected readonly maxQueued: number;
+  private readonly highWater: number;
+  overflowed = false;
+
+  constructor(options: SseOptions) {
+    openCount++;
+    this.maxQueued = options.maxQueuedBytes ?? SSE_DEFAULTS.maxQueuedBytes;
+    this.highWater = Math.min(HIGH_WATER_MAX, Math.floor(this.maxQueued / 2));
+    this.onOverflowFn = options.onOverflow ?? null;
+    const t = now();
+    const opened = options.openedAt === undefined ? t : t - Math.max(0, Date.now() - options.openedAt);
+    if (options.heartbeat) {
+      this.heartbeatBytes = options.heartbeat.bytes;
+      this.heartbeatMs = Math.max(1, options.heartbeat.everyMs);
+      sharedWheel.schedule(this, opened + this.heartbeatMs, this.heartbeatMs);
+    }
+    if (options.idle) {
+      const every = Math.max(1, options.idle.everyMs);
+      this.idleEntry = new IdleEntry(this, every, options.idle.onIdle);
+      sharedWheel.schedule(this.idleEntry, t + every, every);
+    }
+  }
+
+  /** The sink: bytes the transport holds beyond `pending` (Node: the response's and socket's buffer). */
+  protected abstract sinkQueued(): number;
+  /** Whether the head is out (Node: written to the socket). */
+  protected abstract sinkStarted(): boolean;
+  /** Start the sink if it may be (Node: the handler has returned, so the head can be built); false: not yet. */
+  protected abstract sinkReady(): boolean;
+  protected abstract sinkWrite(bytes: Buffer): void;
+  protected abstract sinkEnd(last: Buffer | null): void;
+  protected abstract sinkDestroy(): void;
+
+  get open(): boolean {
+    return !this.ending && !this.closed;
+  }
+
+  get queuedBytes(): number {
+    return this.pendingBytes + this.sinkQueued();
+  }
+
+  get backedUp(): boolean {
+    return this.queuedBytes >= this.highWater;
+  }
+
+  get done(): Promise<void> {
+    if (!this.donePromise) {
+      this.donePromise = this.closed
+        ? Promise.resolve()
+        : new Promise<void>((resolve) => this.onClose(resolve));
+    }
+    return this.donePromise;
+  }
+
+  write(bytes: Buffer): void {
+    if (!this.open) return;
+    this.pending.push(bytes);
+    this.pendingBytes += bytes.length;
+    if (this.idleEntry) this.idleEntry.lastWrite = now();
+    this.queued();
+  }
+
+  writeAll(chunks: readonly Buffer[]): void {
+    if (!this.open || chunks.length === 0) return;
+    for (const chunk of chunks) {
+      this.pending.push(chunk);
+      this.pendingBytes += chunk.length;
+    }
+    if (this.idleEntry) this.idleEntry.lastWrite = now();
+    this.queued();
+  }
+
+  end(last?: Buffer): void {
+    if (!this.open) return;
+    this.ending = true;
+    this.last = last ?? null;
+    this.stopTimers();
+    this.scheduleFlush();
+  }
+
+  destroy(): void {
+    if (this.closed) return;
+    const started = this.sinkStarted();
+    this.pending = [];
+    this.pendingBytes = 0;
+    if (started) this.sinkDestroy();
+    this.terminate();
+  }
+
+  waitDrain(): Promise<void> {
+    if (this.closed || !this.backedUp) return Promise.resolve();
+    return new Promise((resolve) => (this.drainWaiters ??= []).push(resolve));
+  }
+
+  onClose(fn: () => void): void {
+    if (this.closed) fn();
+    else (this.closeFns ??= []).push(fn);
+  }
+
+  /** Wheel: a heartbeat while open (due from open, never reset by frames); the end grace after. */
+  onWheel(t: number): void {
+    if (this.closed) return;
+    if (this.ending) {
+      // Ended, and the client still has not taken the bytes: stop holding them.
+      this.sinkDestroy();
+      this.terminate();
+      return;
+    }
+    if (!this.heartbeatBytes) return;
+    this.write(this.heartbeatBytes);
+    let next = this.wheelDue + this.heartbeatMs;
+    if (next <= t) next = t + this.heartbeatMs; // a stalled loop skips beats rather than bunching them
+    if (this.open) sharedWheel.schedule(this, next, this.heartbeatMs);
+  }
+
+  /** The flush pass: one sink write of everything pending, then the end if asked. */
+  flushNow(): void {
+    this.isDirty = false;
+    if (this.closed) return;
+    if (!this.sinkReady()) {
+      // The handler has not returned yet (its middleware may still add headers): next turn.
+      this.scheduleFlush();
+      return;
+    }
+    const { pending } = this;
+    let chunk: Buffer | null = null;
+    if (pending.length === 1) chunk = pending[0]!;
+    else if (pending.length > 1) chunk = Buffer.concat(pending, this.pendingBytes);
+    if (pending.length > 0) {
+      this.pending = [];
+      this.pendingBytes = 0;
+    }
+    if (this.ending) {
+      const last = this.last;
+      this.last = null;
+      const tail = chunk && last ? Buffer.concat([chunk, last]) : (chunk ?? last);
+      this.sinkEnd(tail);
+      if (!this.closed) sharedWheel.schedule(this, now() + SSE_DEFAULTS.endGraceMs, SSE_DEFAULTS.endGraceMs);
+      return;
+    }
+    if (chunk) this.sinkWrite(chunk);
+    if (this.drainWaiters && !this.backedUp) this.releaseDrainWaiters();
+  }
+
+  /** The sink drained (Node 'drain'). */
+  protected drained(): void {
+    if (this.drainWaiters && !this.backedUp) this.releaseDrainWaiters();
+  }
+
+  /** The client is gone or the sink is finished: release everything, once. */
+  protected terminate(): void {
+    if (this.closed) return;
+    this.closed = true;
+    openCount--;
+    this.pending = [];
+    this.pendingBytes = 0;
+    this.stopTimers();
+    sharedWheel.cancel(this);
+    this.releaseDrainWaiters();
+    const fns = this.closeFns;
+    this.closeFns = null;
+    if (fns) for (const fn of fns) fn();
+  }
+
+  private queued(): void {
+    if (this.pendingBytes + this.sinkQueued() > this.maxQueued) return this.overflow();
+    this.scheduleFlush();
+  }
+
+  /** Past the bound: drop what was not written, write the protocol's closing bytes, end. */
+  private overflow(): void {
+    this.overflowed = true;
+    this.pending = [];
+    this.pendingBytes = 0;
+    const fn = this.onOverflowFn;
+    this.onOverflowFn = null;
+    this.end(fn?.() ?? undefined);
+  }
+
+  protected scheduleFlush(): void {
+    if (this.isDirty) return;
+    this.isDirty = true;
+    dirty.push(this);
+    if (!flushScheduled) {
+      flushScheduled = true;
+      setImmediate(flushAll);
+    }
+  }
+
+  private stopTimers(): void {
+    if (this.heartbeatBytes) sharedWheel.cancel(this);
+    if (this.idleEntry) sharedWheel.cancel(this.idleEntry);
+  }
+
+  private releaseDrainWaiters(): void {
+    const waiters = this.drainWaiters;
+    this.drainWaiters = null;
+    if (waiters) for (const resolve of waiters) resolve();
+  }
+}

@@ -1,0 +1,150 @@
+/**
+ * The one SSE transport of the three surfaces. Surfaces hand it pre-encoded Buffers; it writes them
+ * straight to the Node response behind the Hono context (one write per connection per event-loop
+ * turn), runs heartbeats and idle callbacks from the shared timer wheel, and bounds what a slow
+ * client can make us hold: past `maxQueuedBytes` the stream is ended with the protocol's closing
+ * bytes and the client resumes from its cursor. Without a Node response (Hono `app.request` in unit
+ * tests) the same stream is served as a ReadableStream body (sse-web-stream.ts).
+ *
+ * Per connection: one object, one pending array, one 'close' listener, at most two wheel entries. No
+ * timer, closure or promise per write.
+ */
+import { ServerResponse } from 'node:http';
+import type { Context } from 'hono';
+import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
+import { SseStreamBase, type SseOptions, type SseStream } from './sse-stream.js';
+import { startWebSse } from './sse-web-stream.js';
+
+export { SSE_DEFAULTS, sseStats, type SseOptions, type SseStream } from './sse-stream.js';
+
+type NodeEnv = { outgoing?: ServerResponse } | undefined;
+
+/** The transport's own headers; the surface's options.headers and the context's headers join them. */
+const BASE_HEADERS: Readonly<Record<string, string>> = {
+  'content-type': 'text/event-stream',
+  'cache-control': 'no-cache',
+  'x-accel-buffering': 'no',
+};
+
+/** Headers the context holds that describe Hono's placeholder, not this stream. */
+const SKIP_HEADERS = new Set(['content-type', 'content-length', 'x-hono-already-sent', 'transfer-encoding']);
+
+/*
+ * @hono/node-server answers a Response that went through Hono's context setter (any middleware that
+ * touched c.res first, e.g. CORS) by its cached-response path, which writes a head and ends the
+ * response without looking at the already-sent marker. While the transport owns a response, its own
+ * writeHead/end stand in for node-server's calls (shared functions, no closure per connection); the
+ * transport writes through the prototype's.
+ */
+const nodeWriteHead = ServerResponse.prototype.writeHead;
+const nodeEnd = ServerResponse.prototype.end as (this: ServerResponse, chunk?: Buffer) => ServerResponse;
+function heldWriteHead(this: ServerResponse): ServerResponse {
+  return this;
+}
+function heldEnd(this: ServerResponse): ServerResponse {
+  return this;
+}
+type Held = { writeHead: unknown; end: unknown };
+const hold = (res: ServerResponse): void => {
+  (res as unknown as Held).writeHead = heldWriteHead;
+  (res as unknown as Held).end = heldEnd;
+};
+const release = (res: ServerResponse): void => {
+  delete (res as unknown as Partial<Held>).writeHead;
+  delete (res as unknown as Partial<Held>).end;
+};
+
+/** The Node path: bytes go straight to the ServerResponse; the head is written at the first flush. */
+class NodeSseStream extends SseStreamBase {
+  private context: Context | null;
+  private headSent = false;
+
+  constructor(
+    context: Context,
+    private readonly res: ServerResponse,
+    private readonly status: number,
+    private readonly extraHeaders: Record<string, string> | undefined,
+    options: SseOptions,
+  ) {
+    super(options);
+    this.context = context;
+    hold(res);
+    res.once('close', this.onResClose);
+    res.on('drain', this.onResDrain);
+    // Nothing written yet still sends the head on the first flush (a client sees the response start).
+    this.scheduleFlush();
+  }
+
+  private readonly onResClose = (): void => this.terminate();
+  private readonly onResDrain = (): void => this.drained();
+
+  protected sinkQueued(): number {
+    return this.res.writableLength;
+  }
+
+  protected sinkStarted(): boolean {
+    return this.headSent;
+  }
+
+  protected sinkReady(): boolean {
+    if (this.headSent) return true;
+    // The first flush pass runs in a setImmediate after startSse: the handler has returned by then
+    // (call startSse just before returning) and middleware after next() ran in the microtasks that
+    // followed, so their headers (CORS Vary, X-Request-Id) are on c.res.
+    if (this.context) this.writeHead(this.context);
+    return true;
+  }
+
+  private writeHead(c: Context): void {
+    this.headSent = true;
+    this.context = null;
+    const headers: Record<string, string | string[]> = {};
+    c.res.headers.forEach((value, key) => {
+      if (!SKIP_HEADERS.has(key)) headers[key] = value;
+    });
+    const cookies = c.res.headers.getSetCookie();
+    if (cookies.length > 0) headers['set-cookie'] = cookies;
+    Object.assign(headers, BASE_HEADERS);
+    if (this.extraHeaders)
+      for (const [k, v] of Object.entries(this.extraHeaders)) headers[k.toLowerCase()] = v;
+    nodeWriteHead.call(this.res, this.status, headers);
+    this.res.flushHeaders();
+  }
+
+  protected sinkWrite(bytes: Buffer): void {
+    if (bytes.length > 0) this.res.write(bytes);
+  }
+
+  protected sinkEnd(last: Buffer | null): void {
+    if (last && last.length > 0) nodeEnd.call(this.res, last);
+    else nodeEnd.call(this.res);
+  }
+
+  protected sinkDestroy(): void {
+    this.res.destroy();
+  }
+
+  protected override terminate(): void {
+    this.res.off('drain', this.onResDrain);
+    // Abandoned before its head (the handler answers otherwise): node-server writes that answer.
+    release(this.res);
+    this.context = null;
+    super.terminate();
+  }
+}
+
+/**
+ * Open an SSE response on the Node socket behind this Hono context (c.env.outgoing); returns the
+ * stream and the Response the handler must return. Without a Node socket (app.request in unit tests)
+ * it falls back to a ReadableStream body with the same semantics.
+ */
+export const startSse = (c: Context, options: SseOptions = {}): { stream: SseStream; response: Response } => {
+  const res = (c.env as NodeEnv)?.outgoing;
+  const status = options.status ?? 200;
+  if (!res || typeof res.writeHead !== 'function') return startWebSse(c, status, options);
+  const stream = new NodeSseStream(c, res, status, options.headers, options);
+  // A fresh placeholder per request: middleware set headers on c.res, and the shared constant would
+  // carry one request's headers into the next.
+  const response = new Response(null, { headers: RESPONSE_ALREADY_SENT.headers });
+  return { stream, response };
+};
