@@ -15,6 +15,7 @@ import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index
 import { textFrame, type Frame } from '../../src/simulator/frames.js';
 import type { Session } from '../../src/simulator/session.js';
 import { eventData, eventText } from './fanout-event.js';
+import { conversationsWorkload, type WorkloadSpec } from './fanout-workload.js';
 
 interface Run {
   rate: number;
@@ -57,17 +58,52 @@ const startNchan = (url: string): void => {
   };
 };
 
-const startCapsule = async (): Promise<string> => {
-  capsule = await startSimulator({ heartbeatMs: 15_000, bufferSize: 4096 });
-  const task = capsule.submit('#sim {"hold":true}');
+/**
+ * The capsule; `queue` acceptance when conversations are created through the gateway first (each
+ * creation's task queues behind the last instead of being refused). Publishing is one held task's
+ * chunks until a `workload` message switches it to many conversations (fanout-workload.ts).
+ */
+const startCapsule = async (acceptance?: 'queue'): Promise<string> => {
+  capsule = await startSimulator({
+    heartbeatMs: 15_000,
+    bufferSize: 4096,
+    ...(acceptance ? { taskAcceptance: acceptance } : {}),
+  });
   const sim = capsule as unknown as SimInternals;
+  // The held task would block a queue: with conversations, the workload writes the tasks.
+  const task = acceptance ? null : capsule.submit('#sim {"hold":true}');
   publish = (seq) => {
+    if (!task) throw new Error('publishing before the workload was set');
     const session = sim.current;
     const frame = textFrame(task.taskId, eventText(seq, task.taskId), false, session.chunk.next());
     session.buffer.push(frame);
     sim.broadcast(frame, session);
   };
   return capsule.url;
+};
+
+const startWorkload = (spec: WorkloadSpec): void => {
+  const sim = capsule as unknown as SimInternals;
+  const frames = conversationsWorkload(spec);
+  publish = (seq) => {
+    const session = sim.current;
+    for (const frame of frames(seq)) {
+      session.buffer.push(frame);
+      sim.broadcast(frame, session);
+    }
+  };
+};
+
+/** The context ids of the tasks the capsule ran, in order of first appearance, once it is idle. */
+const contexts = async (): Promise<string[]> => {
+  await capsule!.idle();
+  const seen = new Set<string>();
+  for (const w of capsule!.written) {
+    if (w.event !== 'status') continue;
+    const ctx = (JSON.parse(w.data) as { context_id?: string }).context_id;
+    if (ctx) seen.add(ctx);
+  }
+  return [...seen];
 };
 
 const waitWatched = (timeoutMs: number): Promise<void> =>
@@ -117,7 +153,13 @@ process.on('message', (msg: { type: string; url?: string } & Partial<Run>) => {
     startNchan(msg.url!);
     process.send?.({ type: 'ready' });
   } else if (msg.type === 'capsule') {
-    startCapsule().then((url) => process.send?.({ type: 'ready', url }), fail);
+    const acceptance = (msg as { acceptance?: 'queue' }).acceptance;
+    startCapsule(acceptance).then((url) => process.send?.({ type: 'ready', url }), fail);
+  } else if (msg.type === 'contexts') {
+    contexts().then((list) => process.send?.({ type: 'contexts', contexts: list }), fail);
+  } else if (msg.type === 'workload') {
+    startWorkload((msg as unknown as { spec: WorkloadSpec }).spec);
+    process.send?.({ type: 'workload' });
   } else if (msg.type === 'watched') {
     waitWatched(20_000).then(() => process.send?.({ type: 'watched' }), fail);
   } else if (msg.type === 'run') {

@@ -20,6 +20,8 @@ export interface Server {
   subUrl: string;
   /** Where the nchan publisher POSTs (anchor only). */
   pubUrl?: string;
+  /** The gateway's origin (gateway only): the surfaces' routes hang off it. */
+  baseUrl?: string;
   /** Server processes whose CPU and RSS count: nginx or the gateway, then redis-server (if any). */
   pids: number[];
   stop(): Promise<void>;
@@ -150,6 +152,7 @@ export const startGateway = async (capsuleUrl: string, redis: boolean): Promise<
   }
   return {
     subUrl: `http://127.0.0.1:${port}/murmur/bench/events`,
+    baseUrl: `http://127.0.0.1:${port}`,
     pids: redisProc ? [gw.pid!, redisProc.pid!] : [gw.pid!],
     stop,
   };

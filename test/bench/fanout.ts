@@ -7,32 +7,26 @@
  * RSS, the client core's load (if it nears 100 % the clients, not the server, are being measured)
  * and delivered/expected. Medians of BENCH_RUNS runs, targets interleaved within a run.
  *
- * `npm run bench -- fanout` runs only this; `npx tsx test/bench/fanout.ts` too.
- * Env: BENCH_RUNS (default 5 via run.ts, 3 standalone), BENCH_FANOUT_SECONDS (window, default 5),
+ * `npm run bench -- fanout` runs only this; `npx tsx test/bench/fanout.ts` too. Returns the summary
+ * rows of run.ts's table (gateway beside the anchor). Env: BENCH_FANOUT_RUNS or BENCH_RUNS (3), BENCH_FANOUT_SECONDS (window, default 5),
  * BENCH_FANOUT_LOADS (e.g. `1000x40,100x500`; default the issue's three plus the 1000x1000 overload),
  * BENCH_FANOUT_TARGETS (`anchor,embedded,redis`), BENCH_FANOUT_CLIENTS (subscriber processes, 4).
  */
-import { spawnSync, type ChildProcess } from 'node:child_process';
-import { performance } from 'node:perf_hooks';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-import { BUCKETS, percentile } from './fanout-event.js';
+import { spawnSync } from 'node:child_process';
+import { pathToFileURL } from 'node:url';
 import {
-  ask,
-  canPin,
-  CLIENT_CORE,
-  coreLoad,
-  coreTicks,
-  cpuUs,
-  forkPinned,
-  haveCommand,
-  killAll,
-  rssBytes,
-  SERVER_CORE,
-  stopProcess,
-} from './fanout-procs.js';
-import { nchanMissing, startGateway, startNchan, type Server } from './fanout-servers.js';
-
-type Target = 'anchor' | 'embedded' | 'redis';
+  flagged,
+  fmt as f,
+  fmtMs as ms,
+  measure,
+  medianSample,
+  WARM_MS,
+  type FanoutSample,
+  type Target,
+} from './fanout-measure.js';
+import { canPin, CLIENT_CORE, haveCommand, killAll, SERVER_CORE } from './fanout-procs.js';
+import { nchanMissing } from './fanout-servers.js';
+import { printSummary, type Figure } from './scale-summary.js';
 
 interface Load {
   subs: number;
@@ -41,34 +35,7 @@ interface Load {
   overload: boolean;
 }
 
-export interface FanoutSample {
-  usPerEvent: number;
-  p50Ms: number;
-  p99Ms: number;
-  rssMb: number;
-  /** Core loads over the window (every process on the core, the bench's and anyone else's). */
-  clientCore: number;
-  serverCore: number;
-  /** The bench's own processes' CPU over the window, in cores: server side, client side. */
-  serverCpu: number;
-  clientCpu: number;
-  deliveredRatio: number;
-  /** Subscriber connections the server ended during the run. */
-  ended: number;
-}
-
-/** What the publisher reports at the end: how far it fell behind, and POSTs pending or failed (nchan). */
-interface Published {
-  maxBehind: number;
-  inFlight: number;
-  failed: number;
-}
-
-const here = (f: string): string => fileURLToPath(new URL(f, import.meta.url));
-const CLIENTS = here('./fanout-clients.ts');
-const PUBLISHER = here('./fanout-publisher.ts');
-const WARM_MS = 2000;
-const TAIL_MS = 1000;
+export type { FanoutSample };
 
 const env = (name: string, dflt: number): number => {
   const v = Number(process.env[name]);
@@ -86,160 +53,6 @@ const parseLoads = (spec: string | undefined): Load[] =>
       overload: m[3] === '!' || Number(m[1]) * Number(m[2]) >= 500_000,
     }));
 
-/** Poll the subscribers until their count stops moving (bounded): the window's last events land. */
-const drain = async (
-  clients: ChildProcess[],
-): Promise<{ delivered: number; hist: number[]; ended: number; seen: number }> => {
-  let last = -1;
-  const deadline = Date.now() + 5000;
-  for (;;) {
-    const reports = await Promise.all(
-      clients.map((c) =>
-        ask<{ delivered: number; hist: number[]; ended: number; seen: number }>(
-          c,
-          { type: 'report' },
-          'report',
-        ),
-      ),
-    );
-    const delivered = reports.reduce((a, r) => a + r.delivered, 0);
-    if (delivered === last || Date.now() > deadline) {
-      const hist = new Array<number>(BUCKETS).fill(0);
-      for (const r of reports) r.hist.forEach((n, i) => (hist[i]! += n));
-      const sum = (k: 'ended' | 'seen'): number => reports.reduce((a, r) => a + r[k], 0);
-      return { delivered, hist, ended: sum('ended'), seen: sum('seen') };
-    }
-    last = delivered;
-    await new Promise((r) => setTimeout(r, 300));
-  }
-};
-
-const measure = async (
-  target: Target,
-  load: Load,
-  windowMs: number,
-  clientProcs: number,
-): Promise<FanoutSample> => {
-  const { subs, rate } = load;
-  const from = Math.floor((WARM_MS * rate) / 1000) + 1;
-  const to = Math.floor(((WARM_MS + windowMs) * rate) / 1000);
-  const count = Math.floor(((WARM_MS + windowMs + TAIL_MS) * rate) / 1000);
-  const publisher = forkPinned(CLIENT_CORE, PUBLISHER);
-  const clients: ChildProcess[] = [];
-  let server: Server | null = null;
-  try {
-    if (target === 'anchor') {
-      server = await startNchan();
-      await ask(publisher, { type: 'nchan', url: server.pubUrl }, 'ready');
-    } else {
-      const { url } = await ask<{ url: string }>(publisher, { type: 'capsule' }, 'ready');
-      server = await startGateway(url, target === 'redis');
-      await ask(publisher, { type: 'watched' }, 'watched', 30_000);
-    }
-    const procs = Math.max(1, Math.min(clientProcs, subs));
-    for (let i = 0; i < procs; i++) clients.push(forkPinned(CLIENT_CORE, CLIENTS));
-    await Promise.all(
-      clients.map((c, i) =>
-        ask(
-          c,
-          {
-            type: 'start',
-            url: server!.subUrl,
-            subs: Math.floor(subs / procs) + (i < subs % procs ? 1 : 0),
-            from,
-            to,
-          },
-          'ready',
-        ),
-      ),
-    );
-
-    const pids = server.pids;
-    let published: Published | null = null;
-    const clientPids = [publisher, ...clients].map((c) => c.pid!);
-    const marks: {
-      at: number;
-      cpu: number;
-      clientCpu: number;
-      client: ReturnType<typeof coreTicks>;
-      server: ReturnType<typeof coreTicks>;
-    }[] = [];
-    let rss = 0;
-    const rssTimer = setInterval(() => {
-      if (marks.length === 1) rss = Math.max(rss, rssBytes(pids));
-    }, 200);
-    const onMark = (m: { type: string }): void => {
-      if (m.type !== 'mark') return;
-      marks.push({
-        at: performance.now(),
-        cpu: cpuUs(pids),
-        clientCpu: cpuUs(clientPids),
-        client: coreTicks(CLIENT_CORE),
-        server: coreTicks(SERVER_CORE),
-      });
-      if (marks.length === 1) rss = rssBytes(pids);
-    };
-    publisher.on('message', onMark);
-    try {
-      published = await ask<Published>(
-        publisher,
-        { type: 'run', rate, count, marks: [from, to] },
-        'done',
-        WARM_MS + windowMs + TAIL_MS + 30_000,
-      );
-    } finally {
-      clearInterval(rssTimer);
-      publisher.off('message', onMark);
-    }
-    const { delivered, hist, ended, seen } = await drain(clients);
-    if (delivered < 0.5 * (to - from + 1) * subs) {
-      console.warn(
-        `${loadName(load)} ${target}: delivered ${delivered} of ${(to - from + 1) * subs} in the window ` +
-          `(${seen} events seen in all; publisher ${JSON.stringify(published)})`,
-      );
-    }
-    const [a, b] = marks as [(typeof marks)[0], (typeof marks)[0]];
-    return {
-      usPerEvent: delivered > 0 ? (b.cpu - a.cpu) / delivered : NaN,
-      p50Ms: percentile(hist, 50),
-      p99Ms: percentile(hist, 99),
-      rssMb: rss / 1e6,
-      clientCore: coreLoad(a.client, b.client),
-      serverCore: coreLoad(a.server, b.server),
-      serverCpu: (b.cpu - a.cpu) / 1000 / (b.at - a.at),
-      clientCpu: (b.clientCpu - a.clientCpu) / 1000 / (b.at - a.at),
-      deliveredRatio: delivered / ((to - from + 1) * subs),
-      ended,
-    };
-  } finally {
-    for (const c of [...clients, publisher]) if (c.connected) c.send({ type: 'stop' });
-    await Promise.all([...clients, publisher].map((c) => stopProcess(c, 2000)));
-    await server?.stop();
-  }
-};
-
-const median = (xs: number[]): number => {
-  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
-  if (s.length === 0) return NaN;
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
-
-const medianSample = (samples: FanoutSample[]): FanoutSample => ({
-  usPerEvent: median(samples.map((s) => s.usPerEvent)),
-  p50Ms: median(samples.map((s) => s.p50Ms)),
-  p99Ms: median(samples.map((s) => s.p99Ms)),
-  rssMb: median(samples.map((s) => s.rssMb)),
-  clientCore: median(samples.map((s) => s.clientCore)),
-  serverCore: median(samples.map((s) => s.serverCore)),
-  serverCpu: median(samples.map((s) => s.serverCpu)),
-  clientCpu: median(samples.map((s) => s.clientCpu)),
-  deliveredRatio: median(samples.map((s) => s.deliveredRatio)),
-  ended: median(samples.map((s) => s.ended)),
-});
-
-const f = (x: number, digits = 1): string => (Number.isFinite(x) ? x.toFixed(digits) : '–');
-const ms = (x: number): string => (Number.isFinite(x) ? (x >= 100 ? x.toFixed(0) : x.toPrecision(2)) : '–');
 /** A short delivery (nchan throttling its publisher, a gateway shedding) is shown beside the figures. */
 const cell = (s: FanoutSample | undefined): string =>
   s
@@ -250,14 +63,44 @@ const ratio = (g: FanoutSample | undefined, a: FanoutSample | undefined): string
 const loadName = (l: Load): string =>
   `${l.subs.toLocaleString('en')} × ${l.rate}${l.overload ? ' (overload)' : ''}`;
 
-export const benchFanout = async (runs: number): Promise<void> => {
+/**
+ * The summary rows: per ordinary load and store, the gateway's CPU per delivered event and p99 beside
+ * the anchor's from the same run; met when both ratios are ≤ 1. A flagged sample (clients setting the
+ * pace, a saturated server core, a short delivery) is not judged.
+ */
+const figures = (loads: Load[], results: Map<string, FanoutSample>, missing: string | null): Figure[] =>
+  loads
+    .filter((l) => !l.overload)
+    .flatMap((l) =>
+      (['embedded', 'redis'] as const).map((store): Figure => {
+        const g = results.get(`${loadName(l)}/${store}`);
+        const a = results.get(`${loadName(l)}/anchor`);
+        const figure = `native fan-out ${loadName(l)}: CPU/delivered event, p99 (${store === 'redis' ? 'Redis' : 'embedded'})`;
+        const target = '≤ 1× anchor (both)';
+        if (!g) return { figure, target, measured: 'not measured (failed or skipped)', met: null };
+        const flag = flagged(g) ?? (a ? flagged(a) : null);
+        const anchor = a ? cell(a) : `none (${missing ?? 'not measured'})`;
+        const measured = `${cell(g)}${a ? ` (${ratio(g, a)})` : ''}${flag ? `; flagged: ${flag}` : ''}`;
+        const met = !a || flag ? null : g.usPerEvent <= a.usPerEvent && g.p99Ms <= a.p99Ms;
+        return { figure, target, anchor, measured, met };
+      }),
+    );
+
+export const benchFanout = async (runs: number, opts: { loads?: string } = {}): Promise<Figure[]> => {
   if (!canPin()) {
     console.log('\n# fan-out vs nchan: skipped (needs Linux /proc and taskset to pin server and clients)');
-    return;
+    return [
+      {
+        figure: 'native fan-out vs nchan',
+        target: '≤ 1× anchor',
+        measured: 'skipped (no taskset)',
+        met: null,
+      },
+    ];
   }
   const windowMs = env('BENCH_FANOUT_SECONDS', 5) * 1000;
   const clientProcs = env('BENCH_FANOUT_CLIENTS', 4);
-  const loads = parseLoads(process.env.BENCH_FANOUT_LOADS);
+  const loads = parseLoads(process.env.BENCH_FANOUT_LOADS ?? opts.loads);
   const redis = haveCommand('redis-server');
   const missing = !redis ? 'redis-server is not installed' : nchanMissing();
   if (missing) console.log(`\nanchor skipped: ${missing}; gateway figures alone`);
@@ -280,7 +123,16 @@ export const benchFanout = async (runs: number): Promise<void> => {
       for (let r = 0; r < runs; r++) {
         for (const t of targets) {
           try {
-            samples.get(t)!.push(await measure(t, load, windowMs, clientProcs));
+            samples.get(t)!.push(
+              await measure({
+                target: t,
+                subs: load.subs,
+                rate: load.rate,
+                windowMs,
+                clientProcs,
+                label: `${loadName(load)} ${t}`,
+              }),
+            );
           } catch (err) {
             console.warn(`${loadName(load)} ${t} run ${r + 1}: ${(err as Error).message}`);
           }
@@ -336,14 +188,15 @@ export const benchFanout = async (runs: number): Promise<void> => {
       'everything on the core: client procs near 100 % means the clients, not the server, set the pace)',
   );
   console.table(detail);
+  return figures(loads, results, missing);
 };
 
-/** The entry `npm run bench` (test/bench/run.ts) calls. */
-export const runBench = async (o: { runs: number }): Promise<void> => benchFanout(o.runs);
-
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  benchFanout(env('BENCH_RUNS', 3)).then(
-    () => process.exit(0),
+  benchFanout(env('BENCH_FANOUT_RUNS', env('BENCH_RUNS', 3))).then(
+    (figures) => {
+      printSummary(figures);
+      process.exit(0);
+    },
     async (err: unknown) => {
       console.error(err);
       await killAll();

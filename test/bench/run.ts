@@ -1,102 +1,170 @@
 /**
- * `npm run bench`: every benchmark, bounded, medians of several runs, printed as a table. Starts its
- * own redis-server on a free port when one is installed. Figures are noisy on shared machines:
- * compare ratios within one run, not absolutes across runs. `npm run bench -- fanout` runs only the
- * fan-out vs nginx + nchan comparison (fanout.ts). The issue-11 scale figures have selectors too:
- * `idle` (10,000 idle SSE connections), `resume` (resume storm), `capsules` (1,000 idle capsules),
- * `ingest` (ingest into Redis vs raw XADD), `reads` (reads vs other conversations), `scale` (all
- * five); several may be given. The default run ends with a summary: figure | target | measured | met?
+ * `npm run bench`: the issue-11 figures, bounded, ending with ONE table: figure | target | anchor
+ * (same run) | measured | met? (scale-summary.ts), preceded by each bench's own detail table.
+ * Starts its own redis-server(s) when installed; nginx + nchan for the fan-out anchor when installed.
+ * Figures are noisy on shared machines: compare ratios within one run, not absolutes across runs.
+ *
+ * Selectors (`npm run bench -- <name> [<name> …]`), each printing its tables and the summary:
+ *   fanout     native fan-out vs nginx + nchan + Redis (fanout.ts; its 1000×1000 overload row too)
+ *   surfaces   BeeOS and Flue SSE fan-out vs native (fanout-surfaces.ts)
+ *   overload   1,000 × 1,000 ev/s native with slow readers (overload.ts)
+ *   idle | resume | capsules | ingest | reads, or `scale` for those five (scale-*.ts)
+ *   extras     store append, end-to-end ingest, id-0 cuts, hub fan-out to long-pollers (not issue 11)
+ *   all        the default run plus `extras`
+ * The default run (no selector) is every issue-11 figure. Env: BENCH_RUNS (store and ingest runs, 5),
+ * BENCH_FANOUT_RUNS (fan-out and surface runs, 3), and each bench's own (see its header).
  */
-import { benchIngest } from './ingest.js';
-import { benchStoreAppend } from './store-append.js';
-import { redisServerAvailable, startRedisServer } from '../support/redis-server.js';
+import { cpus, loadavg } from 'node:os';
 import { spawnSync } from 'node:child_process';
+import { redisServerAvailable, startRedisServer } from '../support/redis-server.js';
 import { CLIENT_CORE, killAll, SERVER_CORE } from './fanout-procs.js';
-import { printSummary, type Figure } from './scale-summary.js';
+import { failedFigure, printSummary, type Figure } from './scale-summary.js';
+import type { IngestResult } from './ingest.js';
+import type { StoreAppendResult } from './store-append.js';
 
-const runs = Number(process.env.BENCH_RUNS ?? 5);
+const num = (name: string, dflt: number): number => {
+  const v = Number(process.env[name]);
+  return Number.isFinite(v) && v > 0 ? v : dflt;
+};
+const runs = num('BENCH_RUNS', 5);
+const fanoutRuns = num('BENCH_FANOUT_RUNS', 3);
+
+interface Ctx {
+  redisUrl: string | undefined;
+  /** The store-append and ingest rows, once measured (the ingest figures reuse them). */
+  known?: { ingest: IngestResult[]; append: StoreAppendResult[] };
+}
 
 /** The issue-11 scale benches (scale-*.ts), each returning its summary rows. */
-const SCALE: Record<string, (o: { redis: boolean; redisUrl?: string }) => Promise<Figure[]>> = {
-  idle: async (o) => (await import('./scale-idle.js')).benchIdle(o),
-  resume: async (o) => (await import('./scale-resume.js')).benchResume(o),
-  capsules: async (o) => (await import('./scale-capsules.js')).benchCapsules(o),
-  ingest: async (o) => (await import('./scale-ingest.js')).benchIngestRedis({ redisUrl: o.redisUrl, runs }),
-  reads: async (o) => (await import('./scale-reads.js')).benchReads(o),
+const SCALE: Record<string, { target: string; run: (c: Ctx) => Promise<Figure[]> }> = {
+  idle: {
+    target: '≤ 300 MB',
+    run: async () => (await import('./scale-idle.js')).benchIdle({ redis: redisServerAvailable() }),
+  },
+  resume: {
+    target: '≤ 5 s',
+    run: async () => (await import('./scale-resume.js')).benchResume({ redis: redisServerAvailable() }),
+  },
+  capsules: {
+    target: '≤ 1 MB each',
+    run: async () => (await import('./scale-capsules.js')).benchCapsules({ redis: redisServerAvailable() }),
+  },
+  ingest: {
+    target: '≥ 50,000 frames/s, ≥ 0.5× XADD',
+    run: async (c) =>
+      (await import('./scale-ingest.js')).benchIngestRedis({
+        redisUrl: c.redisUrl,
+        runs,
+        ...(c.known ? { known: c.known } : {}),
+      }),
+  },
+  reads: {
+    target: 'independent',
+    run: async () => (await import('./scale-reads.js')).benchReads({ redis: redisServerAvailable() }),
+  },
 };
 
-/** Run the named scale benches; a bench that throws is a row saying so, not the end of the run. */
-const runScale = async (names: string[], redisUrl: string | undefined): Promise<Figure[]> => {
-  const figures: Figure[] = [];
-  // This process reads and relays on the clients' core; core 0 is the gateway's and redis-server's.
-  spawnSync('taskset', ['-p', '-c', String(CLIENT_CORE), String(process.pid)], { stdio: 'ignore' });
-  for (const name of names) {
-    try {
-      figures.push(
-        ...(await SCALE[name]!({ redis: redisServerAvailable(), ...(redisUrl ? { redisUrl } : {}) })),
-      );
-    } catch (err) {
-      console.warn(`${name}: ${(err as Error).message}`);
-      figures.push({ figure: name, target: '–', measured: `failed: ${(err as Error).message}`, met: null });
-    } finally {
-      await killAll();
-    }
-  }
-  spawnSync('taskset', ['-p', '-c', `${SERVER_CORE},${CLIENT_CORE}`, String(process.pid)], {
-    stdio: 'ignore',
-  });
-  return figures;
+/** Every bench that hands rows to the summary, by selector, in the default run's order. */
+const BENCHES: Record<string, { target: string; run: (c: Ctx) => Promise<Figure[]> }> = {
+  ingest: SCALE.ingest!,
+  fanout: {
+    target: '≤ 1× anchor',
+    run: async () =>
+      (await import('./fanout.js')).benchFanout(fanoutRuns, {
+        loads: defaultRun ? '1000x40,1000x100,100x500' : undefined,
+      }),
+  },
+  surfaces: {
+    target: '≤ 1.5× native',
+    run: async () => (await import('./fanout-surfaces.js')).benchSurfaces(fanoutRuns),
+  },
+  overload: {
+    target: '< 400 MB, p99 < 1 s',
+    run: async () => (await import('./overload.js')).benchOverload(),
+  },
+  idle: SCALE.idle!,
+  resume: SCALE.resume!,
+  capsules: SCALE.capsules!,
+  reads: SCALE.reads!,
+};
+
+let defaultRun = false;
+
+/** Store append, end-to-end ingest, id-0 cuts, hub fan-out: tables only (ingest rows are reused). */
+const extras = async (c: Ctx): Promise<void> => {
+  const redisUrl = c.redisUrl;
+  const { benchStoreAppend } = await import('./store-append.js');
+  const { benchIngest } = await import('./ingest.js');
+  console.log(`\n# store append (LogWriter → store), median of ${runs} runs`);
+  const append = await benchStoreAppend({ ...(redisUrl ? { redisUrl } : {}), frames: 100_000, runs });
+  console.table(append);
+  console.log(`\n# ingest (simulated burst → watch → reconcile → durable append), median of ${runs} runs`);
+  const ingest = await benchIngest({ ...(redisUrl ? { redisUrl } : {}), chunks: 20_000, runs });
+  console.table(ingest);
+  c.known = { ingest, append };
+  console.log('\n# id-0 frames lost to 12 connection cuts 0.3–0.7 s apart (busy capsule, default reconnect)');
+  const { benchIdZeroCuts } = await import('./id-zero-cuts.js');
+  console.table([await benchIdZeroCuts()]);
+  const { runBench } = await import('./hub-fanout.js');
+  await runBench({ ...(redisUrl ? { redisUrl } : {}), runs });
+};
+
+const pinTo = (cores: string): void =>
+  void spawnSync('taskset', ['-p', '-c', cores, String(process.pid)], { stdio: 'ignore' });
+
+const header = (args: string[]): string => {
+  const env = Object.entries(process.env)
+    .filter(([k]) => k.startsWith('BENCH_'))
+    .map(([k, v]) => `${k}=${v} `)
+    .join('');
+  return (
+    `command: ${env}npm run bench${args.length ? ` -- ${args.join(' ')}` : ''}\n` +
+    `machine: ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), node ${process.version}, ` +
+    `load average at start ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}`
+  );
 };
 
 const main = async (): Promise<void> => {
   const args = process.argv.slice(2);
-  if (args.includes('fanout')) {
-    const { benchFanout } = await import('./fanout.js');
-    return benchFanout(runs);
-  }
-  const picked = args.flatMap((a) => (a === 'scale' ? Object.keys(SCALE) : a in SCALE ? [a] : []));
-  if (picked.length > 0) {
-    const redis = picked.includes('ingest') && redisServerAvailable() ? await startRedisServer() : null;
-    try {
-      printSummary(await runScale(picked, redis?.url));
-    } finally {
-      await redis?.stop('SIGTERM');
-    }
-    return;
-  }
-  const redis = redisServerAvailable() ? await startRedisServer() : null;
-  if (!redis) console.warn('redis-server not installed: Redis figures are skipped');
-  const redisUrl = redis?.url;
+  const top = header(args);
+  console.log(`# ${top.replace('\n', '\n# ')}`);
+  defaultRun = args.length === 0 || args.includes('all');
+  const picked = defaultRun
+    ? Object.keys(BENCHES)
+    : [...new Set(args.flatMap((a) => (a === 'scale' ? Object.keys(SCALE) : a in BENCHES ? [a] : [])))];
+  const wantExtras = args.includes('all') || args.includes('extras');
+  const unknown = args.filter((a) => !(a in BENCHES) && !['scale', 'all', 'extras'].includes(a));
+  if (unknown.length > 0) throw new Error(`unknown selector(s): ${unknown.join(', ')}`);
+
+  const needRedis = wantExtras || picked.includes('ingest');
+  const redis = needRedis && redisServerAvailable() ? await startRedisServer() : null;
+  if (needRedis && !redis) console.warn('redis-server not installed: Redis figures are skipped');
+  const ctx: Ctx = { redisUrl: redis?.url };
+  const figures: Figure[] = [];
+  const t0 = performance.now();
   try {
-    console.log(`\n# store append (LogWriter → store), median of ${runs} runs`);
-    const append = await benchStoreAppend({ ...(redisUrl ? { redisUrl } : {}), frames: 100_000, runs });
-    console.table(append);
-
-    console.log(`\n# ingest (simulated burst → watch → reconcile → durable append), median of ${runs} runs`);
-    const ingest = await benchIngest({ ...(redisUrl ? { redisUrl } : {}), chunks: 100_000, runs });
-    console.table(ingest);
-    const { benchIngestRedis } = await import('./scale-ingest.js');
-    const figures = await benchIngestRedis({ redisUrl, runs, known: { ingest, append } });
-
-    console.log(
-      '\n# id-0 frames lost to 12 connection cuts 0.3–0.7 s apart (busy capsule, default reconnect)',
-    );
-    const { benchIdZeroCuts } = await import('./id-zero-cuts.js');
-    console.table([await benchIdZeroCuts()]);
-
-    // fanout.ts: native fan-out against the nginx + nchan + Redis anchor (processes on separate cores).
-    for (const extra of ['./fanout.js', './hub-fanout.js']) {
-      const mod = (await import(extra).catch(() => null)) as {
-        runBench?: (o: { redisUrl?: string; runs: number }) => Promise<void>;
-      } | null;
-      if (mod?.runBench) await mod.runBench({ ...(redisUrl ? { redisUrl } : {}), runs });
+    if (wantExtras) await extras(ctx);
+    for (const name of picked) {
+      const started = performance.now();
+      // This process reads and relays on the clients' core; core 0 is the servers'.
+      pinTo(String(CLIENT_CORE));
+      try {
+        figures.push(...(await BENCHES[name]!.run(ctx)));
+      } catch (err) {
+        console.warn(`${name}: ${(err as Error).message}`);
+        figures.push(failedFigure(name, BENCHES[name]!.target, err));
+      } finally {
+        await killAll();
+        pinTo(`${SERVER_CORE},${CLIENT_CORE}`);
+      }
+      console.log(`(${name}: ${((performance.now() - started) / 1000).toFixed(0)} s)`);
     }
-
-    figures.push(...(await runScale(['idle', 'resume', 'capsules', 'reads'], redisUrl)));
-    printSummary(figures);
   } finally {
     await redis?.stop('SIGTERM');
   }
+  printSummary(figures, `${top}\ntotal ${((performance.now() - t0) / 60_000).toFixed(1)} min`);
 };
 
 main().then(

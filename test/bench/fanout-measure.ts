@@ -1,0 +1,239 @@
+/**
+ * One measured run of the fan-out benches (fanout.ts, fanout-surfaces.ts): start the server (nginx +
+ * nchan, or the gateway watching the publisher's capsule) on the server core, the publisher and the
+ * subscriber processes on the client core, publish at a fixed rate, and over a steady window after a
+ * warm-up read the server's CPU (process + redis-server, /proc utime+stime), the cores' loads and the
+ * subscribers' latency histogram. `prepare` lets a bench create what its subscribers read (Flue and
+ * BeeOS conversations) and name a URL per subscriber.
+ */
+import type { ChildProcess } from 'node:child_process';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { BUCKETS, percentile } from './fanout-event.js';
+import {
+  ask,
+  CLIENT_CORE,
+  coreLoad,
+  coreTicks,
+  cpuUs,
+  forkPinned,
+  rssBytes,
+  SERVER_CORE,
+  stopProcess,
+} from './fanout-procs.js';
+import { startGateway, startNchan, type Server } from './fanout-servers.js';
+
+export type Target = 'anchor' | 'embedded' | 'redis';
+
+export interface FanoutSample {
+  usPerEvent: number;
+  p50Ms: number;
+  p99Ms: number;
+  rssMb: number;
+  /** Core loads over the window (every process on the core, the bench's and anyone else's). */
+  clientCore: number;
+  serverCore: number;
+  /** The bench's own processes' CPU over the window, in cores: server side, client side. */
+  serverCpu: number;
+  clientCpu: number;
+  deliveredRatio: number;
+  /** Subscriber connections the server ended during the run. */
+  ended: number;
+}
+
+/** What the publisher reports at the end: how far it fell behind, and POSTs pending or failed (nchan). */
+interface Published {
+  maxBehind: number;
+  inFlight: number;
+  failed: number;
+}
+
+export interface MeasureSpec {
+  target: Target;
+  subs: number;
+  /** Chunks published per second (the capsule's total). */
+  rate: number;
+  /** Events each subscriber should receive per published chunk (1; 1/N over N conversations). */
+  share?: number;
+  windowMs: number;
+  clientProcs: number;
+  /** Capsule options for the publisher (`queue` when conversations are created first). */
+  acceptance?: 'queue';
+  /** Once the server watches the capsule: the URL of each subscriber (default: all on server.subUrl). */
+  prepare?: (server: Server, publisher: ChildProcess) => Promise<string[]>;
+  label: string;
+}
+
+const here = (f: string): string => fileURLToPath(new URL(f, import.meta.url));
+const CLIENTS = here('./fanout-clients.ts');
+const PUBLISHER = here('./fanout-publisher.ts');
+export const WARM_MS = 2000;
+const TAIL_MS = 1000;
+
+/** Poll the subscribers until their count stops moving (bounded): the window's last events land. */
+export const drain = async (
+  clients: ChildProcess[],
+): Promise<{ delivered: number; hist: number[]; ended: number; seen: number }> => {
+  let last = -1;
+  const deadline = Date.now() + 5000;
+  for (;;) {
+    const reports = await Promise.all(
+      clients.map((c) =>
+        ask<{ delivered: number; hist: number[]; ended: number; seen: number }>(
+          c,
+          { type: 'report' },
+          'report',
+        ),
+      ),
+    );
+    const delivered = reports.reduce((a, r) => a + r.delivered, 0);
+    if (delivered === last || Date.now() > deadline) {
+      const hist = new Array<number>(BUCKETS).fill(0);
+      for (const r of reports) r.hist.forEach((n, i) => (hist[i]! += n));
+      const sum = (k: 'ended' | 'seen'): number => reports.reduce((a, r) => a + r[k], 0);
+      return { delivered, hist, ended: sum('ended'), seen: sum('seen') };
+    }
+    last = delivered;
+    await new Promise((r) => setTimeout(r, 300));
+  }
+};
+
+/** `total` split as evenly as possible over `n` parts. */
+const part = (total: number, n: number, i: number): number => Math.floor(total / n) + (i < total % n ? 1 : 0);
+
+export const measure = async (spec: MeasureSpec): Promise<FanoutSample> => {
+  const { target, subs, rate, windowMs, clientProcs } = spec;
+  const from = Math.floor((WARM_MS * rate) / 1000) + 1;
+  const to = Math.floor(((WARM_MS + windowMs) * rate) / 1000);
+  const count = Math.floor(((WARM_MS + windowMs + TAIL_MS) * rate) / 1000);
+  const expected = (to - from + 1) * subs * (spec.share ?? 1);
+  const publisher = forkPinned(CLIENT_CORE, PUBLISHER);
+  const clients: ChildProcess[] = [];
+  let server: Server | null = null;
+  try {
+    if (target === 'anchor') {
+      server = await startNchan();
+      await ask(publisher, { type: 'nchan', url: server.pubUrl }, 'ready');
+    } else {
+      const { url } = await ask<{ url: string }>(
+        publisher,
+        { type: 'capsule', ...(spec.acceptance ? { acceptance: spec.acceptance } : {}) },
+        'ready',
+      );
+      server = await startGateway(url, target === 'redis');
+      await ask(publisher, { type: 'watched' }, 'watched', 30_000);
+    }
+    const urls = spec.prepare ? await spec.prepare(server, publisher) : [server.subUrl];
+    const procs = Math.max(1, Math.min(clientProcs, subs));
+    let next = 0;
+    for (let i = 0; i < procs; i++) clients.push(forkPinned(CLIENT_CORE, CLIENTS));
+    await Promise.all(
+      clients.map((c, i) => {
+        const n = part(subs, procs, i);
+        const mine = Array.from({ length: n }, (_, k) => urls[(next + k) % urls.length]!);
+        next += n;
+        return ask(c, { type: 'start', urls: mine, subs: n, from, to }, 'ready', 120_000);
+      }),
+    );
+
+    const pids = server.pids;
+    let published: Published | null = null;
+    const clientPids = [publisher, ...clients].map((c) => c.pid!);
+    const marks: {
+      at: number;
+      cpu: number;
+      clientCpu: number;
+      client: ReturnType<typeof coreTicks>;
+      server: ReturnType<typeof coreTicks>;
+    }[] = [];
+    let rss = 0;
+    const rssTimer = setInterval(() => {
+      if (marks.length === 1) rss = Math.max(rss, rssBytes(pids));
+    }, 200);
+    const onMark = (m: { type: string }): void => {
+      if (m.type !== 'mark') return;
+      marks.push({
+        at: performance.now(),
+        cpu: cpuUs(pids),
+        clientCpu: cpuUs(clientPids),
+        client: coreTicks(CLIENT_CORE),
+        server: coreTicks(SERVER_CORE),
+      });
+      if (marks.length === 1) rss = rssBytes(pids);
+    };
+    publisher.on('message', onMark);
+    try {
+      published = await ask<Published>(
+        publisher,
+        { type: 'run', rate, count, marks: [from, to] },
+        'done',
+        WARM_MS + windowMs + TAIL_MS + 30_000,
+      );
+    } finally {
+      clearInterval(rssTimer);
+      publisher.off('message', onMark);
+    }
+    const { delivered, hist, ended, seen } = await drain(clients);
+    if (delivered < 0.5 * expected) {
+      console.warn(
+        `${spec.label}: delivered ${delivered} of ${Math.round(expected)} in the window ` +
+          `(${seen} events seen in all; publisher ${JSON.stringify(published)})`,
+      );
+    }
+    const [a, b] = marks as [(typeof marks)[0], (typeof marks)[0]];
+    return {
+      usPerEvent: delivered > 0 ? (b.cpu - a.cpu) / delivered : NaN,
+      p50Ms: percentile(hist, 50),
+      p99Ms: percentile(hist, 99),
+      rssMb: rss / 1e6,
+      clientCore: coreLoad(a.client, b.client),
+      serverCore: coreLoad(a.server, b.server),
+      serverCpu: (b.cpu - a.cpu) / 1000 / (b.at - a.at),
+      clientCpu: (b.clientCpu - a.clientCpu) / 1000 / (b.at - a.at),
+      deliveredRatio: delivered / expected,
+      ended,
+    };
+  } finally {
+    for (const c of [...clients, publisher]) if (c.connected) c.send({ type: 'stop' });
+    await Promise.all([...clients, publisher].map((c) => stopProcess(c, 2000)));
+    await server?.stop();
+  }
+};
+
+export const median = (xs: number[]): number => {
+  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (s.length === 0) return NaN;
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+};
+
+export const medianSample = (samples: FanoutSample[]): FanoutSample => ({
+  usPerEvent: median(samples.map((s) => s.usPerEvent)),
+  p50Ms: median(samples.map((s) => s.p50Ms)),
+  p99Ms: median(samples.map((s) => s.p99Ms)),
+  rssMb: median(samples.map((s) => s.rssMb)),
+  clientCore: median(samples.map((s) => s.clientCore)),
+  serverCore: median(samples.map((s) => s.serverCore)),
+  serverCpu: median(samples.map((s) => s.serverCpu)),
+  clientCpu: median(samples.map((s) => s.clientCpu)),
+  deliveredRatio: median(samples.map((s) => s.deliveredRatio)),
+  ended: median(samples.map((s) => s.ended)),
+});
+
+/**
+ * Why a sample cannot be a headline, or null: clients that set the pace (their core, or the bench's
+ * client processes, near 100 %), a saturated server core, or a short delivery.
+ */
+export const flagged = (s: FanoutSample): string | null => {
+  const why: string[] = [];
+  if (s.clientCore >= 0.9 || s.clientCpu >= 0.9)
+    why.push(`clients saturated (core ${Math.round(s.clientCore * 100)} %)`);
+  if (s.serverCore >= 0.95) why.push(`server core ${Math.round(s.serverCore * 100)} %`);
+  if (!(s.deliveredRatio >= 0.99)) why.push(`delivered ${Math.round(s.deliveredRatio * 100)} %`);
+  return why.length > 0 ? why.join(', ') : null;
+};
+
+/** Display helpers shared by the fan-out tables. */
+export const fmt = (x: number, digits = 1): string => (Number.isFinite(x) ? x.toFixed(digits) : '–');
+export const fmtMs = (x: number): string =>
+  Number.isFinite(x) ? (x >= 100 ? x.toFixed(0) : x.toPrecision(2)) : '–';
