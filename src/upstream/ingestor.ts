@@ -8,68 +8,15 @@
  * holds. When the store lost records (writer `onReset`), the tail is read back from the store.
  */
 import http from 'node:http';
-import type { Logger } from 'pino';
 import type { FactEntry, FrameEntry, LogEntry, LogRecord } from '../log/record.js';
 import type { UpstreamStateName } from '../core/types.js';
-import { IdZeroTracker } from './id-zero.js';
+import { AlignedTail, isBufferedFrame } from './aligned-tail.js';
+import type { IngestorOptions, IngestorState } from './ingestor-options.js';
 import { ReconnectPolicy } from './reconnect-policy.js';
 import { ReplayAligner, type AlignFrame, type AlignOutput, type MissingFact } from './replay-alignment.js';
-import type { SseFrame } from './sse-frames.js';
 import { runWatch, type WatchEnd } from './watch-connection.js';
 
-/** The writer as ingestion uses it (LogWriter fits). */
-export interface FrameSink {
-  append(capsule: string, entry: LogEntry): Promise<unknown>;
-  /** Queue without a promise; false when the entry was not queued and will never reach the log. */
-  write?(capsule: string, entry: LogEntry): boolean | void;
-  /** The store lost records and began a new epoch; queued frames of that capsule were discarded. */
-  onReset?(listener: (capsule: string) => void): () => void;
-  /** Resolves once the capsule's queue has room again after refusals. */
-  whenRoom?(capsule: string): Promise<void>;
-}
-
-/** The store read that continues the session the log holds (at start, and after a store reset). */
-export interface TailSource {
-  readLast(capsule: string, count: number): Promise<LogRecord[]>;
-}
-
-export interface IngestorOptions {
-  capsule: string;
-  url: string;
-  doorToken?: string | null;
-  writer: FrameSink;
-  store: TailSource;
-  logger?: Logger;
-  /** The capsule's replay buffer size (spec: 512). */
-  bufferSize?: number;
-  /** Backoff for attempts that fail to connect (and for store reads that fail). */
-  backoffBaseMs?: number;
-  backoffCapMs?: number;
-  /** Jitter before reconnecting after an acknowledged connection ended. */
-  reconnectJitterMs?: number;
-  /** Connection attempts allowed per second (a flapping capsule cannot spin the loop). */
-  maxConnectsPerSecond?: number;
-  /** Labelling hints only (restarted vs no-overlap); never what decides duplicate vs new. */
-  replayQuietMs?: number;
-  replayMaxMs?: number;
-  connectTimeoutMs?: number;
-  /** Observe each frame appended (capsule-client uses it to find a task whose stream closed early). */
-  onFrame?: (frame: SseFrame) => void;
-  /** Observe state changes (tests and metrics; pino gets one line per change regardless). */
-  onState?: (state: IngestorState) => void;
-}
-
-export interface IngestorState {
-  state: UpstreamStateName;
-  /** Why: 'start', 'reconnect', 'connection-ack', 'store unavailable', 'log queue full', a socket error… */
-  reason: string | null;
-  lastFrameAt: number | null;
-  reconnects: number;
-  ack: string | null;
-}
-
-/** Frames that never enter a replay buffer are not part of the aligned tail (spec "Replay"). */
-const isBufferedFrame = (f: { upstreamId: string | null }): boolean => f.upstreamId !== null;
+export type { FrameSink, IngestorOptions, IngestorState, TailSource } from './ingestor-options.js';
 
 export class CapsuleIngestor {
   private readonly bufferSize: number;
@@ -83,11 +30,8 @@ export class CapsuleIngestor {
     reconnects: 0,
     ack: null,
   };
-  /** Id-bearing frames the writer accepted for the current capsule session, oldest first. */
-  private tail: AlignFrame[] = [];
-  private hasHistory = false;
-  /** Each task's latest task-counter id, to spot attempts whose id-0 frame never reached us. */
-  private readonly idZero = new IdZeroTracker();
+  /** What the writer accepted of the current capsule session. */
+  private readonly tail: AlignedTail;
   private aligner: ReplayAligner | null = null;
   /** The open connection; aborted by us when the writer refuses a frame or the store reset. */
   private conn: AbortController | null = null;
@@ -103,6 +47,7 @@ export class CapsuleIngestor {
 
   constructor(private readonly options: IngestorOptions) {
     this.bufferSize = options.bufferSize ?? 512;
+    this.tail = new AlignedTail(this.bufferSize);
     this.policy = new ReconnectPolicy({
       backoffBaseMs: options.backoffBaseMs ?? 250,
       backoffCapMs: options.backoffCapMs ?? 30_000,
@@ -199,19 +144,7 @@ export class CapsuleIngestor {
       this.setState('backoff', 'store unavailable');
       return false;
     }
-    this.hasHistory = records.length > 0;
-    this.tail = [];
-    this.idZero.reset();
-    let from = 0;
-    records.forEach((r, i) => {
-      if (r.kind === 'fact' && r.fact === 'capsule-session-started') from = i + 1;
-    });
-    for (const r of records.slice(from)) {
-      if (r.kind === 'frame' && isBufferedFrame(r)) {
-        this.remember({ event: r.event, upstreamId: r.upstreamId, data: r.data });
-        this.idZero.note(r);
-      }
-    }
+    this.tail.seed(records);
     this.seededAt = resets;
     return true;
   }
@@ -221,10 +154,10 @@ export class CapsuleIngestor {
     if (this.connections > 1) this.current.reconnects++;
     this.current.ack = ack ?? this.current.ack;
     this.aligner = new ReplayAligner({
-      storedTail: this.tail,
-      hasHistory: this.hasHistory,
+      storedTail: this.tail.frames,
+      hasHistory: this.tail.hasHistory,
       bufferSize: this.bufferSize,
-      idZero: this.idZero,
+      idZero: this.tail.idZero,
       emit: (out) => this.onAligned(out),
     });
     this.fact({ fact: 'upstream-connected', ack: ack ?? '', attempt: this.connections });
@@ -236,7 +169,7 @@ export class CapsuleIngestor {
     if (out.kind === 'missing') return this.missing(out.fact);
     if (out.kind === 'new-session') {
       this.fact({ fact: 'capsule-session-started', reason: 'replay does not continue the stored session' });
-      this.tail = [];
+      this.tail.frames = [];
       this.options.logger?.info({ capsule: this.capsule }, 'capsule session restarted');
       return;
     }
@@ -308,14 +241,8 @@ export class CapsuleIngestor {
     }
     this.current.lastFrameAt = receivedAt;
     // The entry doubles as the aligned-tail item: one object per frame, not two.
-    if (isBufferedFrame(f)) this.remember(entry);
+    if (isBufferedFrame(f)) this.tail.remember(entry);
     this.options.onFrame?.({ event: f.event, upstreamId: f.upstreamId, data: f.data });
-  }
-
-  private remember(f: AlignFrame): void {
-    this.tail.push(f);
-    // Trim in steps, not per frame: keeps appends O(1) amortised at high rates.
-    if (this.tail.length > this.bufferSize * 2) this.tail = this.tail.slice(-this.bufferSize);
   }
 
   private fact(fact: DistributiveOmit<FactEntry, 'kind' | 'receivedAt'>): void {
@@ -324,7 +251,7 @@ export class CapsuleIngestor {
 
   /** Synchronous enqueue: the upstream read never waits for the store. False: refused. */
   private append(entry: LogEntry): boolean {
-    this.hasHistory = true;
+    this.tail.hasHistory = true;
     const { writer } = this.options;
     if (writer.write) return writer.write(this.capsule, entry) !== false;
     writer.append(this.capsule, entry).catch((err: unknown) => {
