@@ -11,7 +11,8 @@ import type { InvokeFrame } from './codec.js';
 import { encodeInvokeFrame, encodeKeepalive } from './codec.js';
 import { ERROR_TABLE } from './errors.js';
 import type { BeeosErrorCode } from './errors.js';
-import { SseWriter } from './sse-writer.js';
+import { openSse } from './sse-out.js';
+import type { Context } from 'hono';
 
 export interface InvokeTarget {
   capsule: string;
@@ -137,17 +138,22 @@ export const followInvoke = (
 
 /** SSE invoke: frames as they come, keepalive comments, close after `done`. */
 export const streamInvoke = (
+  c: Context,
   deps: AdapterDeps,
   target: InvokeTarget,
   signal: AbortSignal,
-): ReadableStream<Uint8Array> => {
-  const writer = new SseWriter(signal);
-  const keepalive = setInterval(() => writer.write(encodeKeepalive()), deps.config.heartbeatMs);
-  writer.onClose(() => clearInterval(keepalive));
-  void followInvoke(deps, target, (f) => writer.write(encodeInvokeFrame(f)), signal).then(() =>
-    writer.close(),
+): Response => {
+  const { stream, response } = openSse(c, {
+    heartbeat: { bytes: Buffer.from(encodeKeepalive()), everyMs: deps.config.heartbeatMs },
+  });
+  // A client gone (or cut past the byte bound) stops following the task.
+  const stop = new AbortController();
+  stream.onClose(() => stop.abort());
+  const both = AbortSignal.any([signal, stop.signal]);
+  void followInvoke(deps, target, (f) => stream.write(Buffer.from(encodeInvokeFrame(f))), both).then(() =>
+    stream.end(),
   );
-  return writer.stream;
+  return response;
 };
 
 export interface InvokeJson {

@@ -11,7 +11,7 @@ import { ChannelRegistry } from './channels.js';
 import type { Channel } from './channels.js';
 import { openChannelStream, projectChannel } from './channel-stream.js';
 import { ChannelFeeds } from './channel-feed.js';
-import { AGENTS_PREFIX, DEFAULT_INVOKE_TIMEOUT_MS, HEADER_REQUEST_ID } from './constants.js';
+import { AGENTS_PREFIX, DEFAULT_INVOKE_TIMEOUT_MS } from './constants.js';
 import { BeeosError } from './errors.js';
 import {
   conversationBodySchema,
@@ -30,7 +30,6 @@ import type { Envelope } from './projection.js';
 import { beeosEntry } from './records.js';
 import { outcomeError, recordOutcome, submitMessage } from './submit.js';
 import { createTask } from './create-task.js';
-import { SSE_HEADERS } from './sse-writer.js';
 
 export interface BeeosRouteOptions {
   /** How long invoke waits for the final status before `service_timeout`. */
@@ -44,8 +43,6 @@ export interface BeeosRouteOptions {
 const iso = (ms: number): string => new Date(ms).toISOString();
 const ok = (c: Context<Env>, data: unknown, status: 200 | 201 | 202 = 200): Response =>
   c.json({ success: true, data }, status);
-const sse = (c: Context<Env>, stream: ReadableStream<Uint8Array>): Response =>
-  new Response(stream, { status: 200, headers: { ...SSE_HEADERS, [HEADER_REQUEST_ID]: c.get('requestId') } });
 const wantsSse = (c: Context): boolean => /text\/event-stream/i.test(c.req.header('Accept') ?? '');
 
 /** Register the BeeOS routes on `app` (full paths). */
@@ -77,7 +74,7 @@ export const registerBeeosRoutes = (app: Hono<Env>, deps: AdapterDeps, options: 
         timeoutMs: invokeTimeoutMs,
         lostGraceMs: options.upstreamLostGraceMs ?? Math.max(2_000, deps.config.heartbeatMs),
       };
-      if (wantsSse(c)) return sse(c, streamInvoke(deps, target, c.req.raw.signal));
+      if (wantsSse(c)) return streamInvoke(c, deps, target, c.req.raw.signal);
       const r = await collectInvoke(deps, target, c.req.raw.signal);
       if (r.error) throw new BeeosError(r.error.code, r.error.message);
       const { type: _type, ...done } = r.done;
