@@ -71,13 +71,20 @@ const flushAll = (): void => {
   for (const s of list) s.flushNow();
 };
 
-/** Counters for tests and /metrics: open streams, wheel entries, wheel timers. */
-export const sseStats = (): { open: number; wheelEntries: number; wheelTimers: number } => ({
+/** Counters for tests and /metrics: open streams, streams ended by the byte bound, wheel entries and timers. */
+export const sseStats = (): {
+  open: number;
+  overflows: number;
+  wheelEntries: number;
+  wheelTimers: number;
+} => ({
   open: openCount,
+  overflows: overflowCount,
   wheelEntries: sharedWheel.size,
   wheelTimers: sharedWheel.timers,
 });
 let openCount = 0;
+let overflowCount = 0;
 
 /** The wheel entry of a stream's idle callback (only streams that ask for one carry it). */
 class IdleEntry implements WheelEntry {
@@ -292,6 +299,7 @@ export abstract class SseStreamBase implements SseStream, WheelEntry {
   /** Past the bound: drop what was not written, write the protocol's closing bytes, end. */
   private overflow(): void {
     this.overflowed = true;
+    overflowCount++;
     this.pending = [];
     this.pendingBytes = 0;
     const fn = this.onOverflowFn;

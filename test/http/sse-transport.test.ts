@@ -1,0 +1,220 @@
+/**
+ * The SSE transport over real loopback HTTP: headers from middleware kept, heartbeats on the shared
+ * wheel (one timer for many connections), a stopped reader past the byte bound ended with the
+ * protocol's bytes and resumed exactly, and the ReadableStream fallback for app.request.
+ */
+import net from 'node:net';
+import { serve, type ServerType } from '@hono/node-server';
+import { Hono } from 'hono';
+import { cors } from 'hono/cors';
+import { afterEach, describe, expect, it } from 'vitest';
+import { sseStats, startSse, type SseStream } from '../../src/http/sse-transport.js';
+
+const HB = Buffer.from(':hb\n\n');
+const frame = (id: number, size = 0): Buffer => Buffer.from(`id: ${id}\ndata: ${'x'.repeat(size)}${id}\n\n`);
+
+let servers: ServerType[] = [];
+let sockets: net.Socket[] = [];
+afterEach(async () => {
+  for (const s of sockets) s.destroy();
+  sockets = [];
+  await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
+  servers = [];
+});
+
+const listen = (app: Hono): Promise<number> =>
+  new Promise((resolve) => {
+    const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info) => resolve(info.port));
+    servers.push(s);
+  });
+
+/** A raw HTTP/1.1 client on a TCP socket: `pause()` stops reading for real (the kernel buffers fill). */
+const rawGet = (port: number, path: string, headers: Record<string, string> = {}) => {
+  const socket = net.connect(port, '127.0.0.1');
+  sockets.push(socket);
+  let text = '';
+  const waiters = new Set<() => void>();
+  const ended = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  socket.setEncoding('latin1');
+  socket.on('data', (d: string) => {
+    text += d;
+    for (const w of [...waiters]) w();
+  });
+  socket.on('close', () => {
+    for (const w of [...waiters]) w();
+  });
+  socket.on('error', () => {});
+  const head = Object.entries(headers)
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join('');
+  socket.write(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n${head}\r\n`);
+  const until = (pred: () => boolean, what: string): Promise<void> =>
+    new Promise((resolve, reject) => {
+      const check = (): void => {
+        if (pred()) {
+          waiters.delete(check);
+          resolve();
+        } else if (socket.destroyed) {
+          waiters.delete(check);
+          reject(new Error(`connection closed before ${what}: ${text.slice(0, 300)}`));
+        }
+      };
+      waiters.add(check);
+      check();
+    });
+  /** The body with chunked framing removed (complete chunks only). */
+  const body = (): string => {
+    const start = text.indexOf('\r\n\r\n');
+    if (start < 0) return '';
+    let i = start + 4;
+    let out = '';
+    for (;;) {
+      const eol = text.indexOf('\r\n', i);
+      if (eol < 0) break;
+      const size = parseInt(text.slice(i, eol), 16);
+      if (!Number.isFinite(size) || size === 0 || eol + 2 + size > text.length) break;
+      out += text.slice(eol + 2, eol + 2 + size);
+      i = eol + 2 + size + 2;
+    }
+    return out;
+  };
+  const headerBlock = (): string => text.slice(0, Math.max(0, text.indexOf('\r\n\r\n'))).toLowerCase();
+  return { socket, until, body, headerBlock, ended, raw: () => text };
+};
+
+const blocks = (body: string): string[] => body.split('\n\n').slice(0, -1);
+const ids = (body: string): number[] =>
+  blocks(body)
+    .map((b) => /^id: (\d+)$/m.exec(b)?.[1])
+    .filter((x): x is string => x !== undefined)
+    .map(Number);
+
+describe('SSE transport over loopback HTTP', () => {
+  it('keeps headers set by middleware (CORS before next, X-Request-Id after) on the SSE head', async () => {
+    const app = new Hono();
+    app.use('*', cors({ origin: ['https://app.example'], exposeHeaders: ['X-Request-Id'] }));
+    app.use('*', async (c, next) => {
+      await next();
+      c.res.headers.set('X-Request-Id', 'req-42');
+    });
+    app.get('/s', (c) => {
+      const { stream, response } = startSse(c, { headers: { connection: 'keep-alive' } });
+      stream.write(frame(1));
+      return response;
+    });
+    const port = await listen(app);
+    const client = rawGet(port, '/s', { Origin: 'https://app.example' });
+    await client.until(() => client.body().includes('id: 1\n'), 'the first frame');
+    const head = client.headerBlock();
+    expect(head.startsWith('http/1.1 200')).toBe(true);
+    expect(head).toContain('content-type: text/event-stream');
+    expect(head).toContain('cache-control: no-cache');
+    expect(head).toContain('x-accel-buffering: no');
+    expect(head).toContain('access-control-allow-origin: https://app.example');
+    expect(head).toContain('access-control-expose-headers: x-request-id');
+    expect(head).toContain('vary: origin');
+    expect(head).toContain('x-request-id: req-42');
+    expect(head).not.toContain('x-hono-already-sent');
+    expect(head).not.toContain('content-length');
+  });
+
+  it('beats from open on one wheel timer for many connections, frames never resetting it', async () => {
+    const app = new Hono();
+    const streams: SseStream[] = [];
+    app.get('/s', (c) => {
+      const { stream, response } = startSse(c, { heartbeat: { bytes: HB, everyMs: 40 } });
+      streams.push(stream);
+      return response;
+    });
+    const port = await listen(app);
+    const before = sseStats();
+    const clients = Array.from({ length: 40 }, () => rawGet(port, '/s'));
+    await Promise.all(clients.map((c) => c.until(() => c.body().includes(':hb'), 'a heartbeat')));
+    const during = sseStats();
+    expect(streams.filter((s) => s.open)).toHaveLength(40);
+    expect(during.wheelEntries).toBeGreaterThanOrEqual(40);
+    expect(during.wheelTimers).toBe(1);
+    // Frames written all the time do not push heartbeats back (spec: not reset by frames).
+    const busy = clients[0]!;
+    let n = 0;
+    const pump = setInterval(() => streams[0]!.write(frame(++n)), 5);
+    try {
+      const hbs = (): number => blocks(busy.body()).filter((b) => b === ':hb').length;
+      const start = hbs();
+      await busy.until(() => hbs() >= start + 3, 'three more heartbeats while frames flow');
+    } finally {
+      clearInterval(pump);
+    }
+    for (const c of clients) c.socket.destroy();
+    await Promise.all(streams.map((s) => s.done));
+    expect(sseStats().open).toBeLessThanOrEqual(before.open);
+    expect(sseStats().wheelEntries).toBeLessThanOrEqual(before.wheelEntries);
+  });
+
+  it('ends a reader that stopped reading past maxQueuedBytes with the protocol bytes; it resumes exactly', async () => {
+    const app = new Hono();
+    let overflows = 0;
+    let current: SseStream | null = null;
+    let overflowed!: () => void;
+    const overflow = new Promise<void>((resolve) => (overflowed = resolve));
+    const total = 2500;
+    app.get('/s', (c) => {
+      const from = Number(c.req.header('last-event-id') ?? '0') + 1;
+      const { stream, response } = startSse(c, {
+        maxQueuedBytes: 64 * 1024,
+        onOverflow: () => {
+          overflows++;
+          overflowed();
+          return Buffer.from('event: bye\ndata: {}\n\n');
+        },
+      });
+      current = stream;
+      // A producer that never waits: one 8 KiB frame per turn until done or ended.
+      let id = from;
+      const tick = (): void => {
+        if (!stream.open) return;
+        if (id > total) return stream.end();
+        stream.write(frame(id++, 8192));
+        setImmediate(tick);
+      };
+      tick();
+      return response;
+    });
+    const port = await listen(app);
+    const slow = rawGet(port, '/s');
+    await slow.until(() => slow.body().includes('id: 1\n'), 'the first frame');
+    slow.socket.pause();
+    const first = current as unknown as SseStream;
+    await overflow;
+    expect(first.overflowed).toBe(true);
+    expect(first.open).toBe(false);
+    expect(overflows).toBe(1);
+    slow.socket.resume();
+    await slow.until(() => slow.raw().endsWith('\r\n0\r\n\r\n'), 'the end of the response');
+    await first.done;
+    const got = ids(slow.body());
+    expect(got.length).toBeGreaterThan(0);
+    expect(got.length).toBeLessThan(total);
+    expect(got).toEqual(got.map((_, i) => i + 1));
+    expect(slow.body().endsWith('event: bye\ndata: {}\n\n')).toBe(true);
+
+    const again = rawGet(port, '/s', { 'Last-Event-ID': String(got[got.length - 1]) });
+    await again.until(() => again.raw().endsWith('\r\n0\r\n\r\n'), 'the end of the resumed response');
+    const rest = ids(again.body());
+    expect([...got, ...rest]).toEqual(Array.from({ length: total }, (_, i) => i + 1));
+  });
+
+  it('serves the same stream as a ReadableStream body without a Node socket (app.request)', async () => {
+    const app = new Hono();
+    app.get('/s', (c) => {
+      const { stream, response } = startSse(c, { headers: { 'x-extra': '1' } });
+      stream.writeAll([frame(1), frame(2)]);
+      stream.end(Buffer.from(':bye\n\n'));
+      return response;
+    });
+    const res = await app.request('/s');
+    expect(res.headers.get('content-type')).toBe('text/event-stream');
+    expect(res.headers.get('x-extra')).toBe('1');
+    expect(await res.text()).toBe('id: 1\ndata: 1\n\nid: 2\ndata: 2\n\n:bye\n\n');
+  });
+});
