@@ -11,6 +11,7 @@ import { AckFromLog } from './ack-from-log.js';
 import type {
   CancelOutcome,
   CapsuleStatus,
+  ContextPage,
   CursorStatus,
   GatewayCore,
   RpcForwardResult,
@@ -24,7 +25,10 @@ import type {
 } from './types.js';
 
 /** The read side the hub provides: exactly these methods of the core, answered by `src/hub`. */
-export type HubPort = Pick<GatewayCore, 'position' | 'cursorStatus' | 'read' | 'waitAfter' | 'subscribe'> & {
+export type HubPort = Pick<
+  GatewayCore,
+  'position' | 'cursorStatus' | 'read' | 'readContext' | 'contextFirst' | 'waitAfter' | 'subscribe'
+> & {
   /** The log's count of frames-possibly-missing facts. */
   possiblyMissing(capsule: string): Promise<number>;
 };
@@ -136,6 +140,18 @@ export class GatewayCoreImpl implements GatewayCore {
     const page = await this.deps.hub.read(capsule, after, limit);
     this.logAcks.observe(capsule, page.records);
     return page;
+  }
+
+  async readContext(capsule: string, contextId: string, after: number, limit: number): Promise<ContextPage> {
+    this.upstream(capsule);
+    const page = await this.deps.hub.readContext(capsule, contextId, after, limit);
+    this.logAcks.observe(capsule, page.records);
+    return page;
+  }
+
+  contextFirst(capsule: string, contextId: string): Promise<number | null> {
+    this.upstream(capsule);
+    return this.deps.hub.contextFirst(capsule, contextId);
   }
 
   waitAfter(

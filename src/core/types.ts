@@ -34,6 +34,14 @@ export interface Subscription {
   close(): void;
 }
 
+/** One page of a context's records (GatewayCore.readContext). */
+export interface ContextPage {
+  records: LogRecord[];
+  /** Resume here: the log offset this answer is complete through for the context. */
+  next: number;
+  position: LogPosition;
+}
+
 export interface WaitResult {
   records: LogRecord[];
   timedOut: boolean;
@@ -120,6 +128,19 @@ export interface GatewayCore {
     after: number,
     limit: number,
   ): Promise<{ records: LogRecord[]; position: LogPosition }>;
+  /**
+   * One context's records (a Flue conversation, a BeeOS channel: every record a ContextTracker
+   * attributes to `contextId`) plus every record attributed to no context (facts, frames of tasks
+   * not seen with a context yet), with offset > after, in offset order, at most `limit`. Costs
+   * O(what it returns), not O(the capsule): a projector fed these sees every record it would have
+   * used from a whole-capsule `read` (a superset of that context's). Caught up to the head as of the
+   * call, writes through other replicas included. Resume from `next`: the offset the answer is
+   * complete through (the last record returned when `limit` cut it short, else at least the head
+   * as of the call; never below `after`). Trimmed offsets are missing: check `cursorStatus` first.
+   */
+  readContext(capsule: string, contextId: string, after: number, limit: number): Promise<ContextPage>;
+  /** The first retained offset attributed to `contextId` (null: none retained), caught up as readContext. */
+  contextFirst(capsule: string, contextId: string): Promise<number | null>;
   /** Records after `after`, at once when some exist, else when the next arrive or after timeoutMs. */
   waitAfter(
     capsule: string,

@@ -38,8 +38,17 @@ export interface ChannelOptions {
   logger: Logger;
 }
 
+/** Sees every tail batch before the listeners do (the hub's per-context index, `context-reads.ts`). */
+export interface ChannelTap {
+  /** `records` are every record after `after`, up to the last one's offset. */
+  batch(after: number, records: readonly LogRecord[], position: LogPosition): void;
+  /** The log went backwards: what was seen before is gone. */
+  reset(): void;
+}
+
 export class CapsuleChannel {
   private readonly listeners = new Set<ChannelListener>();
+  tap: ChannelTap | null = null;
   private lastSeen = 0;
   private currentEpoch = 0;
   /** Bumped on every epoch reset: results of store calls started before it are stale. */
@@ -257,8 +266,10 @@ export class CapsuleChannel {
       this.latest = position;
       const last = records[records.length - 1];
       if (!last) continue;
+      const after = this.lastSeen;
       this.lastSeen = last.offset;
       this.remember(records);
+      this.tap?.batch(after, records, position);
       for (const listener of [...this.listeners]) listener.push(records, position);
     }
   }
@@ -295,6 +306,7 @@ export class CapsuleChannel {
     this.lastSeen = position.head;
     this.latest = position;
     this.waitAbort?.abort();
+    this.tap?.reset();
     for (const listener of [...this.listeners]) listener.reset(position);
   }
 

@@ -5,8 +5,16 @@
 import pino, { type Logger } from 'pino';
 import type { LogRecord } from '../log/record.js';
 import type { LogPosition, LogStore } from '../log/store.js';
-import type { CursorStatus, GatewayCore, SubscribeOptions, Subscription, WaitResult } from '../core/types.js';
+import type {
+  ContextPage,
+  CursorStatus,
+  GatewayCore,
+  SubscribeOptions,
+  Subscription,
+  WaitResult,
+} from '../core/types.js';
 import { CapsuleChannel } from './capsule-channel.js';
+import { ContextReads, type ContextReadsStats } from './context-reads.js';
 import { Subscriber } from './subscriber.js';
 import { waitOnChannel } from './waiter.js';
 
@@ -23,11 +31,16 @@ export interface HubOptions {
   retryMs?: number;
   /** Recent records per capsule kept in memory for readers near the head. */
   recentRecords?: number;
+  /** How long a capsule's per-context index outlives its last readContext (then rebuilt on demand). */
+  contextIdleMs?: number;
   logger?: Logger;
 }
 
 /** The part of GatewayCore the hub implements. */
-export type HubReadSide = Pick<GatewayCore, 'position' | 'cursorStatus' | 'read' | 'waitAfter' | 'subscribe'>;
+export type HubReadSide = Pick<
+  GatewayCore,
+  'position' | 'cursorStatus' | 'read' | 'readContext' | 'contextFirst' | 'waitAfter' | 'subscribe'
+>;
 
 export interface CapsuleHubStats {
   subscribers: number;
@@ -40,6 +53,8 @@ export interface HubStats {
   tailLoops: number;
   subscribers: number;
   waiters: number;
+  /** Per-context indexes in memory: capsules indexed, contexts and record offsets they hold. */
+  contextIndex: ContextReadsStats;
   capsules: Record<string, CapsuleHubStats>;
 }
 
@@ -50,11 +65,13 @@ const DEFAULTS = {
   dissolveMs: 5_000,
   retryMs: 1_000,
   recentRecords: 10_000,
+  contextIdleMs: 600_000,
 };
 
 export class Hub implements HubReadSide {
   private readonly channels = new Map<string, CapsuleChannel>();
   private readonly settings: Required<Omit<HubOptions, 'logger'>> & { logger: Logger };
+  private readonly contexts: ContextReads;
   private closed = false;
 
   constructor(
@@ -68,8 +85,14 @@ export class Hub implements HubReadSide {
       dissolveMs: options.dissolveMs ?? DEFAULTS.dissolveMs,
       retryMs: options.retryMs ?? DEFAULTS.retryMs,
       recentRecords: options.recentRecords ?? DEFAULTS.recentRecords,
+      contextIdleMs: options.contextIdleMs ?? DEFAULTS.contextIdleMs,
       logger: options.logger ?? pino({ level: 'silent' }),
     };
+    this.contexts = new ContextReads(store, (capsule) => this.channels.get(capsule), {
+      pageSize: this.settings.pageSize,
+      idleMs: this.settings.contextIdleMs,
+      logger: this.settings.logger,
+    });
   }
 
   position(capsule: string): Promise<LogPosition> {
@@ -98,6 +121,14 @@ export class Hub implements HubReadSide {
   ): Promise<{ records: LogRecord[]; position: LogPosition }> {
     const channel = this.channels.get(capsule);
     return channel ? channel.read(after, limit, false) : this.store.read(capsule, after, limit);
+  }
+
+  readContext(capsule: string, contextId: string, after: number, limit: number): Promise<ContextPage> {
+    return this.contexts.read(capsule, contextId, after, limit);
+  }
+
+  contextFirst(capsule: string, contextId: string): Promise<number | null> {
+    return this.contexts.first(capsule, contextId);
   }
 
   async waitAfter(
@@ -129,7 +160,13 @@ export class Hub implements HubReadSide {
 
   /** Counts for /capsules and /metrics. */
   stats(): HubStats {
-    const stats: HubStats = { tailLoops: 0, subscribers: 0, waiters: 0, capsules: {} };
+    const stats: HubStats = {
+      tailLoops: 0,
+      subscribers: 0,
+      waiters: 0,
+      contextIndex: this.contexts.stats(),
+      capsules: {},
+    };
     for (const [capsule, channel] of this.channels) {
       const entry = this.capsuleStats(capsule);
       stats.capsules[capsule] = entry;
@@ -153,6 +190,7 @@ export class Hub implements HubReadSide {
   /** End every subscription with 'shutdown', answer every waiter, stop every tail loop. */
   async close(): Promise<void> {
     this.closed = true;
+    this.contexts.close();
     const channels = [...this.channels.values()];
     for (const channel of channels) channel.shutdown();
     await Promise.all(channels.map((channel) => channel.done));
@@ -165,6 +203,10 @@ export class Hub implements HubReadSide {
       channel = new CapsuleChannel(capsule, this.store, this.settings, (stopped) => {
         if (this.channels.get(capsule) === stopped) this.channels.delete(capsule);
       });
+      channel.tap = {
+        batch: (after, records, position) => this.contexts.fed(capsule, after, records, position),
+        reset: () => this.contexts.lost(capsule),
+      };
       this.channels.set(capsule, channel);
     }
     return channel;

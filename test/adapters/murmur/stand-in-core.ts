@@ -16,6 +16,8 @@ export const standInCore = (hub: Hub, shutdown: AbortSignal, capsule: string): G
     position: (c) => hub.position(c),
     cursorStatus: (c, after) => hub.cursorStatus(c, after),
     read: (c, after, limit) => hub.read(c, after, limit),
+    readContext: (c, context, after, limit) => hub.readContext(c, context, after, limit),
+    contextFirst: (c, context) => hub.contextFirst(c, context),
     waitAfter: (c, after, limit, timeoutMs, signal) => hub.waitAfter(c, after, limit, timeoutMs, signal),
     subscribe: (c, options) => hub.subscribe(c, options),
     submit: unused,

@@ -1,0 +1,102 @@
+/**
+ * Per-context reads (Hub.readContext): on recorded simulator workloads, every context's read returns
+ * what a whole-capsule read attributes to it or to no context, in order, pageable with `next`, with
+ * and without a live tail, across retention trimming and a new store epoch.
+ */
+import { beforeAll, describe, expect, it } from 'vitest';
+import { Hub } from '../../src/hub/hub.js';
+import { MemoryStore } from '../../src/log/memory-store.js';
+import { buildLog, CONTEXTS, recordTasks, type RecordedTask } from './context-workload.js';
+import { checkContexts } from './context-check.js';
+import { collect } from './helpers.js';
+
+let tasks: RecordedTask[] = [];
+beforeAll(async () => {
+  tasks = await recordTasks(12);
+}, 60_000);
+
+const hubOn = (store: MemoryStore): Hub => new Hub(store, { pageSize: 37, dissolveMs: 60_000 });
+
+describe('readContext', () => {
+  it('the recording has every kind of record the index must attribute', () => {
+    const events = new Set(tasks.flatMap((t) => t.frames.map((f) => f.event)));
+    for (const e of ['status', 'text', 'thinking', 'artifact']) expect(events).toContain(e);
+    // Some frames name no context: they are attributed through their task's earlier frames.
+    const loose = tasks.flatMap((t) => t.frames).filter((f) => !f.data.includes('"context_id"'));
+    expect(loose.length).toBeGreaterThan(0);
+  });
+
+  it('answers each context with its records and the unattributed ones, read whole or in pages', async () => {
+    const store = new MemoryStore();
+    const hub = hubOn(store);
+    const log = buildLog(tasks, 1);
+    for (let i = 0; i < log.length; i += 25) await store.append('c', log.slice(i, i + 25));
+    await checkContexts(hub, store, 'c', { exact: true });
+    await checkContexts(hub, store, 'c', { exact: true, limit: 7 });
+    await checkContexts(hub, store, 'c', { exact: true, limit: 1, afterFraction: 0.5 });
+    expect(hub.stats().contextIndex).toMatchObject({ capsules: 1, records: log.length });
+    await hub.close();
+  });
+
+  it('follows the log as it grows, through the tail and through store reads alike', async () => {
+    const store = new MemoryStore();
+    const hub = hubOn(store);
+    const log = buildLog(tasks, 2);
+    const third = Math.floor(log.length / 3);
+    await store.append('c', log.slice(0, third));
+    await checkContexts(hub, store, 'c', { exact: true });
+    // A live subscriber starts the tail loop: later records reach the index from its batches.
+    const keep = collect(hub, 'c', { after: (await store.position('c')).head });
+    for (let i = third; i < log.length; i += 11) {
+      await store.append('c', log.slice(i, i + 11));
+      if (i % 3 === 0) await checkContexts(hub, store, 'c', { exact: true });
+    }
+    await keep.until((await store.position('c')).head);
+    await checkContexts(hub, store, 'c', { exact: true, limit: 5 });
+    keep.sub.close();
+    await hub.close();
+  });
+
+  it('drops trimmed records and still returns every record of the context that is retained', async () => {
+    const store = new MemoryStore({ maxRecords: 60, maxAgeMs: 0 });
+    const hub = hubOn(store);
+    const log = buildLog(tasks, 3);
+    for (let i = 0; i < log.length; i += 9) {
+      await store.append('c', log.slice(i, i + 9));
+      if (i % 27 === 0) await checkContexts(hub, store, 'c', { exact: false });
+    }
+    await checkContexts(hub, store, 'c', { exact: false, limit: 4 });
+    expect(hub.stats().contextIndex.records).toBeLessThanOrEqual(60 + 60);
+    await hub.close();
+  });
+
+  it('rebuilds for a new store epoch (old records kept, reset fact first) and answers as a whole read', async () => {
+    const store = new MemoryStore();
+    const hub = hubOn(store);
+    const log = buildLog(tasks, 4);
+    const half = Math.floor(log.length / 2);
+    await store.append('c', log.slice(0, half));
+    await checkContexts(hub, store, 'c', { exact: true });
+    const before = await store.position('c');
+    const reset = await store.append('c', [], { floor: before.head + 1_000 });
+    expect(reset.reset).toBe(true);
+    await store.append('c', log.slice(half));
+    expect((await store.position('c')).epoch).not.toBe(before.epoch);
+    await checkContexts(hub, store, 'c', { exact: true });
+    await checkContexts(hub, store, 'c', { exact: true, limit: 3 });
+    await hub.close();
+  });
+
+  it('contextFirst is the first retained record of the context', async () => {
+    const store = new MemoryStore();
+    const hub = hubOn(store);
+    await store.append('c', buildLog(tasks, 5));
+    const { records } = await store.read('c', 0, 100_000);
+    for (const c of CONTEXTS) {
+      const first = records.find((r) => r.kind === 'submission' && r.contextId === c)?.offset;
+      expect(await hub.contextFirst('c', c)).toBe(first);
+    }
+    expect(await hub.contextFirst('c', 'ctx-nobody')).toBeNull();
+    await hub.close();
+  });
+});
