@@ -1,7 +1,7 @@
 /**
  * The two servers the fan-out bench compares, each pinned to the server core with its own
  * redis-server: nginx + nchan (the anchor: pub/sub location backed by Redis, EventSource
- * subscribers) and the gateway as a user runs it (`node --import tsx src/cli.ts`, embedded or Redis
+ * subscribers) and the gateway as a user runs it (`node dist/src/cli.js`, built first: gateway-build.ts; embedded or Redis
  * store) watching a simulated capsule. Nothing is installed: nginx/nchan are used when present.
  */
 import { spawnSync } from 'node:child_process';
@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../support/redis-server.js';
 import { SERVER_CORE, spawnPinned, startPinnedRedis, stopProcess, waitForPort } from './fanout-procs.js';
+import { gatewayArgs } from './gateway-build.js';
 
 export const NCHAN_MODULE = '/usr/lib/nginx/modules/ngx_nchan_module.so';
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
@@ -122,17 +123,7 @@ export const startGateway = async (capsuleUrl: string, redis: boolean): Promise<
   const redisProc = redis ? await startPinnedRedis(redisPort) : null;
   const config = join(dir, 'gateway.json');
   writeFileSync(config, JSON.stringify({ logLevel: 'warn', capsules: [{ id: 'bench', url: capsuleUrl }] }));
-  const args = [
-    '--import',
-    'tsx',
-    'src/cli.ts',
-    '--config',
-    config,
-    '--host',
-    '127.0.0.1',
-    '--port',
-    String(port),
-  ];
+  const args = [...gatewayArgs(), '--config', config, '--host', '127.0.0.1', '--port', String(port)];
   if (redis) args.push('--redis', `redis://127.0.0.1:${redisPort}`);
   const gw = spawnPinned(SERVER_CORE, process.execPath, args, {
     cwd: REPO,

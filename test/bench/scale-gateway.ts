@@ -1,6 +1,6 @@
 /**
  * Process plumbing for the scale benches (scale-*.ts): the gateway as a user runs it
- * (`node --import tsx src/cli.ts --config …`) with any capsule list and store, pinned to the server
+ * (`node dist/src/cli.js --config …`, built first: gateway-build.ts) with any capsule list and store, pinned to the server
  * core like the fan-out bench's (fanout-servers.ts), and a pinned redis-server. The fd limit of the
  * gateway is raised to the hard limit: 10,000 connections need more than the usual 1,024.
  */
@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../support/redis-server.js';
 import { SERVER_CORE, spawnPinned, startPinnedRedis, stopProcess, waitForPort } from './fanout-procs.js';
+import { gatewayArgs } from './gateway-build.js';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -49,7 +50,8 @@ export const startBenchGateway = async (
     'ulimit -n $(ulimit -Hn) &&',
     'exec',
     JSON.stringify(process.execPath),
-    '--import tsx src/cli.ts --config',
+    ...gatewayArgs(),
+    '--config',
     JSON.stringify(file),
     '--host 127.0.0.1 --port',
     String(port),

@@ -1,0 +1,21 @@
+/**
+ * The gateway as a deployment runs it: `node dist/src/cli.js` (`npm start`), not through tsx. tsx
+ * transpiles in the process (about 40 MB more RSS at idle, and its loader on every import), which a
+ * memory or CPU figure must not bill to the gateway. Built once per bench process with `npm run build`.
+ */
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+export const REPO = fileURLToPath(new URL('../..', import.meta.url));
+
+let built = false;
+
+/** Arguments for `process.execPath` that start the built gateway CLI (building it first, once). */
+export const gatewayArgs = (): string[] => {
+  if (!built) {
+    const out = spawnSync('npm', ['run', 'build', '--silent'], { cwd: REPO, stdio: 'inherit' });
+    if (out.status !== 0) throw new Error('npm run build failed: the bench runs the built gateway');
+    built = true;
+  }
+  return ['dist/src/cli.js'];
+};
