@@ -7,8 +7,11 @@
  * after one warm-up read (which also builds the surfaces' per-capsule indexes).
  * Gateway and redis-server on core 0, this process on core 1.
  *
+ * Then the same question one level down, without HTTP or projection: GatewayCore.readContext's path
+ * (scale-reads-core.ts), the per-context index the surfaces read through.
+ *
  * `npm run bench -- reads`. Env: BENCH_READS_CONVERSATIONS (`10,1000`), BENCH_READS_TURNS (50),
- * BENCH_READS_RUNS (5).
+ * BENCH_READS_RUNS (5), BENCH_READS_ONLY (`http` or `core`: one of the two parts).
  */
 import { RedisStore } from '../../src/log/redis-store.js';
 import { startSimulator } from '../../src/simulator/index.js';
@@ -17,6 +20,7 @@ import { rssBytes } from './fanout-procs.js';
 import { beeosTemplate, flueTemplate, writeConversations, type Conversation } from './scale-reads-log.js';
 import { createBeeosConversation, createFlueConversation } from './scale-setup.js';
 import type { Figure } from './scale-summary.js';
+import { benchCoreReads } from './scale-reads-core.js';
 
 const num = (name: string, dflt: number): number => {
   const v = Number(process.env[name]);
@@ -77,10 +81,17 @@ export const benchReads = async (opts: { redis: boolean }): Promise<Figure[]> =>
       },
     ];
   }
+  const only = process.env.BENCH_READS_ONLY;
   const sim = await startSimulator({ heartbeatMs: 15_000 });
   const redis = await startBenchRedis();
   const rows: ReadRow[] = [];
+  let core: Figure[] = [];
   try {
+    if (only !== 'http') {
+      console.log(`core: GatewayCore.readContext of one conversation, in process, no HTTP`);
+      core = await benchCoreReads({ redisUrl: redis.url, sizes, turns, runs });
+    }
+    if (only === 'core') return core;
     const capsules = [{ id: 'tpl', url: sim.url }, ...sizes.map((n) => ({ id: `r${n}`, url: sim.url }))];
     const gw = await startBenchGateway(
       { capsules, retention: { maxRecords: 0, maxAgeSeconds: 0 } },
@@ -166,11 +177,11 @@ export const benchReads = async (opts: { redis: boolean }): Promise<Figure[]> =>
       'gateway RSS MB': r.rssMb.toFixed(0),
     })),
   );
-  if (rows.length < 2) return [];
+  if (rows.length < 2) return core;
   const [small, big] = [rows[0]!, rows[rows.length - 1]!];
   const ratio = (a: number, b: number): number => b / a;
   // "Independent" read as: within 2× (reads of one conversation are a few ms; noise on a shared box).
-  return (['flue', 'beeos'] as const).map((s) => {
+  const http = (['flue', 'beeos'] as const).map((s) => {
     const a = s === 'flue' ? small.flueMs : small.beeosMs;
     const b = s === 'flue' ? big.flueMs : big.beeosMs;
     return {
@@ -180,4 +191,5 @@ export const benchReads = async (opts: { redis: boolean }): Promise<Figure[]> =>
       met: ratio(a, b) <= 2,
     };
   });
+  return [...http, ...core];
 };
