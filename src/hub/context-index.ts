@@ -130,8 +130,9 @@ export class ContextIndex {
         j++;
       }
     }
-    const full = offsets.length >= limit && (own?.at(i) !== undefined || shared.at(j) !== undefined);
-    const next = full ? offsets[offsets.length - 1]! : Math.max(after, this.through);
+    const more = own?.at(i) !== undefined || shared.at(j) !== undefined;
+    // Cut short by `limit`: complete through the last offset selected (`after` when none was).
+    const next = more ? (offsets[offsets.length - 1] ?? after) : Math.max(after, this.through);
     return { offsets, next };
   }
 

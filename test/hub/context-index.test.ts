@@ -3,7 +3,7 @@
  * what a whole-capsule read attributes to it or to no context, in order, pageable with `next`, with
  * and without a live tail, across retention trimming and a new store epoch.
  */
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { Hub } from '../../src/hub/hub.js';
 import { MemoryStore } from '../../src/log/memory-store.js';
 import { buildLog, CONTEXTS, recordTasks, type RecordedTask } from './context-workload.js';
@@ -97,6 +97,31 @@ describe('readContext', () => {
       expect(await hub.contextFirst('c', c)).toBe(first);
     }
     expect(await hub.contextFirst('c', 'ctx-nobody')).toBeNull();
+    await hub.close();
+  });
+});
+
+describe('readContext edges', () => {
+  it('limit 0 reads nothing and resumes where it was; a cursor past the head answers empty', async () => {
+    const store = new MemoryStore();
+    const hub = hubOn(store);
+    await store.append('c', buildLog(tasks, 6));
+    const { head } = await store.position('c');
+    expect(await hub.readContext('c', 'ctx-a', 0, 0)).toMatchObject({ records: [], next: 0 });
+    expect(await hub.readContext('c', 'ctx-a', head + 5, 10)).toMatchObject({ records: [], next: head + 5 });
+    const end = await hub.readContext('c', 'ctx-a', head, 10);
+    expect(end).toMatchObject({ records: [], next: head, position: { head } });
+    await hub.close();
+  });
+
+  it('an index unused for contextIdleMs is dropped, and rebuilt on the next read', async () => {
+    const store = new MemoryStore();
+    const hub = new Hub(store, { contextIdleMs: 20 });
+    await store.append('c', buildLog(tasks, 7));
+    const first = await hub.readContext('c', 'ctx-b', 0, 10_000);
+    expect(hub.stats().contextIndex.capsules).toBe(1);
+    await vi.waitFor(() => expect(hub.stats().contextIndex.capsules).toBe(0));
+    expect(await hub.readContext('c', 'ctx-b', 0, 10_000)).toEqual(first);
     await hub.close();
   });
 });
