@@ -163,7 +163,8 @@ export class ContextReads {
         if (++rebuilds > MAX_REBUILDS) throw unstable(capsule);
         entry.index = new ContextIndex(at.epoch);
         entry.position = null;
-        continue;
+        // A page read from the start is the new index's first page; any other starts mid-log.
+        if (after !== 0) continue;
       }
       entry.index.feed(after, page.records);
       if (!entry.position || at.head >= entry.position.head) entry.position = at;

@@ -8,7 +8,7 @@ import { Hub } from '../../src/hub/hub.js';
 import { MemoryStore } from '../../src/log/memory-store.js';
 import { buildLog, CONTEXTS, recordTasks, type RecordedTask } from './context-workload.js';
 import { checkContexts } from './context-check.js';
-import { collect } from './helpers.js';
+import { collect, WrappedStore } from './helpers.js';
 
 let tasks: RecordedTask[] = [];
 beforeAll(async () => {
@@ -122,6 +122,45 @@ describe('readContext edges', () => {
     expect(hub.stats().contextIndex.capsules).toBe(1);
     await vi.waitFor(() => expect(hub.stats().contextIndex.capsules).toBe(0));
     expect(await hub.readContext('c', 'ctx-b', 0, 10_000)).toEqual(first);
+    await hub.close();
+  });
+});
+
+describe('readContext reads the log once', () => {
+  it('50 concurrent reads of a cold index share one catch-up page, then read only their runs', async () => {
+    const pages: number[] = [];
+    class Counting extends WrappedStore {
+      override read(capsule: string, after: number, limit: number) {
+        if (limit === 1000) pages.push(after);
+        return super.read(capsule, after, limit);
+      }
+    }
+    const store = new Counting(new MemoryStore());
+    const hub = new Hub(store, { pageSize: 1000 });
+    const log = buildLog(tasks, 8);
+    expect(log.length).toBeLessThan(1000);
+    await store.append('c', log);
+    const reads = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => hub.readContext('c', CONTEXTS[i % 4]!, 0, 10_000)),
+    );
+    expect(pages).toEqual([0]);
+    for (const [i, page] of reads.entries()) {
+      expect(page).toEqual(await hub.readContext('c', CONTEXTS[i % 4]!, 0, 10_000));
+    }
+    expect(pages).toEqual([0]);
+    await checkContexts(hub, store, 'c', { exact: true });
+    await hub.close();
+  });
+
+  it('a log lost and begun again under a new epoch is indexed afresh', async () => {
+    const store = new WrappedStore(new MemoryStore(), () => new MemoryStore());
+    const hub = hubOn(store);
+    await store.append('c', buildLog(tasks, 9));
+    await checkContexts(hub, store, 'c', { exact: true });
+    store.loseLog();
+    await store.append('c', buildLog(tasks, 10).slice(0, 40));
+    await checkContexts(hub, store, 'c', { exact: true });
+    await checkContexts(hub, store, 'c', { exact: true, limit: 3 });
     await hub.close();
   });
 });
