@@ -154,11 +154,15 @@ export class CapsuleChannel {
     return null;
   }
 
-  private remember(records: readonly LogRecord[]): void {
+  private remember(batch: readonly LogRecord[]): void {
+    // Offsets index into memory only while it is one contiguous run. A batch can break it at its
+    // start (retention trimmed records before the tail read them) or inside (it spans a new epoch,
+    // whose offsets jump): memory then keeps only the run after the last break.
+    let from = batch.length;
+    while (from > 1 && batch[from - 1]!.offset === batch[from - 2]!.offset + 1) from--;
     const newest = this.recent[this.recent.length - 1];
-    // Offsets index into memory only while it is one contiguous run: a batch that does not continue
-    // it (retention trimmed records before the tail read them) starts a new run.
-    if (newest && records[0] && records[0].offset !== newest.offset + 1) {
+    const records = from > 1 ? batch.slice(from - 1) : batch;
+    if (from > 1 || (newest && records[0] && records[0].offset !== newest.offset + 1)) {
       this.recent = [];
       this.recentStart = 0;
     }

@@ -127,4 +127,33 @@ describe('hub recent records', () => {
     keep.sub.close();
     await hub.close();
   });
+
+  it('memory stays one contiguous run when one tail batch spans a new epoch (offsets jump)', async () => {
+    // The tail's wait is held until both epochs are written, so its one batch holds both.
+    let open: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => (open = resolve));
+    class Held extends MemoryStore {
+      override waitAfter(...args: Parameters<MemoryStore['waitAfter']>) {
+        return held.then(() => super.waitAfter(...args));
+      }
+    }
+    const store = new Held();
+    const hub = new Hub(store, { recentRecords: 100, dissolveMs: 60_000 });
+    const base = (await store.position('c')).head;
+    const keep = collect(hub, 'c', { after: base });
+    await store.append('c', frames(0, 10));
+    const reset = await store.append('c', [], { floor: base + 1_000 });
+    await store.append('c', frames(10, 5));
+    const fact = reset.offsets[0]!;
+    open();
+    await keep.until(fact + 5);
+    const all = (await store.read('c', 0, 1000)).records;
+    for (const after of [base + 3, base + 10, fact - 1, fact, fact + 2]) {
+      const expected = offsetsOf(all.filter((r) => r.offset > after));
+      expect(offsetsOf((await hub.waitAfter('c', after, 1000, 1000)).records)).toEqual(expected);
+      expect(offsetsOf((await hub.read('c', after, 1000)).records)).toEqual(expected);
+    }
+    keep.sub.close();
+    await hub.close();
+  });
 });
