@@ -6,7 +6,7 @@
  * that every context read includes: a projector reading one context then sees every record it would
  * have used from a whole-capsule read. Pure and synchronous; one instance per capsule and epoch.
  */
-import { ContextTracker } from '../log/frame-view.js';
+import { viewFrame } from '../log/frame-view.js';
 import type { LogRecord } from '../log/record.js';
 
 /**
@@ -73,7 +73,8 @@ export class ContextIndex {
   private trimmedTo = 0;
   private readonly contexts = new Map<string, OffsetList>();
   private readonly unattributed = new OffsetList();
-  private readonly tracker = new ContextTracker();
+  /** Context of each task still running (ContextTracker keeps every task ever: see attribute). */
+  private readonly openTasks = new Map<string, string>();
 
   constructor(readonly epoch: number) {}
 
@@ -86,7 +87,7 @@ export class ContextIndex {
     if (after > this.through) return false;
     for (const record of records) {
       if (record.offset <= this.through) continue;
-      const context = this.tracker.contextOf(record);
+      const context = this.attribute(record);
       let list = this.unattributed;
       if (context !== null) {
         const known = this.contexts.get(context);
@@ -98,6 +99,23 @@ export class ContextIndex {
       this.records++;
     }
     return true;
+  }
+
+  /**
+   * ContextTracker's attribution, except that a task is forgotten at its final status, so memory is
+   * per running task rather than per task ever run. The frames the spec lets follow a final status
+   * (an `input-timeout` failure's artifact; a reopened attempt, which starts with a status naming its
+   * context again) then count as unattributed, which every context's read includes: a superset of
+   * what ContextTracker gives that context, never less.
+   */
+  private attribute(record: LogRecord): string | null {
+    if (record.kind === 'submission') return record.contextId;
+    const view = viewFrame(record);
+    if (!view || !view.taskId) return null;
+    const context = view.contextId ?? this.openTasks.get(view.taskId) ?? null;
+    if (view.event === 'status' && view.final) this.openTasks.delete(view.taskId);
+    else if (view.contextId) this.openTasks.set(view.taskId, view.contextId);
+    return context;
   }
 
   /** Nothing exists after `through` up to `head` (an empty read): indexed through `head`. */

@@ -14,7 +14,7 @@ import { collect, type Collector } from './helpers.js';
 
 let tasks: RecordedTask[] = [];
 beforeAll(async () => {
-  tasks = await recordTasks(12);
+  tasks = await recordTasks();
 }, 60_000);
 
 type Op =

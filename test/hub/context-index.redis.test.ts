@@ -24,7 +24,7 @@ afterEach(async () => {
 
 let tasks: RecordedTask[] = [];
 beforeAll(async () => {
-  if (url) tasks = await recordTasks(12);
+  if (url) tasks = await recordTasks();
 }, 60_000);
 
 const setup = (prefix: string, retention?: RetentionPolicy): { store: RedisStore; hub: Hub } => {

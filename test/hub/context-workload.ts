@@ -3,7 +3,7 @@
  * input waits, a reply, a failure) in a few contexts, recorded once, then interleaved into one log
  * with submissions, facts, tasks whose first status is missing and chunks of tasks never seen.
  */
-import { ContextTracker } from '../../src/log/frame-view.js';
+import { ContextTracker, viewFrame } from '../../src/log/frame-view.js';
 import type { FactEntry, FrameEntry, LogEntry, LogRecord } from '../../src/log/record.js';
 import { startSimulator } from '../../src/simulator/index.js';
 import { prng } from '../../src/simulator/workload.js';
@@ -21,12 +21,14 @@ const SCRIPTS = [
   `#sim ${JSON.stringify({ input: { prompt: 'Which branch?', outcome: 'answer', afterMs: 20 }, chunks: 2, delayMs: 0 })}`,
   `#sim ${JSON.stringify({ tools: 1, toolError: true, fail: 'max_turns exceeded', turns: 1, delayMs: 0 })}`,
   `#sim ${JSON.stringify({ reply: 'A whole reply, written at once.', delayMs: 0 })}`,
+  `#sim ${JSON.stringify({ input: { prompt: 'Deploy?', outcome: 'timeout', afterMs: 20 }, chunks: 2, delayMs: 0 })}`,
+  `#sim ${JSON.stringify({ chunks: 2, thinking: 1, reopen: true, delayMs: 0 })}`,
 ];
 
-export const CONTEXTS = ['ctx-a', 'ctx-b', 'ctx-c', 'ctx-d'];
+export const CONTEXTS = ['ctx-a', 'ctx-b', 'ctx-c', 'ctx-d', 'ctx-e'];
 
 /** Run `count` tasks on a simulated capsule and keep each task's frames, as the capsule wrote them. */
-export const recordTasks = async (count = 12): Promise<RecordedTask[]> => {
+export const recordTasks = async (count = 16): Promise<RecordedTask[]> => {
   const sim = await startSimulator({ taskAcceptance: 'queue', heartbeatMs: 60_000 });
   try {
     const handles = Array.from({ length: count }, (_, i) => {
@@ -116,8 +118,23 @@ export const contextsOf = (records: readonly LogRecord[]): string[] => {
   return [...ids];
 };
 
-/** What a whole-capsule read attributes: per record, its context or null. */
+/**
+ * What a whole-capsule read attributes (ContextTracker), per record: its context, or null for a
+ * record every context's read must include: unattributed ones, and (the index forgets a task at its
+ * final status) frames that follow a final status without naming their context again.
+ */
 export const attribute = (records: readonly LogRecord[]): Map<number, string | null> => {
   const tracker = new ContextTracker();
-  return new Map(records.map((record) => [record.offset, tracker.contextOf(record)]));
+  const ended = new Set<string>();
+  return new Map(
+    records.map((record) => {
+      const context = tracker.contextOf(record);
+      const view = viewFrame(record);
+      if (!view?.taskId) return [record.offset, context];
+      const afterFinal = ended.has(view.taskId) && !view.contextId;
+      if (view.event === 'status' && view.final) ended.add(view.taskId);
+      else if (view.contextId) ended.delete(view.taskId);
+      return [record.offset, afterFinal ? null : context];
+    }),
+  );
 };
