@@ -6,6 +6,7 @@
 import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { Hub } from '../../src/hub/hub.js';
 import { MemoryStore } from '../../src/log/memory-store.js';
+import type { LogStore } from '../../src/log/store.js';
 import { buildLog, CONTEXTS, recordTasks, type RecordedTask } from './context-workload.js';
 import { checkContexts } from './context-check.js';
 import { collect, WrappedStore } from './helpers.js';
@@ -15,7 +16,7 @@ beforeAll(async () => {
   tasks = await recordTasks();
 }, 60_000);
 
-const hubOn = (store: MemoryStore): Hub => new Hub(store, { pageSize: 37, dissolveMs: 60_000 });
+const hubOn = (store: LogStore): Hub => new Hub(store, { pageSize: 37, dissolveMs: 60_000 });
 
 describe('readContext', () => {
   it('the recording has every kind of record the index must attribute', () => {
