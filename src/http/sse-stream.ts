@@ -159,6 +159,8 @@ export abstract class SseStreamBase implements SseStream, WheelEntry {
   protected abstract sinkWrite(bytes: Buffer): void;
   protected abstract sinkEnd(last: Buffer | null): void;
   protected abstract sinkDestroy(): void;
+  /** A flush with nothing to write: a sink that holds its head back sends it now. */
+  protected flushHead(): void {}
 
   get open(): boolean {
     return !this.ending && !this.closed;
@@ -268,6 +270,7 @@ export abstract class SseStreamBase implements SseStream, WheelEntry {
       return;
     }
     if (chunk) this.sinkWrite(chunk);
+    else this.flushHead();
     if (this.drainWaiters && !this.backedUp) this.releaseDrainWaiters();
   }
 

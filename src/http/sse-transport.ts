@@ -9,7 +9,9 @@
  * Per connection: one object, one pending array, one 'close' listener, at most two wheel entries. No
  * timer, closure or promise per write.
  */
-import { ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Context } from 'hono';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { SseStreamBase, type SseOptions, type SseStream } from './sse-stream.js';
@@ -36,8 +38,6 @@ const SKIP_HEADERS = new Set(['content-type', 'content-length', 'x-hono-already-
  * writeHead/end stand in for node-server's calls (shared functions, no closure per connection); the
  * transport writes through the prototype's.
  */
-const nodeWriteHead = ServerResponse.prototype.writeHead;
-const nodeEnd = ServerResponse.prototype.end as (this: ServerResponse, chunk?: Buffer) => ServerResponse;
 function heldWriteHead(this: ServerResponse): ServerResponse {
   return this;
 }
@@ -54,10 +54,19 @@ const release = (res: ServerResponse): void => {
   delete (res as unknown as Partial<Held>).end;
 };
 
-/** The Node path: bytes go straight to the ServerResponse; the head is written at the first flush. */
+/**
+ * The Node path: bytes go straight to the socket, the response delimited by the connection's close
+ * (`Connection: close`, no chunked framing). A fan-out writes the same event bytes to every client:
+ * written as they are, one Buffer serves every socket, with no per-connection chunk header, no
+ * writev of three pieces and none of ServerResponse's per-write bookkeeping (a third of the user
+ * CPU per delivered event). A stream ends only when its connection does, so nothing is lost by not
+ * keeping it alive. The head goes out with the first flush.
+ */
 class NodeSseStream extends SseStreamBase {
   private context: Context | null;
+  private head: Buffer | null = null;
   private headSent = false;
+  private readonly socket: Socket;
 
   constructor(
     context: Context,
@@ -68,18 +77,19 @@ class NodeSseStream extends SseStreamBase {
   ) {
     super(options);
     this.context = context;
+    this.socket = res.socket as Socket;
     hold(res);
     res.once('close', this.onResClose);
-    res.on('drain', this.onResDrain);
+    this.socket.on('drain', this.onDrain);
     // Nothing written yet still sends the head on the first flush (a client sees the response start).
     this.scheduleFlush();
   }
 
   private readonly onResClose = (): void => this.terminate();
-  private readonly onResDrain = (): void => this.drained();
+  private readonly onDrain = (): void => this.drained();
 
   protected sinkQueued(): number {
-    return this.res.writableLength;
+    return this.socket.writableLength;
   }
 
   protected sinkStarted(): boolean {
@@ -91,41 +101,63 @@ class NodeSseStream extends SseStreamBase {
     // The first flush pass runs in a setImmediate after startSse: the handler has returned by then
     // (call startSse just before returning) and middleware after next() ran in the microtasks that
     // followed, so their headers (CORS Vary, X-Request-Id) are on c.res.
-    if (this.context) this.writeHead(this.context);
+    if (this.context) this.head = this.buildHead(this.context);
+    this.headSent = true;
     return true;
   }
 
-  private writeHead(c: Context): void {
-    this.headSent = true;
+  private buildHead(c: Context): Buffer {
     this.context = null;
-    const headers: Record<string, string | string[]> = {};
+    const headers = new Map<string, string | string[]>();
     c.res.headers.forEach((value, key) => {
-      if (!SKIP_HEADERS.has(key)) headers[key] = value;
+      if (!SKIP_HEADERS.has(key)) headers.set(key, value);
     });
     const cookies = c.res.headers.getSetCookie();
-    if (cookies.length > 0) headers['set-cookie'] = cookies;
-    Object.assign(headers, BASE_HEADERS);
+    if (cookies.length > 0) headers.set('set-cookie', cookies);
+    for (const [k, v] of Object.entries(BASE_HEADERS)) headers.set(k, v);
     if (this.extraHeaders)
-      for (const [k, v] of Object.entries(this.extraHeaders)) headers[k.toLowerCase()] = v;
-    nodeWriteHead.call(this.res, this.status, headers);
-    this.res.flushHeaders();
+      for (const [k, v] of Object.entries(this.extraHeaders)) headers.set(k.toLowerCase(), v);
+    // The Murmur wire's own header (spec "Endpoints": keep-alive, no content-length, the body ends
+    // when the connection closes); a close-delimited body is read to the close whatever it says.
+    headers.set('connection', 'keep-alive');
+    let text = `HTTP/1.1 ${this.status} ${STATUS_CODES[this.status] ?? ''}\r\ndate: ${new Date().toUTCString()}\r\n`;
+    for (const [k, v] of headers) {
+      for (const one of Array.isArray(v) ? v : [v]) text += `${k}: ${one.replace(/[\r\n]/g, ' ')}\r\n`;
+    }
+    return Buffer.from(`${text}\r\n`, 'latin1');
+  }
+
+  /** The head rides with the first bytes: one write. */
+  private withHead(bytes: Buffer | null): Buffer | null {
+    const head = this.head;
+    if (!head) return bytes;
+    this.head = null;
+    return bytes && bytes.length > 0 ? Buffer.concat([head, bytes]) : head;
   }
 
   protected sinkWrite(bytes: Buffer): void {
-    if (bytes.length > 0) this.res.write(bytes);
+    const out = this.withHead(bytes);
+    if (out && out.length > 0 && this.socket.writable) this.socket.write(out);
   }
 
   protected sinkEnd(last: Buffer | null): void {
-    if (last && last.length > 0) nodeEnd.call(this.res, last);
-    else nodeEnd.call(this.res);
+    const out = this.withHead(last);
+    if (!this.socket.writable) return;
+    if (out && out.length > 0) this.socket.end(out);
+    else this.socket.end();
   }
 
   protected sinkDestroy(): void {
-    this.res.destroy();
+    this.socket.destroy();
+  }
+
+  protected override flushHead(): void {
+    const head = this.withHead(null);
+    if (head && this.socket.writable) this.socket.write(head);
   }
 
   protected override terminate(): void {
-    this.res.off('drain', this.onResDrain);
+    this.socket.off('drain', this.onDrain);
     // Abandoned before its head (the handler answers otherwise): node-server writes that answer.
     release(this.res);
     this.context = null;
