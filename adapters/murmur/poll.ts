@@ -40,7 +40,7 @@ import { GatewayError } from '../../src/errors.js';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import type { LogRecord } from '../../src/log/record.js';
 import type { LogPosition } from '../../src/log/store.js';
-import { pollBodyText } from './poll-json.js';
+import { pollBodyBytes } from './poll-json.js';
 import { parsePollQuery } from './poll-query.js';
 
 export const POLL_ROUTE = '/murmur/:capsule/poll';
@@ -126,7 +126,7 @@ export const createPollRoutes = (deps: AdapterDeps): Hono => {
           linked.release();
         }
       }
-      return c.body(pollBodyText(after, page.records, page.position), 200, JSON_HEADERS);
+      return c.body(pollBodyBytes(after, page.records, page.position), 200, JSON_HEADERS);
     } catch (err) {
       return pollFailure(err, logger, capsule);
     }

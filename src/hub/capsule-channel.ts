@@ -5,6 +5,7 @@
 import type { Logger } from 'pino';
 import type { LogRecord } from '../log/record.js';
 import type { LogPosition, LogStore, ReadResult } from '../log/store.js';
+import { lastConsecutive, RecordMemory } from './record-memory.js';
 
 /** Something attached to a channel: a subscriber or a parked long-poll waiter. */
 export interface ChannelListener {
@@ -59,12 +60,19 @@ export class CapsuleChannel {
   private dissolveTimer: NodeJS.Timeout | null = null;
   private retryTimer: { timer: NodeJS.Timeout; wake: () => void } | null = null;
   /**
-   * The most recent records the tail loop read, contiguous in offset (recent[start] is the oldest
-   * kept). Hundreds of long-polls or reconnecting watchers near the head are answered from here
-   * instead of each reading the store: the one reader per capsule stays one for catch-up too.
+   * Records of this epoch in memory (record-memory.ts): what the tail loop read, and what catch-up
+   * reads brought from the store below it. Hundreds of long-polls or reconnecting watchers at nearby
+   * cursors are answered from here instead of each reading the store, and get the same record
+   * objects, so each record is decoded and encoded once per process: the one reader per capsule
+   * stays one for catch-up too (a cold gateway's resume storm costs a few store reads, not one each).
    */
-  private recent: LogRecord[] = [];
-  private recentStart = 0;
+  private readonly memory: RecordMemory;
+  /**
+   * The highest `first` (oldest retained offset) any store answer of this epoch reported: memory
+   * never answers for records the store is known to have trimmed (the store reports that gap).
+   */
+  private knownFirst = 0;
+  private initialised = false;
   /** Store reads in flight by `after:limit`: readers asking for the same page share one round trip. */
   private readonly inflight = new Map<string, Promise<ReadResult>>();
   /** Resolves once the loop knows where the log stands; listeners read the store only after it. */
@@ -78,6 +86,7 @@ export class CapsuleChannel {
     private readonly options: ChannelOptions,
     private readonly onStop: (channel: CapsuleChannel) => void,
   ) {
+    this.memory = new RecordMemory(options.recentRecords);
     this.ready = this.init();
     // Listeners handle an init failure themselves; this keeps it from being an unhandled rejection.
     this.ready.catch(() => this.stop());
@@ -105,25 +114,28 @@ export class CapsuleChannel {
   }
 
   /**
-   * Records after `after` from memory, or null when memory cannot answer (cursor older than what is
-   * kept, no tail read yet). At the head the answer is empty only when `emptyAtHead`: a listener
-   * attached to this channel gets the next batch pushed, a plain read must ask the store instead
-   * (it may follow a write the tail loop has not read back yet).
+   * Records after `after` from memory, or null when memory cannot answer (cursor not in what is
+   * kept, no tail read yet). An answer is what the store would give: `limit` records, or fewer only
+   * when they reach what the tail loop has seen. At the head the answer is empty only when
+   * `emptyAtHead`: a listener attached to this channel gets the next batch pushed, a plain read must
+   * ask the store instead (it may follow a write the tail loop has not read back yet).
    */
   readRecent(after: number, limit: number, emptyAtHead: boolean): ReadResult | null {
     const position = this.latest;
-    const oldest = this.recent[this.recentStart];
     if (this.stopped || !position || position.epoch !== this.currentEpoch) return null;
     if (after === this.lastSeen) return emptyAtHead ? { records: [], position } : null;
-    if (!oldest || after < oldest.offset - 1 || after > this.lastSeen) return null;
-    const from = this.recentStart + (after + 1 - oldest.offset);
-    return { records: this.recent.slice(from, from + limit), position };
+    if (after > this.lastSeen || after + 1 < this.knownFirst) return null;
+    const records = this.memory.slice(after + 1, limit);
+    const last = records?.[records.length - 1];
+    if (!records || !last) return null;
+    if (records.length < limit && last.offset !== this.lastSeen) return null; // the rest is not held
+    return { records, position };
   }
 
   /**
    * Records after `after`: from memory when it can answer (see readRecent), else from the store,
-   * with concurrent identical reads coalesced into one. A burst of reconnecting clients at the same
-   * cursor costs one store read, not one each. Callers treat the records as read-only.
+   * with concurrent identical reads coalesced into one. What a store read brings below the tail's
+   * position is kept in memory for the next reader. Callers treat the records as read-only.
    */
   read(after: number, limit: number, emptyAtHead: boolean): Promise<ReadResult> {
     const recent = this.readRecent(after, limit, emptyAtHead);
@@ -131,12 +143,17 @@ export class CapsuleChannel {
     const key = `${after}:${limit}`;
     let pending = this.inflight.get(key);
     if (!pending) {
+      const generation = this.gen;
+      const initialised = this.initialised;
       pending = this.store.read(this.capsule, after, limit);
       this.inflight.set(key, pending);
       const forget = (): void => {
         if (this.inflight.get(key) === pending) this.inflight.delete(key);
       };
-      pending.then(forget, forget);
+      pending.then((page) => {
+        forget();
+        if (initialised) this.keep(page, generation);
+      }, forget);
     }
     return pending;
   }
@@ -147,33 +164,27 @@ export class CapsuleChannel {
    */
   knownPosition(after: number): LogPosition | null {
     const position = this.latest;
-    const oldest = this.recent[this.recentStart];
     if (this.stopped || !position || position.epoch !== this.currentEpoch || after > this.lastSeen)
       return null;
-    if (after === this.lastSeen || (oldest && after >= oldest.offset - 1)) return position;
+    if (after === this.lastSeen) return position;
+    if (after + 1 >= this.knownFirst && this.memory.runAround(after + 1)) return position;
     return null;
   }
 
-  private remember(batch: readonly LogRecord[]): void {
-    // Offsets index into memory only while it is one contiguous run. A batch can break it at its
-    // start (retention trimmed records before the tail read them) or inside (it spans a new epoch,
-    // whose offsets jump): memory then keeps only the run after the last break.
-    let from = batch.length;
-    while (from > 1 && batch[from - 1]!.offset === batch[from - 2]!.offset + 1) from--;
-    const newest = this.recent[this.recent.length - 1];
-    const records = from > 1 ? batch.slice(from - 1) : batch;
-    if (from > 1 || (newest && records[0] && records[0].offset !== newest.offset + 1)) {
-      this.recent = [];
-      this.recentStart = 0;
-    }
-    this.recent.push(...records);
-    const kept = this.recent.length - this.recentStart;
-    if (kept > this.options.recentRecords) this.recentStart += kept - this.options.recentRecords;
-    // Compact now and then, so dropping the oldest stays O(1) amortised.
-    if (this.recentStart > this.options.recentRecords) {
-      this.recent = this.recent.slice(this.recentStart);
-      this.recentStart = 0;
-    }
+  /**
+   * A catch-up read's records, kept when the read is of this channel's epoch and generation (never a
+   * read that started before a reset). Only what the tail loop has already passed is kept: records
+   * above it come through the tail, which extends memory in order.
+   */
+  private keep(page: ReadResult, generation: number): void {
+    const { records, position } = page;
+    if (this.stopped || generation !== this.gen || position.epoch !== this.currentEpoch) return;
+    this.knownFirst = Math.max(this.knownFirst, position.first);
+    let run = lastConsecutive(records);
+    const last = run[run.length - 1];
+    if (!last) return;
+    if (last.offset > this.lastSeen) run = run.filter((r) => r.offset <= this.lastSeen);
+    this.memory.absorb(run);
   }
 
   count(kind: ChannelListener['kind']): number {
@@ -191,8 +202,18 @@ export class CapsuleChannel {
   }
 
   leave(listener: ChannelListener): void {
-    if (!this.listeners.delete(listener) || this.listeners.size > 0 || this.stopped) return;
-    // Centrifuge-style delayed dissolve: a client that reconnects at once finds the reader running.
+    if (!this.listeners.delete(listener)) return;
+    this.linger();
+  }
+
+  /**
+   * With no listener, stop after `dissolveMs` from now (Centrifuge-style delayed dissolve: a client
+   * that reconnects at once finds the reader running, and its memory warm). Plain reads, which
+   * never join, call it too, so a channel started by them does not run forever.
+   */
+  linger(): void {
+    if (this.listeners.size > 0 || this.stopped) return;
+    if (this.dissolveTimer) clearTimeout(this.dissolveTimer);
     this.dissolveTimer = setTimeout(() => {
       this.dissolveTimer = null;
       if (this.listeners.size === 0) this.stop();
@@ -237,6 +258,8 @@ export class CapsuleChannel {
     const position = await this.store.position(this.capsule);
     this.latest = position;
     this.currentEpoch = position.epoch;
+    this.knownFirst = position.first;
+    this.initialised = true;
     // Live delivery starts after the head as of now: a listener's first store read happens after this,
     // so everything its reads do not return is delivered live (no gap at the seam).
     this.lastSeen = position.head;
@@ -272,7 +295,8 @@ export class CapsuleChannel {
       if (!last) continue;
       const after = this.lastSeen;
       this.lastSeen = last.offset;
-      this.remember(records);
+      this.knownFirst = Math.max(this.knownFirst, position.first);
+      this.memory.append(records);
       this.tap?.batch(after, records, position);
       for (const listener of [...this.listeners]) listener.push(records, position);
     }
@@ -289,8 +313,8 @@ export class CapsuleChannel {
       'hub: new log epoch; listeners continue from their cursors',
     );
     this.gen++;
-    this.recent = [];
-    this.recentStart = 0;
+    this.memory.clear();
+    this.knownFirst = position.first;
     this.inflight.clear();
     this.currentEpoch = position.epoch;
     this.latest = position;
@@ -303,8 +327,8 @@ export class CapsuleChannel {
       'hub: the log went backwards; ending its listeners',
     );
     this.gen++;
-    this.recent = [];
-    this.recentStart = 0;
+    this.memory.clear();
+    this.knownFirst = position.first;
     this.inflight.clear();
     this.currentEpoch = position.epoch;
     this.lastSeen = position.head;

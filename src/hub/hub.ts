@@ -119,8 +119,12 @@ export class Hub implements HubReadSide {
     after: number,
     limit: number,
   ): Promise<{ records: LogRecord[]; position: LogPosition }> {
-    const channel = this.channels.get(capsule);
-    return channel ? channel.read(after, limit, false) : this.store.read(capsule, after, limit);
+    if (this.closed) return this.store.read(capsule, after, limit);
+    // Through the capsule's channel (started if need be): readers of the same records share one store
+    // read and its record objects, and what they read stays in memory for the next (a poll storm).
+    const channel = this.channel(capsule);
+    channel.linger();
+    return channel.read(after, limit, false);
   }
 
   readContext(capsule: string, contextId: string, after: number, limit: number): Promise<ContextPage> {
