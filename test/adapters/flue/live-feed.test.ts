@@ -1,0 +1,150 @@
+/**
+ * The live feed's per-conversation projections against the old whole-capsule projection, on
+ * recorded random workloads (records.ts): the feed starts anywhere in the log (mid-task, so frames
+ * of tasks it never saw attributed go to every projection), receives the log in random batches,
+ * projections are created at random points (seeded while batches keep arriving), and followers
+ * join at the shared state or ahead of it. Each follower must receive exactly the chunks a fresh
+ * projector over every record of the capsule gives after its offset, and the bytes of each slice
+ * must be the encoding of its chunks. The core here is a plain in-memory log (no store involved).
+ */
+import { describe, expect, it } from 'vitest';
+import pino from 'pino';
+import type { FlueChunk } from '../../../adapters/flue/chunks.js';
+import { encodeDataEvent } from '../../../adapters/flue/codec.js';
+import { rebuild } from '../../../adapters/flue/conversation-reader.js';
+import { CapsuleFeed } from '../../../adapters/flue/live-feed.js';
+import { ConversationProjector } from '../../../adapters/flue/projection.js';
+import { SnapshotCache } from '../../../adapters/flue/snapshot-cache.js';
+import type { GatewayCore, SubscribeOptions } from '../../../src/core/types.js';
+import type { LogRecord } from '../../../src/log/record.js';
+import { prng, randomWorkload } from './records.js';
+
+const EPOCH = 3;
+const CONVERSATIONS = ['conv-1', 'ctx_other'];
+
+/** The slice of GatewayCore the feed and the reader use, over an array; `visible` records are in the log. */
+const logCore = (records: LogRecord[]) => {
+  let visible = 0;
+  let subscriber: SubscribeOptions | null = null;
+  const position = () => ({ epoch: EPOCH, first: 1, head: records[visible - 1]?.offset ?? 0 });
+  const core = {
+    position: async () => position(),
+    cursorStatus: async () => ({ status: 'ok' as const, position: position() }),
+    read: async (_capsule: string, after: number, limit: number) => ({
+      records: records
+        .slice(0, visible)
+        .filter((r) => r.offset > after)
+        .slice(0, limit),
+      position: position(),
+    }),
+    subscribe: (_capsule: string, options: SubscribeOptions) => {
+      subscriber = options;
+      return { close: () => (subscriber = null) };
+    },
+    shutdownSignal: new AbortController().signal,
+  } as unknown as GatewayCore;
+  return {
+    core,
+    get visible() {
+      return visible;
+    },
+    append: (n: number) => (visible = Math.min(records.length, visible + n)),
+    /** Hand the subscriber the records from `from` (index) to what is visible, as one batch. */
+    deliver: async (from: number) => {
+      const batch = records.slice(from, visible);
+      if (batch.length > 0) await subscriber!.onRecords(batch);
+      return visible;
+    },
+  };
+};
+
+const oracle = (
+  records: LogRecord[],
+  conversationId: string,
+  after: number,
+  through: number,
+): FlueChunk[] => {
+  const projector = new ConversationProjector(conversationId, EPOCH);
+  const out: FlueChunk[] = [];
+  for (const record of records) {
+    if (record.offset > through) break;
+    const chunks = projector.project(record);
+    if (record.offset > after) out.push(...chunks);
+  }
+  return JSON.parse(JSON.stringify(out)) as FlueChunk[];
+};
+
+describe('live feed projections = whole-capsule projection', () => {
+  it('holds over random workloads, batches, start points and joins', async () => {
+    let followersChecked = 0;
+    for (let seed = 1; seed <= 150; seed++) {
+      const records = randomWorkload(seed, 'conv-1');
+      const rand = prng(seed * 31);
+      const log = logCore(records);
+      log.append(Math.floor(rand() * records.length * 0.5));
+      const cache = new SnapshotCache();
+      const feed = new CapsuleFeed(
+        {
+          core: log.core,
+          logger: pino({ level: 'silent' }),
+          seed: (capsule, conv, epoch, through) =>
+            rebuild({ core: log.core, cache }, capsule, conv, epoch, through),
+          lingerMs: 60_000,
+          retryMs: 1_000,
+        },
+        'cap',
+        EPOCH,
+        records[log.visible - 1]?.offset ?? 0,
+        () => undefined,
+      );
+      let delivered = log.visible;
+      const followers: { conv: string; after: number; chunks: FlueChunk[] }[] = [];
+      const pending: Promise<void>[] = [];
+      // Bounded: every pass makes more records visible or delivers them, until all are delivered.
+      while (delivered < records.length) {
+        const roll = rand();
+        if (roll < 0.35) log.append(1 + Math.floor(rand() * 40));
+        else if (roll < 0.7) delivered = await log.deliver(delivered);
+        else {
+          const conv = CONVERSATIONS[Math.floor(rand() * CONVERSATIONS.length)]!;
+          const projection = feed.projection(conv);
+          // Join once seeded, at the shared state or ahead of it (up to what the log holds).
+          pending.push(
+            projection.ready.then(() => {
+              const ahead = rand() < 0.4;
+              const head = records[log.visible - 1]?.offset ?? 0;
+              const after = ahead
+                ? projection.through + Math.floor(rand() * (head - projection.through + 1))
+                : projection.through;
+              const entry = { conv, after, chunks: [] as FlueChunk[] };
+              followers.push(entry);
+              projection.follow({
+                after,
+                onSlice: (slice, partial) => {
+                  const chunks = partial ?? slice.chunks;
+                  if (!partial && chunks.length > 0)
+                    expect(slice.data.toString()).toBe(encodeDataEvent(chunks));
+                  entry.chunks.push(...chunks);
+                  return true;
+                },
+                onEnd: () => undefined,
+              });
+            }),
+          );
+        }
+        if (rand() < 0.3) await Promise.all(pending.splice(0));
+      }
+      await Promise.all(pending);
+      delivered = await log.deliver(delivered);
+      const head = records[records.length - 1]!.offset;
+      for (const follower of followers) {
+        expect(JSON.parse(JSON.stringify(follower.chunks))).toEqual(
+          oracle(records, follower.conv, follower.after, head),
+        );
+        followersChecked++;
+      }
+      feed.end('shutdown');
+    }
+    expect(followersChecked).toBeGreaterThan(100);
+  });
+});
