@@ -8,39 +8,30 @@
  * A listener replays on its own up to the feed's position (channel-stream.ts), closing the last
  * stretch synchronously from the feed's ring of recent records, then joins the projection whose
  * state equals its own (`shareKey`), or makes its projector a new shared one.
+ *
+ * When its hub subscription ends (store error, or the log went backwards: the hub ends its listeners
+ * then), the feed checks its cursor against the log before following it again: a cursor beyond the
+ * head, trimmed, or of another epoch than the feed followed means its projections describe records
+ * the log no longer has (or never will have: a cursor above the head would wait for offsets that
+ * come back with other content). It then drops its streams, without `end` (not terminal: each client
+ * reconnects with since and replays the log as it is now), and goes away with its projections.
  */
 import type { Logger } from 'pino';
 import type { GatewayCore, Subscription, SubscriptionEnd } from '../../src/core/types.js';
+import { isStoreReset } from '../../src/core/store-reset.js';
 import { ContextTracker } from '../../src/log/frame-view.js';
 import type { LogRecord } from '../../src/log/record.js';
 import type { ChannelListener } from './channel-listener.js';
-import { encodeStep } from './channel-listener.js';
 import type { ChannelProjector } from './projection.js';
+import { SharedProjection } from './shared-projection.js';
 import { beeosMeta } from './records.js';
 
 /** Recent records kept so a listener can reach the feed's position without another read. */
 const RING = 4096;
 const RETRY_MS = [100, 500, 1_000, 2_000, 5_000];
 
-export class SharedProjection {
-  readonly listeners = new Set<ChannelListener>();
-  ended = false;
-
-  constructor(
-    readonly channelId: string,
-    readonly contextId: string,
-    readonly projector: ChannelProjector,
-  ) {}
-
-  onRecord(record: LogRecord): void {
-    const before = this.projector.latestOffset;
-    const step = this.projector.project(record);
-    const encoded = step.envelopes.length > 0 ? encodeStep(step) : [];
-    const after = this.projector.latestOffset;
-    for (const l of this.listeners) l.onRecord(record, step, encoded, before, after);
-    if (step.end) this.ended = true;
-  }
-}
+/** Process-wide counts of feed resumes and resets (beeosFeedStats). */
+export const feedCounters = { resumes: 0, resets: 0 };
 
 export class CapsuleFeed {
   /** Every record up to here has been dispatched. */
@@ -55,22 +46,27 @@ export class CapsuleFeed {
   /** Listeners still waiting for their replay_complete. */
   private readonly pendingReplay = new Map<ChannelListener, SharedProjection>();
   /** Listeners replaying on their own (they keep the feed alive). */
-  private syncing = 0;
+  private readonly replaying = new Set<ChannelListener>();
   private subscription: Subscription | null = null;
   private retry: NodeJS.Timeout | null = null;
   private failures = 0;
   closed = false;
 
+  /** The log epoch the cursor belongs to; null after following a store reset live (learnt on resume). */
+  private epoch: number | null;
+
   constructor(
     private readonly core: GatewayCore,
     readonly capsule: string,
     after: number,
+    epoch: number,
     private readonly logger: Logger,
     private readonly onIdle: () => void,
     private readonly observers: ((records: readonly LogRecord[], before: number) => void)[],
   ) {
     this.cursor = after;
     this.ringFrom = after;
+    this.epoch = epoch;
     this.subscribe();
   }
 
@@ -93,13 +89,59 @@ export class CapsuleFeed {
       for (const p of this.all) for (const l of p.listeners) l.end('stream_closed', p.projector.latestOffset);
       return this.close();
     }
-    // slow / store error: the feed resumes from its cursor; its listeners never notice.
-    const delay = RETRY_MS[Math.min(this.failures++, RETRY_MS.length - 1)] ?? 5_000;
+    // slow / store error: the feed resumes from its cursor, once the log is known to continue it.
     this.logger.info({ capsule: this.capsule, reason, cursor: this.cursor }, 'beeos: live feed resumes');
+    this.scheduleResume();
+  }
+
+  private scheduleResume(): void {
+    const delay = RETRY_MS[Math.min(this.failures++, RETRY_MS.length - 1)] ?? 5_000;
     this.retry = setTimeout(() => {
       this.retry = null;
-      if (!this.closed) this.subscribe();
+      void this.resume();
     }, delay);
+  }
+
+  /**
+   * Follow the log again from the cursor if the log still continues it; else drop every stream.
+   * (The hub ends its listeners when the log went backwards and would serve a new subscription
+   * from an offset above its head: records that never come, or come back with other content.)
+   */
+  private async resume(): Promise<void> {
+    if (this.closed) return;
+    let checked;
+    try {
+      checked = await this.core.cursorStatus(this.capsule, this.cursor);
+    } catch (err) {
+      this.logger.warn({ err, capsule: this.capsule }, 'beeos: live feed cannot check its cursor; retrying');
+      if (!this.closed) this.scheduleResume();
+      return;
+    }
+    if (this.closed) return;
+    const { status, position } = checked;
+    if (status !== 'ok' || (this.epoch !== null && position.epoch !== this.epoch)) {
+      this.logger.warn(
+        { capsule: this.capsule, cursor: this.cursor, status, epoch: this.epoch, position },
+        'beeos: the log no longer continues the live feed; dropping its streams',
+      );
+      return this.reset();
+    }
+    this.epoch = position.epoch;
+    feedCounters.resumes++;
+    this.subscribe();
+  }
+
+  /** Drop every stream of the feed (they reconnect with since) and its projections with it. */
+  private reset(): void {
+    feedCounters.resets++;
+    const listeners = [...this.replaying, ...this.pendingReplay.keys()];
+    for (const p of this.all) listeners.push(...p.listeners);
+    this.close();
+    for (const l of listeners) l.drop();
+    this.all.clear();
+    this.byContext.clear();
+    this.byChannel.clear();
+    this.pendingReplay.clear();
   }
 
   /** Synchronous by design: every projection and listener moves in one step per batch. */
@@ -112,6 +154,8 @@ export class CapsuleFeed {
       const context = this.contextOf(record);
       const targets = context === null ? this.all : this.byContext.get(context);
       if (targets) for (const p of [...targets]) if (!p.ended) this.feed(p, record);
+      // A new epoch followed in order: its number is learnt when the feed next checks the log.
+      if (isStoreReset(record)) this.epoch = null;
       this.cursor = record.offset;
       this.ring.push(record);
     }
@@ -158,14 +202,10 @@ export class CapsuleFeed {
   }
 
   /** A listener starts replaying on its own: keep the feed (and its ring) running meanwhile. */
-  hold(): () => void {
-    this.syncing++;
-    let released = false;
+  hold(listener: ChannelListener): () => void {
+    this.replaying.add(listener);
     return () => {
-      if (released) return;
-      released = true;
-      this.syncing--;
-      this.maybeIdle();
+      if (this.replaying.delete(listener)) this.maybeIdle();
     };
   }
 
@@ -209,7 +249,7 @@ export class CapsuleFeed {
   }
 
   private maybeIdle(): void {
-    if (this.all.size === 0 && this.syncing === 0) this.close();
+    if (this.all.size === 0 && this.replaying.size === 0) this.close();
   }
 
   close(): void {
@@ -222,66 +262,14 @@ export class CapsuleFeed {
   }
 
   /** Shared projections and listeners (tests, metrics). */
-  stats(): { projections: number; listeners: number } {
+  stats(): { projections: number; listeners: number; replaying: number; subscribed: boolean } {
     let listeners = 0;
     for (const p of this.all) listeners += p.listeners.size;
-    return { projections: this.all.size, listeners };
-  }
-}
-
-/** The feeds of this process's BeeOS surface, one per capsule with live channel streams. */
-export class ChannelFeeds {
-  private readonly feeds = new Map<string, CapsuleFeed>();
-  /** Every open channel stream, for the drain (one signal listener, not one per stream). */
-  private readonly listeners = new Set<ChannelListener>();
-  private readonly observers: ((capsule: string, records: readonly LogRecord[], before: number) => void)[] =
-    [];
-
-  constructor(
-    private readonly core: GatewayCore,
-    private readonly logger: Logger,
-  ) {
-    const drain = (): void => {
-      for (const l of [...this.listeners]) l.end('stream_closed', l.latest());
+    return {
+      projections: this.all.size,
+      listeners,
+      replaying: this.replaying.size,
+      subscribed: this.subscription !== null,
     };
-    if (core.shutdownSignal.aborted) queueMicrotask(drain);
-    else core.shutdownSignal.addEventListener('abort', drain, { once: true });
-  }
-
-  /** A stream opened: the drain ends it with `end stream_closed`. */
-  track(listener: ChannelListener): void {
-    if (this.core.shutdownSignal.aborted) {
-      queueMicrotask(() => listener.end('stream_closed', listener.latest()));
-      return;
-    }
-    this.listeners.add(listener);
-    listener.onClose(() => this.listeners.delete(listener));
-  }
-
-  /** Also hand every record the feeds see to `fn` (the registry follows the log through it). */
-  observe(fn: (capsule: string, records: readonly LogRecord[], before: number) => void): void {
-    this.observers.push(fn);
-  }
-
-  /** The capsule's feed, started after `head` when none runs. */
-  feed(capsule: string, head: number): CapsuleFeed {
-    const running = this.feeds.get(capsule);
-    if (running && !running.closed) return running;
-    const feed: CapsuleFeed = new CapsuleFeed(
-      this.core,
-      capsule,
-      head,
-      this.logger,
-      () => {
-        if (this.feeds.get(capsule) === feed) this.feeds.delete(capsule);
-      },
-      this.observers.map((fn) => (records, before) => fn(capsule, records, before)),
-    );
-    this.feeds.set(capsule, feed);
-    return feed;
-  }
-
-  get(capsule: string): CapsuleFeed | undefined {
-    return this.feeds.get(capsule);
   }
 }

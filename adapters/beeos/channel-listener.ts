@@ -75,6 +75,13 @@ export class ChannelListener {
     this.close();
   }
 
+  /** The transport ended the stream past its byte bound (no `end`): leave the projection now. */
+  overflowed(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.close();
+  }
+
   /**
    * One record of the log, as projected by the projector this listener follows. `latestBefore` and
    * `latestAfter` are the projection's latest offset before and after the record.

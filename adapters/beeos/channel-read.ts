@@ -1,8 +1,7 @@
 /**
  * Reading one channel's records from the log: the pages of its context (plus records attributed to
- * no context) through `core.readContext` when the core has it, so a read costs O(the channel);
- * else every record of the capsule (the projector filters). Also the whole-channel projection the
- * JSON reads (status, messages) use.
+ * no context) through `core.readContext`, so a read costs O(the channel), not O(the capsule). Also
+ * the whole-channel projection the JSON reads (status, messages) use.
  */
 import type { GatewayCore } from '../../src/core/types.js';
 import type { LogRecord } from '../../src/log/record.js';
@@ -21,13 +20,6 @@ export interface ChannelPage {
   position: LogPosition;
 }
 
-type ReadContext = (
-  capsule: string,
-  contextId: string,
-  after: number,
-  limit: number,
-) => Promise<{ records: LogRecord[]; next: number; position: LogPosition }>;
-
 export const readChannelPage = async (
   core: GatewayCore,
   capsule: string,
@@ -35,19 +27,8 @@ export const readChannelPage = async (
   after: number,
   limit: number,
 ): Promise<ChannelPage> => {
-  const readContext = (core as { readContext?: ReadContext }).readContext;
-  if (readContext) {
-    const page = await readContext.call(core, capsule, contextId, after, limit);
-    return { ...page, full: page.records.length >= limit };
-  }
-  const page = await core.read(capsule, after, limit);
-  const last = page.records[page.records.length - 1];
-  return {
-    records: page.records,
-    next: last ? last.offset : after,
-    full: page.records.length >= limit,
-    position: page.position,
-  };
+  const page = await core.readContext(capsule, contextId, after, limit);
+  return { ...page, full: page.records.length >= limit };
 };
 
 export const projectorFor = (channel: Channel, agentId: string): ChannelProjector =>

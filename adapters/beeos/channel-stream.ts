@@ -8,7 +8,7 @@
 import type { Context } from 'hono';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import type { Channel } from './channels.js';
-import type { ChannelFeeds } from './channel-feed.js';
+import type { ChannelFeeds } from './channel-feeds.js';
 import { ChannelListener, encodeStep, HINT_AHEAD, HINT_TRUNCATED } from './channel-listener.js';
 import { projectorFor, readChannelPage } from './channel-read.js';
 import { OFFSET_SLOTS, READ_PAGE } from './constants.js';
@@ -38,11 +38,16 @@ export const openChannelStream = async (
   const { core, config } = deps;
   const capsule = channel.capsule;
   const position = await core.position(capsule);
+  let listener: ChannelListener | null = null;
   const { stream, response } = openSse(c, {
     heartbeat: { bytes: Buffer.from(encodeKeepalive()), everyMs: config.heartbeatMs },
     // A client that cannot keep up is cut without an `end` (which would mean "terminal, do not
     // reconnect", §3): it reconnects with since=lastOffset and the log replays what it missed.
-    onOverflow: () => null,
+    // It leaves its projection now, not when its unread bytes are finally let go.
+    onOverflow: () => {
+      listener?.overflowed();
+      return null;
+    },
     ...(maxQueuedBytes ? { maxQueuedBytes } : {}),
   });
   let since = sinceIn;
@@ -60,7 +65,7 @@ export const openChannelStream = async (
   }
 
   const headAtOpen = position.head;
-  const listener = new ChannelListener(stream, since, includeDeltas, headAtOpen);
+  listener = new ChannelListener(stream, since, includeDeltas, headAtOpen);
   const projector = projectorFor(channel, capsule);
   const readFrom = Math.max(start, position.first);
   if (headAtOpen < readFrom) listener.completeReplay(projector.latestOffset);
@@ -68,8 +73,8 @@ export const openChannelStream = async (
   listener.latest = () => projector.latestOffset;
   feeds.track(listener);
 
-  const feed = feeds.feed(capsule, headAtOpen);
-  const release = feed.hold();
+  const feed = feeds.feed(capsule, headAtOpen, position.epoch);
+  const release = feed.hold(listener);
   listener.onClose(release);
   void replayThenJoin(deps, feeds, channel, listener, projector, readFrom - 1)
     .catch((err: unknown) => {
@@ -104,7 +109,7 @@ const replayThenJoin = async (
       if (!listener.live) return;
       if (deps.core.shutdownSignal.aborted) return listener.end('stream_closed', projector.latestOffset);
       if (position.head < after) return listener.drop();
-      feed = feeds.get(capsule) ?? feeds.feed(capsule, after);
+      feed = feeds.get(capsule) ?? feeds.feed(capsule, after, position.epoch);
     }
     const recent = feed.recent(after);
     if (recent) {

@@ -10,7 +10,7 @@ import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import { ChannelRegistry } from './channels.js';
 import type { Channel } from './channels.js';
 import { openChannelStream, projectChannel } from './channel-stream.js';
-import { ChannelFeeds } from './channel-feed.js';
+import { ChannelFeeds } from './channel-feeds.js';
 import { AGENTS_PREFIX, DEFAULT_INVOKE_TIMEOUT_MS } from './constants.js';
 import { BeeosError } from './errors.js';
 import {

@@ -42,6 +42,7 @@ export interface Harness {
   baseUrl: string;
   capsule: string;
   store: MemoryStore;
+  hub: Hub;
   core: GatewayCoreImpl;
   /** Upstream behaviour for the next submissions. */
   mode: { busy: boolean; unreachable: boolean };
@@ -203,6 +204,7 @@ export const startHarness = async (
     baseUrl: `http://127.0.0.1:${port}`,
     capsule,
     store,
+    hub,
     core,
     mode,
     taskDone: (ctx) => waiterFor(ctx).promise,
