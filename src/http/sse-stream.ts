@@ -238,7 +238,11 @@ export abstract class SseStreamBase implements SseStream, WheelEntry {
       return;
     }
     if (!this.heartbeatBytes) return;
+    // A heartbeat is not a write for the idle callback (Flue's idle control is due even while
+    // comments flow: they do not reset the client's stale timer).
+    const quietSince = this.idleEntry?.lastWrite;
     this.write(this.heartbeatBytes);
+    if (this.idleEntry && quietSince !== undefined) this.idleEntry.lastWrite = quietSince;
     let next = this.wheelDue + this.heartbeatMs;
     if (next <= t) next = t + this.heartbeatMs; // a stalled loop skips beats rather than bunching them
     if (this.open) sharedWheel.schedule(this, next, this.heartbeatMs);
