@@ -1,12 +1,10 @@
 /**
  * Reads one conversation's records through the core into a projector: the state through an offset
- * (from the nearest cached state, else from the conversation's start), then pages after it. Reads
- * ask for the records of the conversation's context (plus those attributed to none) when the core
- * can answer that, so their cost follows the conversation, not the capsule. Knows nothing about HTTP.
+ * (from the nearest cached state, else from the conversation's first record), then pages after it.
+ * Every read is `core.readContext` (the conversation's context plus records attributed to none: all
+ * a projector uses), so its cost follows the conversation, not the capsule. Knows nothing about HTTP.
  */
-import type { GatewayCore } from '../../src/core/types.js';
-import type { LogRecord } from '../../src/log/record.js';
-import type { LogPosition } from '../../src/log/store.js';
+import type { ContextPage, GatewayCore } from '../../src/core/types.js';
 import type { FlueChunk } from './chunks.js';
 import { SCAN_PAGE } from './constants.js';
 import { FlueError } from './errors.js';
@@ -16,43 +14,6 @@ import type { SnapshotCache } from './snapshot-cache.js';
 /** The read's offset is from another store generation: the client must start over (§Offsets). */
 export const offsetGone = (): FlueError =>
   new FlueError('stream_offset_gone', 'offset is beyond the stream head or from a lost store generation');
-
-/** One page of a conversation: its records after `after`, and the offset the page read through. */
-export interface ConversationPage {
-  records: LogRecord[];
-  /** Resume after this (exclusive); past `after` even when only other contexts' records were passed. */
-  next: number;
-  position: LogPosition;
-}
-
-type ContextReader = {
-  readContext(
-    capsule: string,
-    contextId: string,
-    after: number,
-    limit: number,
-  ): Promise<{ records: LogRecord[]; next: number; position: LogPosition }>;
-};
-
-/** Null where the core cannot read by context (then whole-capsule pages are read instead). */
-const contextReader = (core: GatewayCore): ContextReader | null =>
-  typeof (core as Partial<ContextReader>).readContext === 'function'
-    ? (core as unknown as ContextReader)
-    : null;
-
-/** The seam over `core.readContext` (O(that context)); a whole-capsule page where the core lacks it. */
-export const readConversation = async (
-  core: GatewayCore,
-  capsule: string,
-  contextId: string,
-  after: number,
-  limit: number,
-): Promise<ConversationPage> => {
-  const byContext = contextReader(core);
-  if (byContext) return byContext.readContext(capsule, contextId, after, limit);
-  const { records, position } = await core.read(capsule, after, limit);
-  return { records, next: records[records.length - 1]?.offset ?? after, position };
-};
 
 export interface ReaderDeps {
   core: GatewayCore;
@@ -70,9 +31,15 @@ export const rebuild = async (
   const cached = deps.cache.nearest(capsule, conversationId, epoch, through);
   const projector = cached?.projector ?? new ConversationProjector(conversationId, epoch);
   let after = cached?.offset ?? 0;
+  if (!cached) {
+    // Records before the conversation's first one project to nothing on an empty state.
+    const first = await deps.core.contextFirst(capsule, conversationId);
+    if (first === null) return projector;
+    after = Math.max(0, Math.min(first - 1, through));
+  }
   // Bounded: every page advances `after` (or ends the loop), and stops at `through`.
   while (after < through) {
-    const page = await readConversation(deps.core, capsule, conversationId, after, SCAN_PAGE);
+    const page = await deps.core.readContext(capsule, conversationId, after, SCAN_PAGE);
     if (page.position.epoch !== epoch) throw offsetGone();
     for (const record of page.records) {
       if (record.offset > through) return projector;
@@ -82,18 +49,6 @@ export const rebuild = async (
     after = page.next;
   }
   return projector;
-};
-
-/**
- * Chunks are deltas against the state at `after`: when records after it are gone (trimmed by
- * retention, or lost by the store: offsets then jump to its store-reset fact) the deltas would
- * silently miss them, so the client must start over (416, flue-client.md: never `200 []`). After 0
- * (a read from -1) everything retained is read and nothing the client held is missing.
- */
-export const assertRetained = (after: number, records: readonly LogRecord[], position: LogPosition): void => {
-  if (after === 0) return;
-  const first = records[0];
-  if (first ? first.offset > after + 1 : after < position.first - 1) throw offsetGone();
 };
 
 /** One read cycle's result: chunks after `after`, the next offset, whether the head was reached. */
@@ -111,12 +66,15 @@ export interface Cycle {
 export const projectPage = (
   projector: ConversationProjector,
   after: number,
-  page: ConversationPage,
+  page: ContextPage,
   limit: number,
   until = Number.POSITIVE_INFINITY,
 ): Cycle => {
   const { records, position } = page;
   if (position.epoch !== projector.epoch) throw offsetGone();
+  // Chunks are deltas against the state at `after`: when records after it were trimmed (or lost
+  // with a store generation) the deltas would silently miss them, so the client must start over
+  // (416, flue-client.md: never `200 []`). After 0 (a read from -1) nothing held can be missing.
   if (after !== 0 && after < position.first - 1) throw offsetGone();
   const chunks: FlueChunk[] = [];
   let next = after;
@@ -139,7 +97,6 @@ export const readCycle = async (
   limit: number,
   until?: number,
 ): Promise<Cycle> => {
-  const page = await readConversation(core, capsule, projector.conversationId, after, limit);
-  if (!contextReader(core)) assertRetained(after, page.records, page.position);
+  const page = await core.readContext(capsule, projector.conversationId, after, limit);
   return projectPage(projector, after, page, limit, until);
 };

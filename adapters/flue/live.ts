@@ -16,7 +16,7 @@ import type { FeedRegistry } from './feed-registry.js';
 import type { CapsuleFeed } from './live-feed.js';
 import type { ConversationProjector } from './projection.js';
 import type { SharedProjection, Slice } from './shared-projection.js';
-import { startSse } from './sse-sink.js';
+import { startSse, type SseStream } from '../../src/http/sse-transport.js';
 
 export interface LiveDeps {
   core: GatewayCore;
@@ -157,6 +157,9 @@ export const sseResponse = (deps: LiveDeps, c: Context, read: LiveRead): Respons
     headers: { ...FIXED_HEADERS },
     heartbeat: { bytes: HEARTBEAT, everyMs: deps.config.heartbeatMs },
     idle: { everyMs: deps.config.idleControlMs, onIdle: () => stream.write(control(read.epoch, next, true)) },
+    // A client past the byte bound is ended (the stream just ends, as a cut connection would): it
+    // reconnects from its last control's offset and loses nothing.
+    onOverflow: () => null,
   });
   if (deps.core.shutdownSignal.aborted) {
     stream.end();
@@ -166,12 +169,10 @@ export const sseResponse = (deps: LiveDeps, c: Context, read: LiveRead): Respons
   return response;
 };
 
-type Stream = ReturnType<typeof startSse>['stream'];
-
 const follow = async (
   deps: LiveDeps,
   read: LiveRead,
-  stream: Stream,
+  stream: SseStream,
   moved: (offset: number) => void,
 ): Promise<void> => {
   const { projection } = await joinFeed(deps, read);

@@ -5,7 +5,8 @@
  * projections are created at random points (seeded while batches keep arriving), and followers
  * join at the shared state or ahead of it. Each follower must receive exactly the chunks a fresh
  * projector over every record of the capsule gives after its offset, and the bytes of each slice
- * must be the encoding of its chunks. The core here is a plain in-memory log (no store involved).
+ * must be the encoding of its chunks. The core here is a plain in-memory log (no store involved)
+ * whose readContext answers a context's records plus the unattributed ones, as the core's does.
  */
 import { describe, expect, it } from 'vitest';
 import pino from 'pino';
@@ -15,6 +16,7 @@ import { rebuild } from '../../../adapters/flue/conversation-reader.js';
 import { CapsuleFeed } from '../../../adapters/flue/live-feed.js';
 import { ConversationProjector } from '../../../adapters/flue/projection.js';
 import { SnapshotCache } from '../../../adapters/flue/snapshot-cache.js';
+import { TaskContexts } from '../../../adapters/flue/task-contexts.js';
 import type { GatewayCore, SubscribeOptions } from '../../../src/core/types.js';
 import type { LogRecord } from '../../../src/log/record.js';
 import { prng, randomWorkload } from './records.js';
@@ -27,6 +29,11 @@ const logCore = (records: LogRecord[]) => {
   let visible = 0;
   let subscriber: SubscribeOptions | null = null;
   const position = () => ({ epoch: EPOCH, first: 1, head: records[visible - 1]?.offset ?? 0 });
+  // The context each record belongs to (null: none), as the core's context index attributes them.
+  const tracker = new TaskContexts();
+  const contexts = records.map((r) => tracker.contextOf(r));
+  const ofContext = (id: string) => (_r: LogRecord, i: number) =>
+    i < visible && (contexts[i] === null || contexts[i] === id);
   const core = {
     position: async () => position(),
     cursorStatus: async () => ({ status: 'ok' as const, position: position() }),
@@ -37,6 +44,18 @@ const logCore = (records: LogRecord[]) => {
         .slice(0, limit),
       position: position(),
     }),
+    readContext: async (_capsule: string, id: string, after: number, limit: number) => {
+      const page = records.filter(ofContext(id)).filter((r) => r.offset > after);
+      const cut = page.length > limit;
+      const out = page.slice(0, limit);
+      return {
+        records: out,
+        next: cut ? out[out.length - 1]!.offset : Math.max(after, position().head),
+        position: position(),
+      };
+    },
+    contextFirst: async (_capsule: string, id: string) =>
+      records.find((r, i) => ofContext(id)(r, i) && contexts[i] === id)?.offset ?? null,
     subscribe: (_capsule: string, options: SubscribeOptions) => {
       subscriber = options;
       return { close: () => (subscriber = null) };
