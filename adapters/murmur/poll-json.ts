@@ -113,6 +113,11 @@ export const pollGap = (
   if (!first && after > 0 && after < position.first - 1)
     return { reason: 'retention', first_available: position.first };
   if (!first && after > position.head) return { reason: 'ahead', first_available: position.first };
+  return earliestMissing(records);
+};
+
+/** The `possibly_missing` gap of the earliest frames-possibly-missing fact in `records`, if any. */
+export const earliestMissing = (records: readonly LogRecord[]): PollGap | null => {
   for (const record of records) {
     const gap = possiblyMissingGap(record);
     if (gap) return gap;
@@ -126,65 +131,22 @@ export const pollGap = (
  * starts over from what the log still holds.
  */
 export const pollBodyText = (after: number, records: readonly LogRecord[], position: LogPosition): string => {
-  const gap = pollGap(after, records, position);
+  return `{"records":[${records.map(recordText).join(',')}],${pollBodyRest(after, records, position)}`;
+};
+
+/**
+ * What follows the records in the body: `"next_cursor":…,"head":…,"epoch":…,"gap":…}`. `gap` is
+ * pollGap's answer when the caller has it already.
+ */
+export const pollBodyRest = (
+  after: number,
+  records: readonly LogRecord[],
+  position: LogPosition,
+  gap: PollGap | null = pollGap(after, records, position),
+): string => {
   const last = records[records.length - 1];
   const restart = gap && gap.reason !== 'possibly_missing' ? gap.first_available - 1 : after;
   const nextCursor = last ? last.offset : restart;
   const rest = JSON.stringify({ next_cursor: nextCursor, head: position.head, epoch: position.epoch, gap });
-  return `{"records":[${records.map(recordText).join(',')}],${rest.slice(1)}`;
-};
-
-/**
- * The `{"records":[…]` part of pages, as bytes, for pages of many records: a resume storm asks for
- * the same page thousands of times (the hub hands every reader the same record objects), and joining
- * and encoding a thousand records per answer was most of its cost. Keyed by the page's first and
- * last record objects and length (the same objects are the same records), bounded in bytes.
- */
-const PAGE_CACHE_MIN_RECORDS = 32;
-const PAGE_CACHE_BYTES = 32 * 1024 * 1024;
-const pages = new Map<string, { first: LogRecord; last: LogRecord; bytes: Buffer }>();
-let pageBytes = 0;
-
-const recordsPart = (records: readonly LogRecord[]): Buffer => {
-  const first = records[0]!;
-  const last = records[records.length - 1]!;
-  const key = `${first.offset}:${last.offset}:${records.length}`;
-  const hit = pages.get(key);
-  if (hit && hit.first === first && hit.last === last) {
-    // Most recently used last: eviction takes the oldest first.
-    pages.delete(key);
-    pages.set(key, hit);
-    return hit.bytes;
-  }
-  const bytes = Buffer.from(`{"records":[${records.map(recordText).join(',')}]`, 'utf8');
-  if (hit) {
-    pages.delete(key);
-    pageBytes -= hit.bytes.length;
-  }
-  if (bytes.length <= PAGE_CACHE_BYTES / 8) {
-    pages.set(key, { first, last, bytes });
-    pageBytes += bytes.length;
-    for (const [k, v] of pages) {
-      if (pageBytes <= PAGE_CACHE_BYTES) break;
-      pages.delete(k);
-      pageBytes -= v.bytes.length;
-    }
-  }
-  return bytes;
-};
-
-/** pollBodyText as UTF-8 bytes (the same bytes), sharing the encoded records of repeated pages. */
-export const pollBodyBytes = (
-  after: number,
-  records: readonly LogRecord[],
-  position: LogPosition,
-): Uint8Array<ArrayBuffer> => {
-  if (records.length < PAGE_CACHE_MIN_RECORDS)
-    return Buffer.from(pollBodyText(after, records, position), 'utf8') as Uint8Array<ArrayBuffer>;
-  const gap = pollGap(after, records, position);
-  const restart = gap && gap.reason !== 'possibly_missing' ? gap.first_available - 1 : after;
-  const nextCursor = records.length > 0 ? records[records.length - 1]!.offset : restart;
-  const rest = JSON.stringify({ next_cursor: nextCursor, head: position.head, epoch: position.epoch, gap });
-  const tail = Buffer.from(`,${rest.slice(1)}`, 'utf8');
-  return Buffer.concat([recordsPart(records), tail]) as Uint8Array<ArrayBuffer>;
+  return rest.slice(1);
 };

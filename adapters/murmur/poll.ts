@@ -40,7 +40,7 @@ import { GatewayError } from '../../src/errors.js';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import type { LogRecord } from '../../src/log/record.js';
 import type { LogPosition } from '../../src/log/store.js';
-import { pollBodyBytes } from './poll-json.js';
+import { pollBodyBytes } from './poll-pages.js';
 import { parsePollQuery } from './poll-query.js';
 
 export const POLL_ROUTE = '/murmur/:capsule/poll';
