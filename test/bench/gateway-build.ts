@@ -10,12 +10,17 @@ export const REPO = fileURLToPath(new URL('../..', import.meta.url));
 
 let built = false;
 
-/** Arguments for `process.execPath` that start the built gateway CLI (building it first, once). */
+/**
+ * Arguments for `process.execPath` that start the built gateway CLI (building it first, once).
+ * BENCH_GATEWAY_NODE_ARGS adds node flags to the gateway alone (e.g. `--cpu-prof --cpu-prof-dir=…`
+ * to see where its time goes under a bench's load; NODE_OPTIONS refuses --cpu-prof).
+ */
 export const gatewayArgs = (): string[] => {
   if (!built) {
     const out = spawnSync('npm', ['run', 'build', '--silent'], { cwd: REPO, stdio: 'inherit' });
     if (out.status !== 0) throw new Error('npm run build failed: the bench runs the built gateway');
     built = true;
   }
-  return ['dist/src/cli.js'];
+  const extra = (process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  return [...extra, 'dist/src/cli.js'];
 };
