@@ -54,7 +54,12 @@ const joinFeed = async (
   deps: LiveDeps,
   read: LiveRead,
 ): Promise<{ feed: CapsuleFeed; projection: SharedProjection }> => {
-  const feed = await deps.feeds.feed(read.capsule);
+  let feed = await deps.feeds.feed(read.capsule);
+  if (feed.epoch < read.epoch) {
+    // The store started a new generation the feed has not met yet: its states are all stale.
+    feed.end('gone');
+    feed = await deps.feeds.feed(read.capsule);
+  }
   if (feed.epoch !== read.epoch) throw offsetGone();
   const projection = feed.projection(read.conversationId);
   projection.pins++;
