@@ -12,6 +12,7 @@ import type { LogRecord } from '../../src/log/record.js';
 import { GAP_REASON } from './constants.js';
 import { encodeGap, encodeRecord } from './codec.js';
 import { isFinalStatus } from './projection.js';
+import { replayPageBytes } from './replay-pages.js';
 import type { SseStream } from '../../src/http/sse-transport.js';
 
 /**
@@ -149,6 +150,15 @@ export class LogFeed {
     const { conn, gaps, closeOnFinal, capsuleClosedFrame } = this.options;
     if (!conn.open) return;
     if (this.options.format?.tail) return this.deliverTail(records, this.options.format);
+    const first = records[0];
+    const last = records[records.length - 1];
+    if (first && last && first.offset > this.cursor && last.offset <= this.liveAfter) {
+      // All replay: nothing in it ends the stream, and its bytes are every replaying connection's.
+      this.cursor = last.offset;
+      const page = replayPageBytes(records, gaps);
+      if (page) conn.write(page);
+      return;
+    }
     const chunks: Buffer[] = [];
     let end = false;
     for (const record of records) {

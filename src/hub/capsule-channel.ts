@@ -129,7 +129,8 @@ export class CapsuleChannel {
     const last = records?.[records.length - 1];
     if (!records || !last) return null;
     if (records.length < limit && last.offset !== this.lastSeen) return null; // the rest is not held
-    return { records, position };
+    // The same array for the same page (shared, as a coalesced store read's is): read-only.
+    return { records: records as LogRecord[], position };
   }
 
   /**

@@ -27,10 +27,14 @@ export const lastConsecutive = (records: readonly LogRecord[]): readonly LogReco
   return from > 1 ? records.slice(from - 1) : records;
 };
 
+const MAX_SLICES = 256;
+
 export class RecordMemory {
   /** Ascending by offset, disjoint and never adjacent (adjacent runs are merged). */
   private runs: Run[] = [];
   private total = 0;
+  /** Pages handed out recently, by `offset:limit` (oldest first). */
+  private slices = new Map<string, readonly LogRecord[]>();
 
   constructor(private readonly max: number) {}
 
@@ -46,6 +50,7 @@ export class RecordMemory {
   clear(): void {
     this.runs = [];
     this.total = 0;
+    this.slices = new Map();
   }
 
   /** The lowest and highest offsets of the run holding `offset`, or null. */
@@ -54,12 +59,25 @@ export class RecordMemory {
     return run ? { first: firstOf(run), last: lastOf(run) } : null;
   }
 
-  /** Up to `limit` records from `offset` on, all from the run holding `offset`; null when none does. */
-  slice(offset: number, limit: number): LogRecord[] | null {
+  /**
+   * Up to `limit` records from `offset` on, all from the run holding `offset`; null when none does.
+   * The same page asked again is the same array (until it would differ), so what a reader derives
+   * from a page (a surface's encoded bytes of it) can be cached per array and shared by a storm.
+   */
+  slice(offset: number, limit: number): readonly LogRecord[] | null {
     const run = this.find(offset);
     if (!run) return null;
     const from = run.start + (offset - firstOf(run));
-    return run.records.slice(from, from + limit);
+    const length = Math.min(limit, run.records.length - from);
+    const key = `${offset}:${limit}`;
+    const hit = this.slices.get(key);
+    // Records at an offset never change within an epoch: a page of the right length is this page.
+    if (hit && hit.length === length) return hit;
+    const page = run.records.slice(from, from + length);
+    if (hit) this.slices.delete(key);
+    this.slices.set(key, page);
+    if (this.slices.size > MAX_SLICES) this.slices.delete(this.slices.keys().next().value!);
+    return page;
   }
 
   /**

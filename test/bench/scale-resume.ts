@@ -11,7 +11,7 @@
  */
 import { startSimulator } from '../../src/simulator/index.js';
 import { nowMs } from './fanout-event.js';
-import { ask, CLIENT_CORE, rssBytes } from './fanout-procs.js';
+import { ask, CLIENT_CORE, coreLoad, coreTicks, cpuUs, rssBytes, SERVER_CORE } from './fanout-procs.js';
 import { MB, startBenchGateway, startBenchRedis, until } from './scale-gateway.js';
 import { errorSummary, share, startClients, stopClients } from './scale-setup.js';
 import type { Figure } from './scale-summary.js';
@@ -27,6 +27,11 @@ interface StormResult {
   failed: number;
   seconds: number;
   peakRssMb: number;
+  /** The gateway's CPU seconds over the storm (redis-server's apart). */
+  gatewayCpuS: number;
+  /** Busy share of each core over the storm: a saturated client core means the clients are measured. */
+  serverCore: number;
+  clientCore: number;
 }
 
 const head = async (base: string): Promise<number> => {
@@ -84,6 +89,9 @@ export const benchResume = async (opts: { redis: boolean }): Promise<Figure[]> =
           ? { url: `${base}/murmur/storm/events`, headers: { 'last-event-id': String(cursor) } }
           : { url: `${base}/murmur/storm/poll?after=${cursor}&limit=${behind}` };
         const marker = sse ? `id: ${h}\n` : `"next_cursor":${h}`;
+        const cpu0 = cpuUs([gw.pid]);
+        const server0 = coreTicks(SERVER_CORE);
+        const client0 = coreTicks(CLIENT_CORE);
         const t0 = nowMs();
         const answers = await Promise.all(
           clients.map((c, i) =>
@@ -102,6 +110,9 @@ export const benchResume = async (opts: { redis: boolean }): Promise<Figure[]> =
             ),
           ),
         );
+        const gatewayCpuS = (cpuUs([gw.pid]) - cpu0) / 1e6;
+        const serverCore = coreLoad(server0, coreTicks(SERVER_CORE));
+        const clientCore = coreLoad(client0, coreTicks(CLIENT_CORE));
         const failed = answers.reduce((a, r) => a + r.failed, 0);
         if (failed) console.warn(`resume ${way}: ${failed} failed (${errorSummary(answers)})`);
         rows.push({
@@ -110,6 +121,9 @@ export const benchResume = async (opts: { redis: boolean }): Promise<Figure[]> =
           failed,
           seconds: (Math.max(...answers.map((a) => a.last)) - t0) / 1000,
           peakRssMb: peak / MB,
+          gatewayCpuS,
+          serverCore,
+          clientCore,
         });
       } finally {
         clearInterval(sampler);
@@ -128,6 +142,9 @@ export const benchResume = async (opts: { redis: boolean }): Promise<Figure[]> =
       failed: r.failed,
       'all caught up s': r.seconds.toFixed(2),
       'gateway peak RSS MB': r.peakRssMb.toFixed(0),
+      'gateway CPU s': r.gatewayCpuS.toFixed(2),
+      'server core busy': `${(r.serverCore * 100).toFixed(0)} %`,
+      'client core busy': `${(r.clientCore * 100).toFixed(0)} %`,
       target: '≤ 5 s',
     })),
   );
