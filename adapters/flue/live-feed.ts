@@ -19,6 +19,9 @@ import type { ConversationProjector } from './projection.js';
 import { SharedProjection, Slice, type FollowEnd } from './shared-projection.js';
 import { TaskContexts } from './task-contexts.js';
 
+/** Bound on the tasks remembered as owned by no followed conversation (then forgotten at once). */
+const MAX_UNOWNED = 10_000;
+
 export interface FeedDeps {
   core: GatewayCore;
   logger: Logger;
@@ -41,6 +44,12 @@ export class CapsuleFeed {
   cursor: number;
   private readonly projections = new Map<string, SharedProjection>();
   private readonly tracker = new TaskContexts();
+  /**
+   * Tasks whose frames every current projection judged not its own (tasks of conversations nobody
+   * follows that began before this feed): their frames skip the broadcast. Forgotten whenever a
+   * projection is added, since it may own them.
+   */
+  private readonly unowned = new Set<string>();
   private subscription: Subscription | null = null;
   private retry: NodeJS.Timeout | null = null;
   ended: FollowEnd | null = null;
@@ -66,6 +75,7 @@ export class CapsuleFeed {
         .then((projector) => ({ projector, through }));
       projection = new SharedProjection(conversationId, seed, () => this.cursor);
       this.projections.set(conversationId, projection);
+      this.unowned.clear();
       const created = projection;
       // A failed rebuild (store down) is its waiters' error; the next reader tries afresh.
       created.ready.catch(() => {
@@ -165,12 +175,23 @@ export class CapsuleFeed {
       }
       const taskId = viewFrame(record)?.taskId ?? null;
       if (record.kind !== 'fact' && !taskId) continue;
+      if (taskId && this.unowned.has(taskId)) continue;
       // A fact, or a frame of a task whose attributing frame came before this feed: every
       // projection judges it with its own attribution, and the feed learns from the one that owns it.
+      let judged = true;
+      let owned = false;
       for (const projection of this.projections.values()) {
         add(projection, projection.project(record));
+        if (!projection.projector) judged = false;
         const owner = projection.projector?.lastContext;
-        if (taskId && owner === projection.conversationId) this.tracker.link(taskId, owner);
+        if (taskId && owner === projection.conversationId) {
+          this.tracker.link(taskId, owner);
+          owned = true;
+        }
+      }
+      if (taskId && judged && !owned) {
+        if (this.unowned.size >= MAX_UNOWNED) this.unowned.clear();
+        this.unowned.add(taskId);
       }
     }
     this.cursor = end;
