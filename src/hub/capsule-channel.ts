@@ -75,6 +75,7 @@ export class CapsuleChannel {
   private initialised = false;
   /** Store reads in flight by `after:limit`: readers asking for the same page share one round trip. */
   private readonly inflight = new Map<string, Promise<ReadResult>>();
+  private positionRead: Promise<LogPosition> | null = null;
   /** Resolves once the loop knows where the log stands; listeners read the store only after it. */
   readonly ready: Promise<void>;
   /** Settles when the tail loop has exited. */
@@ -170,6 +171,22 @@ export class CapsuleChannel {
     if (after === this.lastSeen) return position;
     if (after + 1 >= this.knownFirst && this.memory.runAround(after + 1)) return position;
     return null;
+  }
+
+  /**
+   * The store's position, one request in flight shared by every caller meanwhile (a storm of cursor
+   * checks on a cold channel costs one round trip). `joined`: this caller did not start the request,
+   * so the answer may predate its call (a head that is older than a cursor it was handed since).
+   */
+  sharedPosition(): { position: Promise<LogPosition>; joined: boolean } {
+    if (this.positionRead) return { position: this.positionRead, joined: true };
+    const position = this.store.position(this.capsule);
+    this.positionRead = position;
+    const forget = (): void => {
+      if (this.positionRead === position) this.positionRead = null;
+    };
+    position.then(forget, forget);
+    return { position, joined: false };
   }
 
   /**

@@ -108,10 +108,25 @@ export class Hub implements HubReadSide {
     capsule: string,
     after: number,
   ): Promise<{ status: CursorStatus; position: LogPosition }> {
-    const known = this.channels.get(capsule)?.knownPosition(after);
+    if (this.closed) {
+      const position = await this.store.position(capsule);
+      return { status: cursorStatusAt(position, after), position };
+    }
+    // The channel is started here: the caller reads or subscribes next, through it.
+    const channel = this.channel(capsule);
+    channel.linger();
+    const known = channel.knownPosition(after);
     if (known) return { status: 'ok', position: known };
-    const position = await this.store.position(capsule);
-    return { status: cursorStatusAt(position, after), position };
+    const shared = channel.sharedPosition();
+    let position = await shared.position;
+    let status = cursorStatusAt(position, after);
+    // 'ahead' from a position asked before this call may only mean the head moved since: ask anew.
+    // ('gone' stands: retention only trims further; 'ok' is as good as a position read just before.)
+    if (status === 'ahead' && shared.joined) {
+      position = await this.store.position(capsule);
+      status = cursorStatusAt(position, after);
+    }
+    return { status, position };
   }
 
   read(

@@ -59,22 +59,24 @@ const open = (t: Target, marker: string | undefined, timeoutMs: number): Promise
         return;
       }
       phase = 'after the response started';
-      res.setEncoding('latin1');
-      let tail = '';
+      // Only the marker is looked for, in the raw bytes (no decoding, no parsing): the clients must
+      // not be what is measured. `carry` holds the last bytes of the previous chunk, for a marker
+      // split across two chunks.
+      const needle = marker ? Buffer.from(marker, 'latin1') : null;
+      let carry: Buffer | null = null;
       let caught = false;
-      res.on('data', (chunk: string) => {
+      res.on('data', (chunk: Buffer) => {
         if (caught) return;
-        if (!marker) {
+        if (!needle) {
           caught = true;
           return done();
         }
-        // Only the marker is looked for (no parsing): the clients must not be what is measured.
-        const text = tail + chunk;
-        if (text.includes(marker)) {
+        const seam = carry ? Buffer.concat([carry, chunk.subarray(0, needle.length - 1)]) : null;
+        if ((seam && seam.includes(needle)) || chunk.includes(needle)) {
           caught = true;
           return done();
         }
-        tail = text.slice(-marker.length);
+        carry = Buffer.from(chunk.subarray(Math.max(0, chunk.length - (needle.length - 1))));
       });
       res.on('end', () => ended++);
       res.on('error', () => undefined);

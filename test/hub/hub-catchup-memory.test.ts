@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { Hub } from '../../src/hub/hub.js';
 import type { LogRecord } from '../../src/log/record.js';
 import { MemoryStore } from '../../src/log/memory-store.js';
-import type { ReadResult } from '../../src/log/store.js';
+import type { LogPosition, ReadResult } from '../../src/log/store.js';
 import type { LogEntry } from '../../src/log/record.js';
 import { collect, frames, gate, offsetsOf, WrappedStore } from './helpers.js';
 
@@ -179,6 +179,45 @@ describe('hub memory for catch-up', () => {
     // A plain read there answers as the store does: from the first retained record (the poll's gap).
     expect(offsetsOf((await hub.read('c', base + 10, 5)).records)).toEqual(range(base + 151, 5));
     first.sub.close();
+    await hub.close();
+  });
+
+  it('a storm of cursor checks on a cold hub shares one position read; a joined stale answer is not "ahead"', async () => {
+    let hold = gate();
+    let positions = 0;
+    class Held extends MemoryStore {
+      override async position(capsule: string): Promise<LogPosition> {
+        positions++;
+        const position = await super.position(capsule);
+        await hold.promise;
+        return position;
+      }
+      // The tail loop sees nothing until the end: the channel's memory cannot answer for base+15.
+      override async waitAfter(...args: Parameters<MemoryStore['waitAfter']>) {
+        await tail.promise;
+        return super.waitAfter(...args);
+      }
+    }
+    const tail = gate();
+    const store = new Held();
+    hold.open();
+    const base = (await store.position('c')).head;
+    await store.append('c', frames(0, 10));
+    const hub = new Hub(store, { dissolveMs: 60_000 });
+    await hub.read('c', base + 10, 1); // the channel is ready (its first position read is done)
+    hold = gate();
+    positions = 0;
+    const checks = range(0, 100).map(() => hub.cursorStatus('c', base)); // an old cursor, not in memory
+    // The head moves while the position read is held, past what the channel's tail has seen.
+    await store.append('c', frames(10, 5));
+    const late = hub.cursorStatus('c', base + 15); // joins the held read, whose head is base+10
+    hold.open();
+    for (const check of await Promise.all(checks)) expect(check.status).toBe('ok');
+    const answer = await late;
+    expect(answer.status).toBe('ok');
+    expect(answer.position.head).toBe(base + 15);
+    expect(positions).toBe(2); // the shared one, and the joined caller's fresh one
+    tail.open();
     await hub.close();
   });
 });
