@@ -12,7 +12,7 @@ import type { ChannelFeeds } from './channel-feeds.js';
 import { ChannelListener, encodeStep, HINT_AHEAD, HINT_TRUNCATED } from './channel-listener.js';
 import { projectorFor, readChannelPage } from './channel-read.js';
 import { OFFSET_SLOTS, READ_PAGE } from './constants.js';
-import { encodeBackfillTruncated, encodeKeepalive } from './codec.js';
+import { encodeBackfillTruncated, KEEPALIVE_BYTES } from './codec.js';
 import type { ChannelProjector } from './projection.js';
 import type { LogRecord } from '../../src/log/record.js';
 import { openSse } from './sse-out.js';
@@ -40,7 +40,7 @@ export const openChannelStream = async (
   const position = await core.position(capsule);
   let listener: ChannelListener | null = null;
   const { stream, response } = openSse(c, {
-    heartbeat: { bytes: Buffer.from(encodeKeepalive()), everyMs: config.heartbeatMs },
+    heartbeat: { bytes: KEEPALIVE_BYTES, everyMs: config.heartbeatMs },
     // A client that cannot keep up is cut without an `end` (which would mean "terminal, do not
     // reconnect", §3): it reconnects with since=lastOffset and the log replays what it missed.
     // It leaves its projection now, not when its unread bytes are finally let go.
@@ -70,7 +70,7 @@ export const openChannelStream = async (
   const readFrom = Math.max(start, position.first);
   if (headAtOpen < readFrom) listener.completeReplay(projector.latestOffset);
 
-  listener.latest = () => projector.latestOffset;
+  followOwn(listener, projector);
   feeds.track(listener);
 
   const feed = feeds.feed(capsule, headAtOpen, position.epoch);
@@ -83,6 +83,15 @@ export const openChannelStream = async (
     })
     .finally(release);
   return response;
+};
+
+/**
+ * The listener reports its own projector's progress until it joins a shared one. Set here, not in
+ * openChannelStream: a closure there would put the projector in that function's context, which every
+ * other closure made there (the transport's onOverflow, the close hooks) keeps for the stream's life.
+ */
+const followOwn = (listener: ChannelListener, projector: ChannelProjector): void => {
+  listener.latest = () => projector.latestOffset;
 };
 
 /**

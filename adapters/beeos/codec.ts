@@ -34,6 +34,12 @@ export const encodeBackfillTruncated = (oldest: number, since: number, hint: str
 
 export const encodeKeepalive = (): string => encodeComment(KEEPALIVE_COMMENT);
 
+/**
+ * The keepalive comment as bytes, one Buffer for every stream: a small Buffer made per connection
+ * is a slice of Node's shared 8 KB pool and keeps its whole slab alive for the stream's life.
+ */
+export const KEEPALIVE_BYTES: Buffer = Buffer.from(encodeKeepalive());
+
 /** Invoke SSE frames: unnamed, the type lives in the JSON (beeos-streaming.md §2). */
 export type InvokeFrame =
   | { type: 'delta'; text: string }

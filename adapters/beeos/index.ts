@@ -26,16 +26,19 @@ export const createBeeosRoutes = (deps: AdapterDeps, options: BeeosRouteOptions 
     await next();
     c.res.headers.set(HEADER_REQUEST_ID, rid);
   });
-  app.use(
-    `${AGENTS_PREFIX}/*`,
-    bodyLimit({
-      maxSize: deps.config.bodyLimitBytes,
-      onError: (c) =>
-        errorResponse(
-          c as never,
-          new BeeosError('payload_too_large', `request body exceeds ${deps.config.bodyLimitBytes} bytes`),
-        ),
-    }),
+  const limit = bodyLimit({
+    maxSize: deps.config.bodyLimitBytes,
+    onError: (c) =>
+      errorResponse(
+        c as never,
+        new BeeosError('payload_too_large', `request body exceeds ${deps.config.bodyLimitBytes} bytes`),
+      ),
+  });
+  // GET and HEAD carry no body to bound. Asking for one (`c.req.raw.body`) makes @hono/node-server
+  // build the full Web Request (URL, Headers, AbortController), which a long-lived event stream then
+  // holds for its whole life: about 3 KB per idle BeeOS connection.
+  app.use(`${AGENTS_PREFIX}/*`, (c, next) =>
+    c.req.method === 'GET' || c.req.method === 'HEAD' ? next() : limit(c, next),
   );
   registerBeeosRoutes(app, deps, options);
   app.all(`${AGENTS_PREFIX}/*`, (c) =>

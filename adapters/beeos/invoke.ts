@@ -8,7 +8,7 @@ import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import type { LogRecord } from '../../src/log/record.js';
 import { viewFrame } from '../../src/log/frame-view.js';
 import type { InvokeFrame } from './codec.js';
-import { encodeInvokeFrame, encodeKeepalive } from './codec.js';
+import { encodeInvokeFrame, KEEPALIVE_BYTES } from './codec.js';
 import { ERROR_TABLE } from './errors.js';
 import type { BeeosErrorCode } from './errors.js';
 import { openSse } from './sse-out.js';
@@ -144,7 +144,7 @@ export const streamInvoke = (
   signal: AbortSignal,
 ): Response => {
   const { stream, response } = openSse(c, {
-    heartbeat: { bytes: Buffer.from(encodeKeepalive()), everyMs: deps.config.heartbeatMs },
+    heartbeat: { bytes: KEEPALIVE_BYTES, everyMs: deps.config.heartbeatMs },
   });
   // A client gone (or cut past the byte bound) stops following the task.
   const stop = new AbortController();
