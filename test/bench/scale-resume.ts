@@ -27,8 +27,9 @@ interface StormResult {
   failed: number;
   seconds: number;
   peakRssMb: number;
-  /** The gateway's CPU seconds over the storm (redis-server's apart). */
+  /** The gateway's CPU seconds over the storm (redis-server's apart), and the client processes'. */
   gatewayCpuS: number;
+  clientsCpuS: number;
   /** Busy share of each core over the storm: a saturated client core means the clients are measured. */
   serverCore: number;
   clientCore: number;
@@ -90,6 +91,8 @@ export const benchResume = async (opts: { redis: boolean }): Promise<Figure[]> =
           : { url: `${base}/murmur/storm/poll?after=${cursor}&limit=${behind}` };
         const marker = sse ? `id: ${h}\n` : `"next_cursor":${h}`;
         const cpu0 = cpuUs([gw.pid]);
+        const clientPids = clients.map((c) => c.pid!);
+        const clientsCpu0 = cpuUs(clientPids);
         const server0 = coreTicks(SERVER_CORE);
         const client0 = coreTicks(CLIENT_CORE);
         const t0 = nowMs();
@@ -111,6 +114,7 @@ export const benchResume = async (opts: { redis: boolean }): Promise<Figure[]> =
           ),
         );
         const gatewayCpuS = (cpuUs([gw.pid]) - cpu0) / 1e6;
+        const clientsCpuS = (cpuUs(clientPids) - clientsCpu0) / 1e6;
         const serverCore = coreLoad(server0, coreTicks(SERVER_CORE));
         const clientCore = coreLoad(client0, coreTicks(CLIENT_CORE));
         const failed = answers.reduce((a, r) => a + r.failed, 0);
@@ -122,6 +126,7 @@ export const benchResume = async (opts: { redis: boolean }): Promise<Figure[]> =
           seconds: (Math.max(...answers.map((a) => a.last)) - t0) / 1000,
           peakRssMb: peak / MB,
           gatewayCpuS,
+          clientsCpuS,
           serverCore,
           clientCore,
         });
@@ -143,6 +148,7 @@ export const benchResume = async (opts: { redis: boolean }): Promise<Figure[]> =
       'all caught up s': r.seconds.toFixed(2),
       'gateway peak RSS MB': r.peakRssMb.toFixed(0),
       'gateway CPU s': r.gatewayCpuS.toFixed(2),
+      'clients CPU s': r.clientsCpuS.toFixed(2),
       'server core busy': `${(r.serverCore * 100).toFixed(0)} %`,
       'client core busy': `${(r.clientCore * 100).toFixed(0)} %`,
       target: '≤ 5 s',

@@ -3,9 +3,11 @@
  * over a list of targets (URL + headers: `Last-Event-ID` for a resume) and holds them. Without a
  * marker it answers `ready` once every connection has its 200 and first bytes (idle connections);
  * with one it answers `caught` once every connection has received the marker bytes (e.g. the
- * head's `id:` line of a resume storm), with the wall time of the last. Driven over IPC.
+ * head's `id:` line of a resume storm), with the wall time of the last; those go over bare TCP
+ * sockets (openRaw), the others through node:http. Driven over IPC.
  */
 import http from 'node:http';
+import net from 'node:net';
 import { nowMs } from './fanout-event.js';
 
 interface Target {
@@ -23,7 +25,7 @@ interface Open {
   timeoutMs: number;
 }
 
-const reqs: http.ClientRequest[] = [];
+const reqs: { destroy(): void }[] = [];
 let ended = 0;
 
 /** One connection: resolves when it is open (no marker) or has seen the marker. */
@@ -84,6 +86,69 @@ const open = (t: Target, marker: string | undefined, timeoutMs: number): Promise
     req.end();
   });
 
+const CRLF2 = Buffer.from('\r\n\r\n');
+
+/**
+ * One connection on a bare TCP socket, for a marker: the request written by hand, the status read
+ * from the first line, the marker looked for in the raw bytes (both answers the storm asks for have
+ * their body as is on the wire: a close-delimited SSE stream, a Content-Length JSON body). Node's
+ * HTTP client cost more CPU per connection than the gateway spent on it, so at thousands of
+ * connections on one client core the clients, not the gateway, set the storm's time.
+ */
+const openRaw = (t: Target, marker: string, timeoutMs: number): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const url = new URL(t.url);
+    const socket = net.connect({ host: url.hostname, port: Number(url.port) });
+    reqs.push(socket);
+    let phase = 'before the response';
+    const needle = Buffer.from(marker, 'latin1');
+    let carry: Buffer | null = null;
+    let head: Buffer | null = Buffer.alloc(0);
+    let settled = false;
+    const timer = setTimeout(() => fail(`not within ${timeoutMs} ms ${phase}`), timeoutMs);
+    const fail = (why: string): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      reject(new Error(why));
+      socket.destroy();
+    };
+    const headers = Object.entries({ accept: 'text/event-stream', ...t.headers })
+      .map(([k, v]) => `${k}: ${v}\r\n`)
+      .join('');
+    socket.write(`GET ${url.pathname}${url.search} HTTP/1.1\r\nhost: ${url.host}\r\n${headers}\r\n`);
+    socket.on('data', (chunk: Buffer) => {
+      if (settled) return;
+      if (head) {
+        // Until the head is complete: its status decides (anything but 200 fails with its body).
+        head = Buffer.concat([head, chunk]);
+        const end = head.indexOf(CRLF2);
+        if (end < 0) return;
+        const status = head.toString('latin1', 9, 12);
+        if (status !== '200') {
+          fail(`HTTP ${status} ${head.toString('utf8', end + 4, end + 4 + 160)}`);
+          return;
+        }
+        phase = 'after the response started';
+        chunk = head.subarray(end + 4);
+        head = null;
+      }
+      const seam = carry ? Buffer.concat([carry, chunk.subarray(0, needle.length - 1)]) : null;
+      if ((seam && seam.includes(needle)) || chunk.includes(needle)) {
+        settled = true;
+        clearTimeout(timer);
+        resolve(nowMs());
+        return;
+      }
+      carry = Buffer.from(chunk.subarray(Math.max(0, chunk.length - (needle.length - 1))));
+    });
+    socket.on('error', (err: NodeJS.ErrnoException) => fail(`${err.code ?? err.message} ${phase}`));
+    socket.on('end', () => {
+      ended++;
+      fail(`closed ${phase}`);
+    });
+  });
+
 process.on('message', (msg: { type: string } & Partial<Open>) => {
   if (msg.type === 'ping') {
     process.send?.({ type: 'pong' });
@@ -99,7 +164,10 @@ process.on('message', (msg: { type: string } & Partial<Open>) => {
       for (let i = 0; i < count; i += step) {
         const n = Math.min(step, count - i);
         const got = await Promise.allSettled(
-          Array.from({ length: n }, (_, k) => open(targets[(i + k) % targets.length]!, marker, timeoutMs)),
+          Array.from({ length: n }, (_, k) => {
+            const target = targets[(i + k) % targets.length]!;
+            return marker ? openRaw(target, marker, timeoutMs) : open(target, marker, timeoutMs);
+          }),
         );
         for (const g of got) {
           if (g.status === 'fulfilled') last = Math.max(last, g.value);
