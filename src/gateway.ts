@@ -4,7 +4,7 @@
  */
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
-import { serve } from '@hono/node-server';
+import { createAdaptorServer } from '@hono/node-server';
 import type { Logger } from 'pino';
 import { createBeeosRoutes } from '../adapters/beeos/index.js';
 import { createFlueRoutes } from '../adapters/flue/index.js';
@@ -78,6 +78,9 @@ const createStore = (config: GatewayConfig, logger: Logger): LogStore => {
   logger.warn('no Redis configured: using the embedded in-memory store; nothing survives a restart');
   return new MemoryStore(retention);
 };
+
+/** Pending connections the kernel may queue for accept (see the listen below). */
+const LISTEN_BACKLOG = 65_535;
 
 /** The longest start-up waits for this replica's capsules to be watched before it listens. */
 const START_WAIT_MS = 2000;
@@ -262,11 +265,16 @@ export const startGateway = async (
   await Promise.all([...upstreams].filter(([id]) => ownership.owns(id)).map(([, u]) => u.connected(left)));
 
   const server = await new Promise<Server>((resolve, reject) => {
-    const s = serve(
-      { fetch: app.fetch, port: config.port, hostname: config.host, serverOptions: bounds.serverOptions },
-      () => resolve(s as Server),
-    );
-    (s as Server).once('error', reject);
+    const s = createAdaptorServer({
+      fetch: app.fetch,
+      hostname: config.host,
+      serverOptions: bounds.serverOptions,
+    }) as Server;
+    s.once('error', reject);
+    // Node's default accept backlog (511) overflows when thousands of clients reconnect at once (a
+    // resume storm after a restart): the kernel drops their handshakes and they retry after 1 s, 3 s….
+    // The kernel caps this at net.core.somaxconn.
+    s.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG }, () => resolve(s));
   });
   const port = (server.address() as AddressInfo).port;
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
