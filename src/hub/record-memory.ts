@@ -121,7 +121,15 @@ export class RecordMemory {
     let j = i;
     while (j < this.runs.length && firstOf(this.runs[j]!) <= hi + 1) j++;
     const touched = this.runs.slice(i, j);
-    if (touched.length === 1 && firstOf(touched[0]!) <= lo && lastOf(touched[0]!) >= hi) return; // held
+    const only = touched.length === 1 ? touched[0]! : null;
+    if (only && firstOf(only) <= lo && lastOf(only) >= hi) return; // held already
+    if (only && lastOf(only) + 1 === lo) {
+      // Right after one run (a reader paging up through the log): extend it in place.
+      for (const record of records) only.records.push(record);
+      this.total += records.length;
+      this.evict();
+      return;
+    }
     const from = Math.min(lo, ...touched.map(firstOf));
     const to = Math.max(hi, ...touched.map(lastOf));
     const merged = new Array<LogRecord>(to - from + 1);
