@@ -2,50 +2,12 @@
  * One capsule's live channel: the single store reader (tail loop) of this process for that capsule,
  * fanning each batch out to every listener. Catch-up, queues and waiting rules are the listeners'.
  */
-import type { Logger } from 'pino';
 import type { LogRecord } from '../log/record.js';
 import type { LogPosition, LogStore, ReadResult } from '../log/store.js';
+import type { ChannelListener, ChannelOptions, ChannelTap } from './channel-parts.js';
 import { lastConsecutive, RecordMemory } from './record-memory.js';
 
-/** Something attached to a channel: a subscriber or a parked long-poll waiter. */
-export interface ChannelListener {
-  readonly kind: 'subscriber' | 'waiter';
-  /**
-   * A batch from the tail loop, called synchronously: the SAME array (and record objects) goes to
-   * every listener, so per-record encodings can be cached. Must be cheap: it runs on the tail loop.
-   */
-  push(records: readonly LogRecord[], position: LogPosition): void;
-  /**
-   * The log went backwards (its head is below what this channel delivered: a store that came back
-   * older and has not fenced it with a new epoch yet). The listener's cursor is beyond the head.
-   * A new epoch whose offsets continue above is NOT a reset: its records are pushed as usual,
-   * opening with the store-reset fact, which each surface turns into its own signal.
-   */
-  reset(position: LogPosition): void;
-  /** The hub is closing. */
-  shutdown(): void;
-}
-
-export interface ChannelOptions {
-  pageSize: number;
-  /** How long one store.waitAfter may park before the loop asks again. */
-  tailWaitMs: number;
-  /** How long the loop lingers after the last listener leaves (a reconnecting client finds it warm). */
-  dissolveMs: number;
-  /** Pause after a store error before the tail loop retries. */
-  retryMs: number;
-  /** Recent records kept in memory, so readers near the head are answered without a store read. */
-  recentRecords: number;
-  logger: Logger;
-}
-
-/** Sees every tail batch before the listeners do (the hub's per-context index, `context-reads.ts`). */
-export interface ChannelTap {
-  /** `records` are every record after `after`, up to the last one's offset. */
-  batch(after: number, records: readonly LogRecord[], position: LogPosition): void;
-  /** The log went backwards: what was seen before is gone. */
-  reset(): void;
-}
+export type { ChannelListener, ChannelOptions, ChannelTap } from './channel-parts.js';
 
 export class CapsuleChannel {
   private readonly listeners = new Set<ChannelListener>();
