@@ -156,8 +156,10 @@ export abstract class SseStreamBase implements SseStream, WheelEntry {
   protected abstract sinkStarted(): boolean;
   /** Start the sink if it may be (Node: the handler has returned, so the head can be built); false: not yet. */
   protected abstract sinkReady(): boolean;
-  protected abstract sinkWrite(bytes: Buffer): void;
-  protected abstract sinkEnd(last: Buffer | null): void;
+  /** One turn's bytes, in order (written as one batch: the Node sink corks, the web sink concatenates). */
+  protected abstract sinkWrite(chunks: Buffer[]): void;
+  /** The last bytes (maybe none), then the end. */
+  protected abstract sinkEnd(chunks: Buffer[]): void;
   protected abstract sinkDestroy(): void;
   /** A flush with nothing to write: a sink that holds its head back sends it now. */
   protected flushHead(): void {}
@@ -248,7 +250,7 @@ export abstract class SseStreamBase implements SseStream, WheelEntry {
     if (this.open) sharedWheel.schedule(this, next, this.heartbeatMs);
   }
 
-  /** The flush pass: one sink write of everything pending, then the end if asked. */
+  /** The flush pass: everything pending in one sink batch, then the end if asked. */
   flushNow(): void {
     this.isDirty = false;
     if (this.closed) return;
@@ -258,9 +260,6 @@ export abstract class SseStreamBase implements SseStream, WheelEntry {
       return;
     }
     const { pending } = this;
-    let chunk: Buffer | null = null;
-    if (pending.length === 1) chunk = pending[0]!;
-    else if (pending.length > 1) chunk = Buffer.concat(pending, this.pendingBytes);
     if (pending.length > 0) {
       this.pending = [];
       this.pendingBytes = 0;
@@ -268,12 +267,12 @@ export abstract class SseStreamBase implements SseStream, WheelEntry {
     if (this.ending) {
       const last = this.last;
       this.last = null;
-      const tail = chunk && last ? Buffer.concat([chunk, last]) : (chunk ?? last);
-      this.sinkEnd(tail);
+      if (last) pending.push(last);
+      this.sinkEnd(pending);
       if (!this.closed) sharedWheel.schedule(this, now() + SSE_DEFAULTS.endGraceMs, SSE_DEFAULTS.endGraceMs);
       return;
     }
-    if (chunk) this.sinkWrite(chunk);
+    if (pending.length > 0) this.sinkWrite(pending);
     else this.flushHead();
     if (this.drainWaiters && !this.backedUp) this.releaseDrainWaiters();
   }

@@ -127,24 +127,33 @@ class NodeSseStream extends SseStreamBase {
     return Buffer.from(`${text}\r\n`, 'latin1');
   }
 
-  /** The head rides with the first bytes: one write. */
-  private withHead(bytes: Buffer | null): Buffer | null {
+  /**
+   * One turn's bytes (the head first, if it is still due) in one batch: a single Buffer is one plain
+   * write (the fan-out case: the same event bytes for every client); several are corked into one
+   * writev, never copied together (a storm's catch-up writes pages of hundreds of KB per client).
+   */
+  private writeBatch(chunks: Buffer[], end: boolean): void {
     const head = this.head;
-    if (!head) return bytes;
     this.head = null;
-    return bytes && bytes.length > 0 ? Buffer.concat([head, bytes]) : head;
+    if (head) chunks.unshift(head);
+    const socket = this.socket;
+    if (!socket.writable) return;
+    if (chunks.length === 1 && !end) {
+      socket.write(chunks[0]!);
+      return;
+    }
+    socket.cork();
+    for (const chunk of chunks) if (chunk.length > 0) socket.write(chunk);
+    if (end) socket.end();
+    else socket.uncork();
   }
 
-  protected sinkWrite(bytes: Buffer): void {
-    const out = this.withHead(bytes);
-    if (out && out.length > 0 && this.socket.writable) this.socket.write(out);
+  protected sinkWrite(chunks: Buffer[]): void {
+    this.writeBatch(chunks, false);
   }
 
-  protected sinkEnd(last: Buffer | null): void {
-    const out = this.withHead(last);
-    if (!this.socket.writable) return;
-    if (out && out.length > 0) this.socket.end(out);
-    else this.socket.end();
+  protected sinkEnd(chunks: Buffer[]): void {
+    this.writeBatch(chunks, true);
   }
 
   protected sinkDestroy(): void {
@@ -152,8 +161,7 @@ class NodeSseStream extends SseStreamBase {
   }
 
   protected override flushHead(): void {
-    const head = this.withHead(null);
-    if (head && this.socket.writable) this.socket.write(head);
+    if (this.head) this.writeBatch([], false);
   }
 
   protected override terminate(): void {

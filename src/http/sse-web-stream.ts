@@ -52,7 +52,8 @@ class WebSseStream extends SseStreamBase {
     return this.controller !== null;
   }
 
-  protected sinkWrite(bytes: Buffer): void {
+  protected sinkWrite(chunks: Buffer[]): void {
+    const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
     if (bytes.length === 0) return;
     try {
       this.controller!.enqueue(bytes);
@@ -61,8 +62,8 @@ class WebSseStream extends SseStreamBase {
     }
   }
 
-  protected sinkEnd(last: Buffer | null): void {
-    if (last && last.length > 0) this.sinkWrite(last);
+  protected sinkEnd(chunks: Buffer[]): void {
+    if (chunks.length > 0) this.sinkWrite(chunks);
     try {
       this.controller!.close();
     } catch {
