@@ -151,7 +151,8 @@ const park = (
   });
 
 /**
- * §live=sse: `event: data` per cycle with chunks, `event: control` after every cycle, an idle
+ * §live=sse: `event: data` per cycle with chunks, `event: control` after every cycle of this
+ * conversation (records of other conversations alone make no cycle here, see follow), an idle
  * `upToDate` control when nothing was written for `idleControlMs`, `: heartbeat` every
  * `heartbeatMs` from open. Ends when the client leaves, the gateway drains, or what follows the
  * client's offset is lost (a new store generation, retention): the reconnect then gets 416.
@@ -183,6 +184,7 @@ const follow = async (
   const { projection } = await joinFeed(deps, read);
   let next = read.after;
   let projector: ConversationProjector | null = null;
+  let lastUpToDate = false;
   try {
     // Behind the shared state: catch up with reads that stop where it is (bounded: each cycle
     // advances `next`, and the shared state moves only as fast as the log).
@@ -201,20 +203,32 @@ const follow = async (
       moved(next);
       if (cycle.chunks.length > 0) stream.write(Buffer.from(encodeDataEvent(cycle.chunks)));
       stream.write(control(read.epoch, next, cycle.upToDate));
+      lastUpToDate = cycle.upToDate;
     }
   } finally {
     projection.pins--;
   }
   if (projector) deps.keep(read.capsule, next, projector);
   if (!stream.open) return;
+  // What the client last heard about being caught up: the catch-up's last control, or a live one.
+  let toldUpToDate = lastUpToDate;
   const follower = {
     after: next,
     onSlice: (slice: Slice, partial: readonly FlueChunk[] | null): boolean => {
       moved(slice.end);
-      if (partial) {
-        if (partial.length > 0) stream.write(Buffer.from(encodeDataEvent(partial)));
-      } else if (slice.chunks.length > 0) stream.write(slice.data);
-      stream.write(slice.control);
+      const chunks = partial ?? slice.chunks;
+      if (chunks.length === 0) {
+        // Records of other conversations only: no read cycle of this conversation, so no control
+        // unless it changes what the client was told (caught up or not). The offset they passed
+        // rides the next control (data, or the idle one at least every idleControlMs). Writing a
+        // control to every follower of every conversation for each batch of any conversation made
+        // a busy capsule's Flue fan-out cost one write per follower per batch, not per chunk.
+        if (slice.upToDate !== toldUpToDate) stream.write(slice.control);
+      } else if (partial) {
+        stream.write(Buffer.from(encodeDataEvent(partial)));
+        stream.write(slice.control);
+      } else stream.write(slice.dataAndControl);
+      toldUpToDate = slice.upToDate;
       return stream.open;
     },
     onEnd: (): void => stream.end(),

@@ -13,6 +13,7 @@ import type { ConversationProjector } from './projection.js';
 export class Slice {
   private dataBytes: Buffer | null = null;
   private jsonBody: string | null = null;
+  private both: Buffer | null = null;
 
   constructor(
     /** The offset the state was at before this slice. */
@@ -28,6 +29,12 @@ export class Slice {
   get data(): Buffer {
     this.dataBytes ??= Buffer.from(encodeDataEvent(this.chunks));
     return this.dataBytes;
+  }
+
+  /** `event: data` then `event: control`: one Buffer, so each follower's cycle is one plain write. */
+  get dataAndControl(): Buffer {
+    this.both ??= Buffer.concat([this.data, this.control]);
+    return this.both;
   }
 
   /** The chunks as a long-poll body, likewise encoded once. */
