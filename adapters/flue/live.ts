@@ -131,13 +131,13 @@ const park = (
       onEnd: (reason: 'gone' | 'shutdown'): void => {
         done();
         if (reason === 'gone') reject(offsetGone());
-        else resolve({ chunks: [], next: follower.after, upToDate: true });
+        else resolve({ chunks: [], next: Math.max(follower.after, projection.through), upToDate: true });
       },
     };
     const timeout = (): void => {
       projection.unfollow(follower);
       done();
-      resolve({ chunks: [], next: follower.after, upToDate: true });
+      resolve({ chunks: [], next: Math.max(follower.after, projection.through), upToDate: true });
     };
     const timer = setTimeout(timeout, Math.max(0, deadline - Date.now()));
     signal.addEventListener('abort', timeout, { once: true });
@@ -159,10 +159,13 @@ const park = (
  */
 export const sseResponse = (deps: LiveDeps, c: Context, read: LiveRead): Response => {
   let next = read.after;
+  // Once following, the projection's offset counts too (slices with nothing for this client are
+  // not handed to it one by one, see SharedProjection.advance).
+  let at = (): number => next;
   const { stream, response } = startSse(c, {
     headers: { ...FIXED_HEADERS },
     heartbeat: { bytes: HEARTBEAT, everyMs: deps.config.heartbeatMs },
-    idle: { everyMs: deps.config.idleControlMs, onIdle: () => stream.write(control(read.epoch, next, true)) },
+    idle: { everyMs: deps.config.idleControlMs, onIdle: () => stream.write(control(read.epoch, at(), true)) },
     // A client past the byte bound is ended (the stream just ends, as a cut connection would): it
     // reconnects from its last control's offset and loses nothing.
     onOverflow: () => null,
@@ -171,7 +174,13 @@ export const sseResponse = (deps: LiveDeps, c: Context, read: LiveRead): Respons
     stream.end();
     return response;
   }
-  void follow(deps, read, stream, (offset) => (next = offset)).catch(() => stream.end());
+  void follow(
+    deps,
+    read,
+    stream,
+    (offset) => (next = offset),
+    (projection) => (at = () => Math.max(next, projection.through)),
+  ).catch(() => stream.end());
   return response;
 };
 
@@ -180,6 +189,7 @@ const follow = async (
   read: LiveRead,
   stream: SseStream,
   moved: (offset: number) => void,
+  following: (projection: SharedProjection) => void,
 ): Promise<void> => {
   const { projection } = await joinFeed(deps, read);
   let next = read.after;
@@ -234,5 +244,11 @@ const follow = async (
     onEnd: (): void => stream.end(),
   };
   projection.follow(follower);
+  following(projection);
+  // The projection skips slices that would only repeat "up to date": say it once on joining.
+  if (projection.upToDate && !toldUpToDate) {
+    stream.write(control(read.epoch, Math.max(next, projection.through), true));
+    toldUpToDate = true;
+  }
   stream.onClose(() => projection.unfollow(follower));
 };

@@ -113,10 +113,19 @@ export class SharedProjection {
     return this.projector.project(record);
   }
 
+  /** Whether the last slice advanced reached the head (see advance). */
+  upToDate = false;
+
   /** The slice is complete: advance and hand it to every follower it concerns. */
   advance(slice: Slice): void {
     if (!this.projector) return;
     this.through = slice.end;
+    // Nothing of this conversation and still up to date: every follower already holds what this
+    // slice would tell it (SSE followers were told upToDate, long-polls keep waiting), so none is
+    // visited: on a busy capsule that was every follower of every conversation per batch. Where the
+    // offset matters (an idle control, a long-poll's timeout) followers take `through`.
+    if (slice.chunks.length === 0 && slice.upToDate && this.upToDate) return;
+    this.upToDate = slice.upToDate;
     for (const follower of this.followers) {
       if (slice.end <= follower.after) continue;
       const partial =
