@@ -10,14 +10,13 @@
 import type { Logger } from 'pino';
 import { isStoreReset } from '../../src/core/store-reset.js';
 import type { GatewayCore, Subscription, SubscriptionEnd } from '../../src/core/types.js';
-import { viewFrame } from '../../src/log/frame-view.js';
+import { ContextTracker, viewFrame } from '../../src/log/frame-view.js';
 import type { LogRecord } from '../../src/log/record.js';
 import type { FlueChunk } from './chunks.js';
 import { encodeControlEvent, formatOffset } from './codec.js';
 import { UPDATES_PAGE } from './constants.js';
 import type { ConversationProjector } from './projection.js';
 import { SharedProjection, Slice, type FollowEnd } from './shared-projection.js';
-import { TaskContexts } from './task-contexts.js';
 
 /** Bound on the tasks remembered as owned by no followed conversation (then forgotten at once). */
 const MAX_UNOWNED = 10_000;
@@ -43,7 +42,7 @@ export class CapsuleFeed {
   /** Offset of the last record dispatched. */
   cursor: number;
   private readonly projections = new Map<string, SharedProjection>();
-  private readonly tracker = new TaskContexts();
+  private readonly tracker = new ContextTracker();
   /**
    * Tasks whose frames every current projection judged not its own (tasks of conversations nobody
    * follows that began before this feed): their frames skip the broadcast. Forgotten whenever a

@@ -4,14 +4,13 @@
  * project to nothing. No I/O: reading the log and serving HTTP are conversation-reader.ts / routes.ts.
  */
 import { clientContext } from '../../src/auth/namespace.js';
-import { viewFrame } from '../../src/log/frame-view.js';
+import { ContextTracker, viewFrame } from '../../src/log/frame-view.js';
 import type { LogRecord, SubmissionEntry } from '../../src/log/record.js';
 import type { ChunkBody, FlueChunk, FlueSnapshot, SettlementOutcome } from './chunks.js';
 import { formatOffset } from './codec.js';
 import { INPUT_PART } from './constants.js';
 import { applyChunk, emptyState, type ConversationState } from './snapshot.js';
 import { messageMetaOf, messageOf, settlementMetaOf } from './surface-records.js';
-import { TaskContexts } from './task-contexts.js';
 
 export { messageMetaOf, type MessageMeta, type SettlementMeta } from './surface-records.js';
 
@@ -31,7 +30,7 @@ export class ConversationProjector {
   createdAt = 0;
   /** The context the last projected record was attributed to (the live feed learns tasks from it). */
   lastContext: string | null = null;
-  private tracker = new TaskContexts();
+  private tracker = new ContextTracker();
   /** Admitted submissions still waiting for their task, oldest first (capsules run tasks in order). */
   private pending: string[] = [];
   private tasks = new Map<string, TaskState>();

@@ -77,7 +77,7 @@ export const viewFrame = (record: LogRecord): FrameView | null => {
  * carry their context directly. Feed records in offset order; one tracker per reader.
  */
 export class ContextTracker {
-  private readonly taskContext = new Map<string, string>();
+  constructor(private readonly taskContext = new Map<string, string>()) {}
 
   /** The context id the record belongs to, or null when it cannot be attributed (facts, unknown tasks). */
   contextOf(record: LogRecord): string | null {
@@ -94,5 +94,10 @@ export class ContextTracker {
   /** Learn a task → context link known from elsewhere (e.g. a submit outcome). */
   link(taskId: string, contextId: string): void {
     this.taskContext.set(taskId, contextId);
+  }
+
+  /** An independent copy (a cached projector snapshot must carry what its tracker learned). */
+  clone(): ContextTracker {
+    return new ContextTracker(new Map(this.taskContext));
   }
 }

@@ -4,7 +4,7 @@
  * the log, the test hands the subscriber batches itself. readContext answers a context's records
  * plus the unattributed ones, as the core's context index does, and counts what it returned.
  */
-import { TaskContexts } from '../../../adapters/flue/task-contexts.js';
+import { ContextTracker } from '../../../src/log/frame-view.js';
 import type { GatewayCore, SubscribeOptions } from '../../../src/core/types.js';
 import type { LogRecord } from '../../../src/log/record.js';
 
@@ -17,7 +17,7 @@ export const logCore = (records: LogRecord[]) => {
   const counts = { contextRecords: 0 };
   const position = () => ({ epoch: EPOCH, first: 1, head: records[visible - 1]?.offset ?? 0 });
   // The context each record belongs to (null: none), as the core's context index attributes them.
-  const tracker = new TaskContexts();
+  const tracker = new ContextTracker();
   const contexts = records.map((r) => tracker.contextOf(r));
   const ofContext = (id: string) => (_r: LogRecord, i: number) =>
     i < visible && (contexts[i] === null || contexts[i] === id);
