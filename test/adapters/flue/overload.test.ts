@@ -5,7 +5,6 @@
  * reconnecting from its last `control` offset it receives every chunk, none missing. A client that
  * keeps up on the same conversation meanwhile receives everything on its one connection.
  */
-import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createFlueClient } from '@flue/sdk';
 import type { FlueChunk } from '../../../adapters/flue/chunks.js';
@@ -15,6 +14,7 @@ import { SSE_DEFAULTS, sseStats } from '../../../src/http/sse-transport.js';
 import { startSimulator } from '../../../src/simulator/index.js';
 import { startTestGateway } from '../../support/gateway.js';
 import { SseReader, offsetNumber } from './live-clients.js';
+import { rawSseSocket } from '../../support/raw-sse-socket.js';
 
 const saved = { ...SSE_DEFAULTS };
 const closers: (() => Promise<void> | void)[] = [];
@@ -22,34 +22,6 @@ afterEach(async () => {
   Object.assign(SSE_DEFAULTS, saved);
   for (const close of closers.splice(0).reverse()) await close();
 });
-
-/** GET …?view=updates&live=sse on a plain socket we can stop reading from. */
-const rawSse = (url: string) => {
-  const target = new URL(url);
-  const socket = net.connect(Number(target.port), target.hostname);
-  let text = '';
-  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
-  const waiters = new Set<() => void>();
-  socket.setEncoding('utf8');
-  socket.on('error', () => {});
-  socket.on('data', (d: string) => {
-    text += d;
-    for (const w of [...waiters]) w();
-  });
-  socket.write(`GET ${target.pathname}${target.search} HTTP/1.1\r\nHost: ${target.host}\r\n\r\n`);
-  const until = (pred: () => boolean): Promise<void> =>
-    new Promise((resolve) => {
-      const check = (): void => {
-        if (pred()) {
-          waiters.delete(check);
-          resolve();
-        }
-      };
-      waiters.add(check);
-      check();
-    });
-  return { socket, closed, until, text: () => text };
-};
 
 /** Complete SSE blocks of a close-delimited body (a block cut by the end is not an event). */
 const blocksOf = (raw: string): string[] =>
@@ -92,7 +64,7 @@ describe('flue surface: a slow SSE reader is ended past the byte bound and resum
     await client.wait(await client.send({ message: { kind: 'user', body: 'hi' } }));
     const start = (await fetch(url, { method: 'HEAD' })).headers.get('stream-next-offset')!;
 
-    const slow = rawSse(`${url}?view=updates&offset=${start}&live=sse`);
+    const slow = rawSseSocket(`${url}?view=updates&offset=${start}&live=sse`);
     await slow.until(() => slow.text().includes('event: control'));
     const keeping = new SseReader(url, start);
     closers.push(() => keeping.close());

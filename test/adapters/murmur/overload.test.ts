@@ -4,11 +4,11 @@
  * transport's byte bound for it — the spec's slow-reader signal is the connection ending, nothing
  * written — and resuming with Last-Event-ID it reads every record exactly once.
  */
-import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SSE_DEFAULTS, sseStats } from '../../../src/http/sse-transport.js';
 import { useGateways } from './fixtures.js';
 import { openRaw } from './raw-client.js';
+import { rawSseSocket } from '../../support/raw-sse-socket.js';
 
 const { setup, track } = useGateways();
 
@@ -18,32 +18,8 @@ afterEach(() => Object.assign(SSE_DEFAULTS, saved));
 const MARK = 'overload-test';
 
 /** The raw bytes of GET …/events on a plain socket we can stop reading from. */
-const rawWatch = (baseUrl: string, capsule: string) => {
-  const url = new URL(`${baseUrl}/murmur/${capsule}/events`);
-  const socket = net.connect(Number(url.port), url.hostname);
-  let text = '';
-  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
-  const waiters = new Set<() => void>();
-  socket.setEncoding('latin1');
-  socket.on('error', () => {});
-  socket.on('data', (d: string) => {
-    text += d;
-    for (const w of [...waiters]) w();
-  });
-  socket.write(`GET ${url.pathname} HTTP/1.1\r\nHost: ${url.host}\r\n\r\n`);
-  const until = (pred: () => boolean): Promise<void> =>
-    new Promise((resolve) => {
-      const check = (): void => {
-        if (pred()) {
-          waiters.delete(check);
-          resolve();
-        }
-      };
-      waiters.add(check);
-      check();
-    });
-  return { socket, closed, until, text: () => text };
-};
+const rawWatch = (baseUrl: string, capsule: string) =>
+  rawSseSocket(`${baseUrl}/murmur/${capsule}/events`, 'latin1');
 
 /**
  * The body → SSE blocks that are complete (a block cut by the end is not an event). The body runs to
