@@ -26,7 +26,11 @@ export class FleetBus {
     // A connection of its own (a subscribed connection takes no other commands); it resubscribes on
     // every (re)connect, whatever happened to the previous subscription.
     this.sub =
-      client instanceof Cluster ? client.duplicate() : client.duplicate({ commandTimeout: undefined });
+      client instanceof Cluster
+        ? client.duplicate()
+        : // No autoResubscribe: 'ready' below subscribes again itself, and ioredis's own resubscribe
+          // leaves its promise unhandled (an unhandled rejection when the connection closes at once).
+          client.duplicate({ commandTimeout: undefined, autoResubscribe: false });
     this.sub.on('error', (err: Error) => logger?.debug({ err: err.message }, 'fleet bus error'));
     this.sub.on('ready', () => {
       if (!this.closed) this.sub.subscribe(this.channel).catch(() => undefined);

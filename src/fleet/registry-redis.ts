@@ -51,7 +51,10 @@ export class RedisCapsuleRegistry implements CapsuleRegistry {
     this.seed = seed.size > 0 ? seed : null;
     // Its own connection: a subscribed connection can run nothing else. Queue the SUBSCRIBE until
     // it connects (the store's client fails fast instead, which suits appends, not this).
-    const overrides = { enableOfflineQueue: true, lazyConnect: false };
+    // No autoResubscribe: the 'ready' handler below subscribes again itself, and ioredis's own
+    // resubscribe leaves its promise unhandled, so a connection that closes right after a reconnect
+    // raised an unhandled "Connection is closed." rejection (seen once in a CI run of ops.test.ts).
+    const overrides = { enableOfflineQueue: true, lazyConnect: false, autoResubscribe: false };
     const sub =
       this.client instanceof Cluster
         ? this.client.duplicate(undefined, { enableOfflineQueue: true })
