@@ -31,14 +31,10 @@ import { ask, canPin, CLIENT_CORE, haveCommand, killAll, SERVER_CORE } from './f
 import type { Server } from './fanout-servers.js';
 import { createBeeosConversation, createFlueConversation } from './scale-setup.js';
 import type { Figure } from './scale-summary.js';
+import { num } from './bench-env.js';
 
 type Surface = 'native' | 'beeos' | 'flue';
 const NAMES: Record<Surface, string> = { native: 'native', beeos: 'BeeOS', flue: 'Flue' };
-
-const num = (name: string, dflt: number): number => {
-  const v = Number(process.env[name]);
-  return Number.isFinite(v) && v > 0 ? v : dflt;
-};
 
 interface Shape {
   conversations: number;

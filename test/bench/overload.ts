@@ -31,14 +31,10 @@ import {
 } from './fanout-procs.js';
 import { startGateway, type Server } from './fanout-servers.js';
 import type { Figure } from './scale-summary.js';
+import { num } from './bench-env.js';
 
 const here = (f: string): string => fileURLToPath(new URL(f, import.meta.url));
 const TAIL_MS = 1000;
-
-const num = (name: string, dflt: number): number => {
-  const v = Number(process.env[name]);
-  return Number.isFinite(v) && v > 0 ? v : dflt;
-};
 
 interface SlowReport {
   lastSeq: number;

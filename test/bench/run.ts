@@ -21,11 +21,8 @@ import { CLIENT_CORE, killAll, SERVER_CORE } from './fanout-procs.js';
 import { failedFigure, printSummary, type Figure } from './scale-summary.js';
 import type { IngestResult } from './ingest.js';
 import type { StoreAppendResult } from './store-append.js';
+import { num } from './bench-env.js';
 
-const num = (name: string, dflt: number): number => {
-  const v = Number(process.env[name]);
-  return Number.isFinite(v) && v > 0 ? v : dflt;
-};
 const runs = num('BENCH_RUNS', 5);
 const fanoutRuns = num('BENCH_FANOUT_RUNS', 3);
 

@@ -17,11 +17,7 @@ import {
   type BenchRedis,
 } from './scale-gateway.js';
 import type { Figure } from './scale-summary.js';
-
-const num = (name: string, dflt: number): number => {
-  const v = Number(process.env[name]);
-  return Number.isFinite(v) && v > 0 ? v : dflt;
-};
+import { num } from './bench-env.js';
 
 interface CapsulesResult {
   store: string;

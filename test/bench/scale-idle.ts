@@ -20,11 +20,7 @@ import {
   stopClients,
 } from './scale-setup.js';
 import type { Figure } from './scale-summary.js';
-
-const num = (name: string, dflt: number): number => {
-  const v = Number(process.env[name]);
-  return Number.isFinite(v) && v > 0 ? v : dflt;
-};
+import { num } from './bench-env.js';
 
 interface IdleResult {
   store: string;

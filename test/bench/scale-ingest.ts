@@ -13,11 +13,7 @@ import { benchIngest, type IngestResult } from './ingest.js';
 import { median } from './scale-gateway.js';
 import { benchStoreAppend, type StoreAppendResult } from './store-append.js';
 import type { Figure } from './scale-summary.js';
-
-const num = (name: string, dflt: number): number => {
-  const v = Number(process.env[name]);
-  return Number.isFinite(v) && v > 0 ? v : dflt;
-};
+import { num } from './bench-env.js';
 
 /** The record store-append.ts appends, encoded as the store encodes it. */
 const payload = (i: number): string =>

@@ -21,11 +21,7 @@ import { beeosTemplate, flueTemplate, writeConversations, type Conversation } fr
 import { createBeeosConversation, createFlueConversation } from './scale-setup.js';
 import type { Figure } from './scale-summary.js';
 import { benchCoreReads } from './scale-reads-core.js';
-
-const num = (name: string, dflt: number): number => {
-  const v = Number(process.env[name]);
-  return Number.isFinite(v) && v > 0 ? v : dflt;
-};
+import { num } from './bench-env.js';
 
 interface ReadRow {
   conversations: number;

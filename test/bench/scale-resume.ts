@@ -15,11 +15,7 @@ import { ask, CLIENT_CORE, coreLoad, coreTicks, cpuUs, rssBytes, SERVER_CORE } f
 import { MB, startBenchGateway, startBenchRedis, until } from './scale-gateway.js';
 import { errorSummary, share, startClients, stopClients } from './scale-setup.js';
 import type { Figure } from './scale-summary.js';
-
-const num = (name: string, dflt: number): number => {
-  const v = Number(process.env[name]);
-  return Number.isFinite(v) && v > 0 ? v : dflt;
-};
+import { num } from './bench-env.js';
 
 interface StormResult {
   via: string;
