@@ -3,10 +3,39 @@
  * and control events, and a long-poll loop, each keeping every chunk it received in order.
  */
 import type { FlueChunk } from '../../../adapters/flue/chunks.js';
+import { ConversationProjector } from '../../../adapters/flue/projection.js';
+import type { GatewayCore } from '../../../src/core/types.js';
 
 export const offsetNumber = (offset: string): number => (offset === '-1' ? 0 : Number(offset.split('_')[1]));
 
 type Control = { streamNextOffset: string; upToDate?: true };
+
+/**
+ * The old path, kept as the oracle: one projector over every record of the capsule; the chunks of
+ * records in (after, through], as a client receives them (through JSON: no undefined fields).
+ */
+export const wholeCapsuleChunks = async (
+  core: GatewayCore,
+  capsule: string,
+  conversationId: string,
+  after: number,
+  through: number,
+): Promise<FlueChunk[]> => {
+  const projector = new ConversationProjector(conversationId, (await core.position(capsule)).epoch);
+  const chunks: FlueChunk[] = [];
+  let cursor = 0;
+  while (cursor < through) {
+    const { records } = await core.read(capsule, cursor, 1000);
+    if (records.length === 0) break;
+    for (const record of records) {
+      if (record.offset > through) break;
+      const out = projector.project(record);
+      if (record.offset > after) chunks.push(...out);
+      cursor = record.offset;
+    }
+  }
+  return JSON.parse(JSON.stringify(chunks)) as FlueChunk[];
+};
 
 export class SseReader {
   readonly chunks: FlueChunk[] = [];

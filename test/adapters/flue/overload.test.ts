@@ -8,12 +8,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createFlueClient } from '@flue/sdk';
 import type { FlueChunk } from '../../../adapters/flue/chunks.js';
-import { ConversationProjector } from '../../../adapters/flue/projection.js';
-import type { GatewayCore } from '../../../src/core/types.js';
 import { SSE_DEFAULTS, sseStats } from '../../../src/http/sse-transport.js';
 import { startSimulator } from '../../../src/simulator/index.js';
 import { startTestGateway } from '../../support/gateway.js';
-import { SseReader, offsetNumber } from './live-clients.js';
+import { SseReader, offsetNumber, wholeCapsuleChunks } from './live-clients.js';
 import { rawSseSocket } from '../../support/raw-sse-socket.js';
 
 const saved = { ...SSE_DEFAULTS };
@@ -29,23 +27,6 @@ const blocksOf = (raw: string): string[] =>
     .slice(raw.indexOf('\r\n\r\n') + 4)
     .split('\n\n')
     .slice(0, -1);
-
-const oracle = async (core: GatewayCore, capsule: string, conv: string, after: number, through: number) => {
-  const projector = new ConversationProjector(conv, (await core.position(capsule)).epoch);
-  const out: FlueChunk[] = [];
-  let cursor = 0;
-  while (cursor < through) {
-    const { records } = await core.read(capsule, cursor, 1000);
-    if (records.length === 0) break;
-    for (const record of records) {
-      if (record.offset > through) break;
-      const chunks = projector.project(record);
-      if (record.offset > after) out.push(...chunks);
-      cursor = record.offset;
-    }
-  }
-  return JSON.parse(JSON.stringify(out)) as FlueChunk[];
-};
 
 const key = (c: FlueChunk): string => `${c.position.batch}:${c.position.index}`;
 
@@ -123,7 +104,7 @@ describe('flue surface: a slow SSE reader is ended past the byte bound and resum
     // deduplicated by position, as the SDK does, nothing is missing and nothing is extra.
     const seen = new Set<string>();
     const merged = [...first, ...again.chunks].filter((c) => !seen.has(key(c)) && seen.add(key(c)));
-    const expected = await oracle(gw.core, 'cap', 'slow', offsetNumber(start), last);
+    const expected = await wholeCapsuleChunks(gw.core, 'cap', 'slow', offsetNumber(start), last);
     expect(merged).toEqual(expected);
     expect(keeping.chunks).toEqual(expected);
     expect(keeping.ended).toBe(false);

@@ -7,43 +7,15 @@
  */
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createFlueClient } from '@flue/sdk';
-import type { FlueChunk } from '../../../adapters/flue/chunks.js';
-import { ConversationProjector } from '../../../adapters/flue/projection.js';
-import type { GatewayCore } from '../../../src/core/types.js';
 import { startSimulator, type SimulatedCapsule } from '../../../src/simulator/index.js';
 import { startTestGateway, type TestGateway } from '../../support/gateway.js';
 import { testRedisUrl, uniqueCapsule } from '../../support/redis.js';
-import { SseReader, longPollUntil, offsetNumber } from './live-clients.js';
+import { SseReader, longPollUntil, offsetNumber, wholeCapsuleChunks } from './live-clients.js';
 
 const closers: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
   for (const close of closers.splice(0).reverse()) await close();
 });
-
-/** The old path, kept as the oracle: one projector over every record of the capsule. */
-const oracle = async (
-  core: GatewayCore,
-  capsule: string,
-  conversationId: string,
-  after: number,
-  through: number,
-) => {
-  const position = await core.position(capsule);
-  const projector = new ConversationProjector(conversationId, position.epoch);
-  const chunks: FlueChunk[] = [];
-  let cursor = 0;
-  while (cursor < through) {
-    const { records } = await core.read(capsule, cursor, 1000);
-    if (records.length === 0) break;
-    for (const record of records) {
-      if (record.offset > through) break;
-      const out = projector.project(record);
-      if (record.offset > after) chunks.push(...out);
-      cursor = record.offset;
-    }
-  }
-  return chunks;
-};
 
 const script = (i: number): string =>
   `#sim ${JSON.stringify({ chunks: 3 + (i % 4), thinking: 1, tools: i % 3, turns: i % 3 ? 2 : 1, delayMs: 5 })}`;
@@ -135,7 +107,13 @@ describe.each(['memory', 'redis'] as const)('shared Flue projection (%s store)',
       // A late record (after the head read above) may have reached some followers: compare
       // through what each follower was told it holds.
       expect(reader.next).toBeGreaterThanOrEqual(head);
-      const expected = await oracle(gw.core, capsule, conv, offsetNumber(reader.offset), reader.next);
+      const expected = await wholeCapsuleChunks(
+        gw.core,
+        capsule,
+        conv,
+        offsetNumber(reader.offset),
+        reader.next,
+      );
       expect(expected.length).toBeGreaterThan(0);
       expect(reader.chunks).toEqual(expected);
       // Every data event is followed by its control event.
@@ -146,7 +124,7 @@ describe.each(['memory', 'redis'] as const)('shared Flue projection (%s store)',
     for (const [i, conv] of conversations.entries()) {
       const next = offsetNumber(polled[i]!.next);
       expect(next).toBeGreaterThanOrEqual(head);
-      expect(polled[i]!.chunks).toEqual(await oracle(gw.core, capsule, conv, 0, next));
+      expect(polled[i]!.chunks).toEqual(await wholeCapsuleChunks(gw.core, capsule, conv, 0, next));
     }
     // And what they accumulated equals history.
     for (const conv of conversations) {
