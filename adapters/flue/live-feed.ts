@@ -195,7 +195,15 @@ export class CapsuleFeed {
     }
     this.cursor = end;
     const control = Buffer.from(encodeControlEvent(formatOffset(this.epoch, end), upToDate));
-    for (const projection of this.projections.values())
-      projection.advance(new Slice(start, end, upToDate, produced.get(projection) ?? [], control));
+    // Most conversations of a busy capsule have nothing in a given cycle: they share one empty slice.
+    let empty: Slice | null = null;
+    for (const projection of this.projections.values()) {
+      const chunks = produced.get(projection);
+      projection.advance(
+        chunks
+          ? new Slice(start, end, upToDate, chunks, control)
+          : (empty ??= new Slice(start, end, upToDate, [], control)),
+      );
+    }
   }
 }
