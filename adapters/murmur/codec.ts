@@ -3,7 +3,7 @@
  * order, one data line, `\n` only), via the one encoder in src/http/sse.ts. A record's bytes are
  * encoded once per process and shared by every connection (the hub hands out the same objects).
  */
-import { encodeComment, encodeSse } from '../../src/http/sse.js';
+import { encodeCommentBytes, encodeSse, encodeSseBytes } from '../../src/http/sse.js';
 import type { LogRecord } from '../../src/log/record.js';
 import { EVENT } from './constants.js';
 import { projectRecord, type MurmurEvent } from './projection.js';
@@ -36,26 +36,22 @@ export const encodeRecord = (record: LogRecord): Buffer | null => {
 };
 
 /** Spec "Heartbeat": the comment `:heartbeat` then a blank line. */
-export const HEARTBEAT_BYTES: Buffer = Buffer.from(encodeComment('heartbeat'), 'utf8');
+export const HEARTBEAT_BYTES: Buffer = encodeCommentBytes('heartbeat');
 
 /** Spec "connection-ack": the first frame of every `stream/watch` connection, without an id. */
 export const encodeConnectionAck = (mode: 'stateless' | 'threaded'): Buffer =>
-  Buffer.from(
-    encodeSse({
-      event: EVENT.connectionAck,
-      data: JSON.stringify({ role: 'observer', conversation_mode: mode }),
-    }),
-    'utf8',
-  );
+  encodeSseBytes({
+    event: EVENT.connectionAck,
+    data: JSON.stringify({ role: 'observer', conversation_mode: mode }),
+  });
 
 /** A `gap` the gateway writes for a cursor (older than retention, or beyond the head). */
 export const encodeGap = (firstAvailableId: number, reason: string): Buffer =>
   Buffer.from(encodeEvent({ kind: 'gap', firstAvailableId, reason }), 'utf8');
 
 /** Spec "error": `data` is passed through as written, even when it is not valid JSON. */
-export const encodeErrorFrame = (data: string): Buffer =>
-  Buffer.from(encodeSse({ event: EVENT.error, data }), 'utf8');
+export const encodeErrorFrame = (data: string): Buffer => encodeSseBytes({ event: EVENT.error, data });
 
 /** The capsule's `rejected` status, with the id it wrote (always `0`, spec "Event ids"). */
 export const encodeRejected = (id: string | null, data: string): Buffer =>
-  Buffer.from(encodeSse({ id, event: EVENT.status, data }), 'utf8');
+  encodeSseBytes({ id, event: EVENT.status, data });
