@@ -19,10 +19,34 @@ import { openSse } from './sse-out.js';
 
 export { projectChannel } from './channel-read.js';
 
-const step = (listener: ChannelListener, projector: ChannelProjector, record: LogRecord): void => {
+/**
+ * Envelopes encoded during private replays, per record object and (channel, projector state before
+ * it): readers of one channel replaying the same records (a storm of reconnects) encode each
+ * envelope once, as the shared projection does live. Entries die with their records.
+ */
+const replayEncoded = new WeakMap<LogRecord, Map<string, Buffer[]>>();
+
+const step = (
+  listener: ChannelListener,
+  projector: ChannelProjector,
+  record: LogRecord,
+  channelId: string,
+): void => {
   const before = projector.latestOffset;
+  // Same channel and same state: the projector turns this record into the same envelopes.
+  const key = `${channelId}\u0000${projector.shareKey()}`;
   const s = projector.project(record);
-  listener.onRecord(record, s, s.envelopes.length > 0 ? encodeStep(s) : [], before, projector.latestOffset);
+  let encoded: Buffer[] = [];
+  if (s.envelopes.length > 0) {
+    let byKey = replayEncoded.get(record);
+    const hit = byKey?.get(key);
+    encoded = hit ?? encodeStep(s);
+    if (!hit) {
+      if (!byKey) replayEncoded.set(record, (byKey = new Map()));
+      byKey.set(key, encoded);
+    }
+  }
+  listener.onRecord(record, s, encoded, before, projector.latestOffset);
 };
 
 /** Open the SSE stream of a channel. Resolves once the first checks are done; frames follow. */
@@ -127,7 +151,7 @@ const replayThenJoin = async (
       // stretch is tried again from where it got.
       let paused = false;
       for (const record of recent) {
-        step(listener, projector, record);
+        step(listener, projector, record, channel.id);
         if (!listener.live) return;
         after = record.offset;
         if (listener.stream.backedUp) {
@@ -159,7 +183,7 @@ const replayThenJoin = async (
         reached = true;
         break;
       }
-      step(listener, projector, record);
+      step(listener, projector, record, channel.id);
       if (!listener.live) return;
       after = record.offset;
       if (listener.stream.backedUp) await listener.stream.waitDrain();
