@@ -159,9 +159,11 @@ export class LogFeed {
       if (page) conn.write(page);
       return;
     }
-    const chunks: Buffer[] = [];
+    // Each event straight into the connection's queue: no array per delivery (the fan-out hot path).
+    // An indexed loop: this runs per connection per event, and for-of allocated its iterator here.
     let end = false;
-    for (const record of records) {
+    for (let i = 0; i < records.length; i++) {
+      const record = records[i]!;
       if (record.offset <= this.cursor) continue;
       this.cursor = record.offset;
       const live = record.offset > this.liveAfter;
@@ -169,20 +171,19 @@ export class LogFeed {
         if (record.fact === 'capsule-closed') {
           // A replayed close is history: a client resuming past it must not be ended again.
           if (!live) continue;
-          if (capsuleClosedFrame) chunks.push(encodeRecord(record)!);
+          if (capsuleClosedFrame) conn.write(encodeRecord(record)!);
           end = true;
           break;
         }
         if (record.fact === 'frames-possibly-missing' && !gaps) continue;
       }
       const bytes = encodeRecord(record);
-      if (bytes) chunks.push(bytes);
+      if (bytes) conn.write(bytes);
       if (closeOnFinal && live && isFinalStatus(record)) {
         end = true;
         break;
       }
     }
-    conn.writeAll(chunks);
     if (end) {
       this.stop();
       conn.end();

@@ -61,14 +61,31 @@ export const SSE_DEFAULTS = {
 
 const HIGH_WATER_MAX = 256 * 1024;
 
-/** Streams with bytes queued this turn: flushed together in one setImmediate pass. */
-let dirty: SseStreamBase[] = [];
-let flushScheduled = false;
+/**
+ * Streams with bytes queued this turn, flushed together in one setImmediate pass, in the order they
+ * were queued. An intrusive list (each stream links the next): an array here grew to one slot per
+ * client on every event and was thrown away after the pass.
+ */
+let dirtyHead: SseStreamBase | null = null;
+let dirtyTail: SseStreamBase | null = null;
 const flushAll = (): void => {
-  flushScheduled = false;
-  const list = dirty;
-  dirty = [];
-  for (const s of list) s.flushNow();
+  let s = dirtyHead;
+  dirtyHead = dirtyTail = null;
+  while (s) {
+    const next = s.nextDirty;
+    s.nextDirty = null;
+    s.flushNow();
+    s = next;
+  }
+};
+
+const markDirty = (s: SseStreamBase): void => {
+  if (dirtyTail) dirtyTail.nextDirty = s;
+  else {
+    dirtyHead = s;
+    setImmediate(flushAll);
+  }
+  dirtyTail = s;
 };
 
 /** Counters for tests and /metrics: open streams, streams ended by the byte bound, wheel entries and timers. */
@@ -114,11 +131,21 @@ class IdleEntry implements WheelEntry {
 export abstract class SseStreamBase implements SseStream, WheelEntry {
   wheelDue = 0;
   wheelIndex = -1;
-  protected pending: Buffer[] = [];
+  /**
+   * What this turn queued: the first chunk in `pendingOne`, an array only from the second on. At
+   * fan-out a turn queues one event per connection, so the hot path allocates nothing here. (A fresh
+   * array per flush, one per connection per event, was its main allocation, and V8 pretenured it:
+   * live at every scavenge, it was promoted and died in old space, which brought mark-compacts with
+   * 10-20 ms steps every second or two at 1,000 × 40.)
+   */
+  private pendingOne: Buffer | null = null;
+  private pendingMore: Buffer[] | null = null;
   protected pendingBytes = 0;
   private ending = false;
   private closed = false;
   private isDirty = false;
+  /** The next stream of the flush list (see flushAll). */
+  nextDirty: SseStreamBase | null = null;
   private last: Buffer | null = null;
   private closeFns: (() => void)[] | null = null;
   private drainWaiters: (() => void)[] | null = null;
@@ -158,6 +185,8 @@ export abstract class SseStreamBase implements SseStream, WheelEntry {
   protected abstract sinkReady(): boolean;
   /** One turn's bytes, in order (written as one batch: the Node sink corks, the web sink concatenates). */
   protected abstract sinkWrite(chunks: Buffer[]): void;
+  /** A turn's only chunk (the fan-out case), without an array around it. */
+  protected abstract sinkWriteOne(chunk: Buffer): void;
   /** The last bytes (maybe none), then the end. */
   protected abstract sinkEnd(chunks: Buffer[]): void;
   protected abstract sinkDestroy(): void;
@@ -187,18 +216,14 @@ export abstract class SseStreamBase implements SseStream, WheelEntry {
 
   write(bytes: Buffer): void {
     if (!this.open) return;
-    this.pending.push(bytes);
-    this.pendingBytes += bytes.length;
+    this.enqueue(bytes);
     if (this.idleEntry) this.idleEntry.lastWrite = now();
     this.queued();
   }
 
   writeAll(chunks: readonly Buffer[]): void {
     if (!this.open || chunks.length === 0) return;
-    for (const chunk of chunks) {
-      this.pending.push(chunk);
-      this.pendingBytes += chunk.length;
-    }
+    for (const chunk of chunks) this.enqueue(chunk);
     if (this.idleEntry) this.idleEntry.lastWrite = now();
     this.queued();
   }
@@ -214,8 +239,7 @@ export abstract class SseStreamBase implements SseStream, WheelEntry {
   destroy(): void {
     if (this.closed) return;
     const started = this.sinkStarted();
-    this.pending = [];
-    this.pendingBytes = 0;
+    this.dropPending();
     if (started) this.sinkDestroy();
     this.terminate();
   }
@@ -259,22 +283,40 @@ export abstract class SseStreamBase implements SseStream, WheelEntry {
       this.scheduleFlush();
       return;
     }
-    const { pending } = this;
-    if (pending.length > 0) {
-      this.pending = [];
-      this.pendingBytes = 0;
-    }
+    const one = this.pendingOne;
+    const more = this.pendingMore;
+    // Taken before the sink runs: writes it causes (a reentrant close or overflow) queue afresh.
+    this.pendingOne = null;
+    this.pendingMore = null;
+    this.pendingBytes = 0;
     if (this.ending) {
+      const batch = more ?? (one ? [one] : []);
       const last = this.last;
       this.last = null;
-      if (last) pending.push(last);
-      this.sinkEnd(pending);
+      if (last) batch.push(last);
+      this.sinkEnd(batch);
       if (!this.closed) sharedWheel.schedule(this, now() + SSE_DEFAULTS.endGraceMs, SSE_DEFAULTS.endGraceMs);
       return;
     }
-    if (pending.length > 0) this.sinkWrite(pending);
+    if (more) this.sinkWrite(more);
+    else if (one) this.sinkWriteOne(one);
     else this.flushHead();
     if (this.drainWaiters && !this.backedUp) this.releaseDrainWaiters();
+  }
+
+  private enqueue(bytes: Buffer): void {
+    if (this.pendingMore) this.pendingMore.push(bytes);
+    else if (this.pendingOne) {
+      this.pendingMore = [this.pendingOne, bytes];
+      this.pendingOne = null;
+    } else this.pendingOne = bytes;
+    this.pendingBytes += bytes.length;
+  }
+
+  private dropPending(): void {
+    this.pendingOne = null;
+    this.pendingMore = null;
+    this.pendingBytes = 0;
   }
 
   /** The sink drained (Node 'drain'). */
@@ -287,8 +329,7 @@ export abstract class SseStreamBase implements SseStream, WheelEntry {
     if (this.closed) return;
     this.closed = true;
     openCount--;
-    this.pending = [];
-    this.pendingBytes = 0;
+    this.dropPending();
     this.stopTimers();
     sharedWheel.cancel(this);
     this.releaseDrainWaiters();
@@ -306,8 +347,7 @@ export abstract class SseStreamBase implements SseStream, WheelEntry {
   private overflow(): void {
     this.overflowed = true;
     overflowCount++;
-    this.pending = [];
-    this.pendingBytes = 0;
+    this.dropPending();
     const fn = this.onOverflowFn;
     this.onOverflowFn = null;
     this.end(fn?.() ?? undefined);
@@ -316,11 +356,7 @@ export abstract class SseStreamBase implements SseStream, WheelEntry {
   protected scheduleFlush(): void {
     if (this.isDirty) return;
     this.isDirty = true;
-    dirty.push(this);
-    if (!flushScheduled) {
-      flushScheduled = true;
-      setImmediate(flushAll);
-    }
+    markDirty(this);
   }
 
   private stopTimers(): void {

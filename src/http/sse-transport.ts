@@ -152,6 +152,11 @@ class NodeSseStream extends SseStreamBase {
     this.writeBatch(chunks, false);
   }
 
+  protected sinkWriteOne(chunk: Buffer): void {
+    if (this.head) this.writeBatch([chunk], false);
+    else if (this.socket.writable) this.socket.write(chunk);
+  }
+
   protected sinkEnd(chunks: Buffer[]): void {
     this.writeBatch(chunks, true);
   }

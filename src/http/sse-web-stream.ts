@@ -62,6 +62,10 @@ class WebSseStream extends SseStreamBase {
     }
   }
 
+  protected sinkWriteOne(chunk: Buffer): void {
+    this.sinkWrite([chunk]);
+  }
+
   protected sinkEnd(chunks: Buffer[]): void {
     if (chunks.length > 0) this.sinkWrite(chunks);
     try {

@@ -11,6 +11,8 @@ export type { ChannelListener, ChannelOptions, ChannelTap } from './channel-part
 
 export class CapsuleChannel {
   private readonly listeners = new Set<ChannelListener>();
+  /** The listeners as an array, made again only after a join or leave (not one copy per batch). */
+  private snapshot: readonly ChannelListener[] | null = null;
   tap: ChannelTap | null = null;
   private lastSeen = 0;
   private currentEpoch = 0;
@@ -179,10 +181,12 @@ export class CapsuleChannel {
       this.dissolveTimer = null;
     }
     this.listeners.add(listener);
+    this.snapshot = null;
   }
 
   leave(listener: ChannelListener): void {
     if (!this.listeners.delete(listener)) return;
+    this.snapshot = null;
     this.linger();
   }
 
@@ -278,7 +282,9 @@ export class CapsuleChannel {
       this.knownFirst = Math.max(this.knownFirst, position.first);
       this.memory.append(records);
       this.tap?.batch(after, records, position);
-      for (const listener of [...this.listeners]) listener.push(records, position);
+      // A listener may leave (or another join) during the pass: the snapshot is not changed in place.
+      const listeners = (this.snapshot ??= [...this.listeners]);
+      for (let i = 0; i < listeners.length; i++) listeners[i]!.push(records, position);
     }
   }
 

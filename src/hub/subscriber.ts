@@ -105,22 +105,28 @@ export class Subscriber implements ChannelListener, Subscription {
       this.end('closed');
       return true;
     }
-    if (pending) {
-      // The listener asked us to wait (its client is behind): hold later batches in the queue.
-      this.pumping = true;
-      pending.then(
-        () => {
-          this.pumping = false;
-          this.kick();
-        },
-        (err: unknown) => {
-          this.pumping = false;
-          this.settings.logger.warn({ err, capsule: this.channel.capsule }, 'hub: onRecords failed');
-          this.end('closed');
-        },
-      );
-    }
+    if (pending) this.holdUntil(pending);
     return true;
+  }
+
+  /**
+   * The listener asked us to wait (its client is behind): hold later batches in the queue. Its own
+   * method so that deliverNow, called per subscriber per batch, creates no closure (a closure over
+   * `this` allocates a context on every call, used or not).
+   */
+  private holdUntil(pending: Promise<void>): void {
+    this.pumping = true;
+    pending.then(
+      () => {
+        this.pumping = false;
+        this.kick();
+      },
+      (err: unknown) => {
+        this.pumping = false;
+        this.settings.logger.warn({ err, capsule: this.channel.capsule }, 'hub: onRecords failed');
+        this.end('closed');
+      },
+    );
   }
 
   reset(_position: LogPosition): void {
@@ -209,7 +215,7 @@ export class Subscriber implements ChannelListener, Subscription {
   private after(batch: readonly LogRecord[], cursor: number): readonly LogRecord[] {
     const head = batch[0];
     if (!head || head.offset > cursor) return batch;
-    return batch.filter((r) => r.offset > cursor);
+    return recordsAfter(batch, cursor);
   }
 
   /** A store read; null when the subscription ended (store error, or the log went backwards). */
@@ -268,3 +274,10 @@ export class Subscriber implements ChannelListener, Subscription {
     }
   }
 }
+
+/** The records past `cursor`, in a loop of their own: no closure (and context) on the live path. */
+const recordsAfter = (batch: readonly LogRecord[], cursor: number): LogRecord[] => {
+  const out: LogRecord[] = [];
+  for (const r of batch) if (r.offset > cursor) out.push(r);
+  return out;
+};

@@ -5,7 +5,7 @@
  * store) watching a simulated capsule. Nothing is installed: nginx/nchan are used when present.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { openSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -115,6 +115,12 @@ export const startNchan = async (): Promise<Server> => {
   };
 };
 
+/** Where the gateway's stdout goes: BENCH_GATEWAY_STDOUT (see gateway-build.ts), else nowhere. */
+const gatewayStdout = (): number | 'ignore' => {
+  const file = process.env.BENCH_GATEWAY_STDOUT;
+  return file ? openSync(file, 'w') : 'ignore';
+};
+
 /** The gateway process watching `capsuleUrl` as capsule `bench`, embedded store unless `redis`. */
 export const startGateway = async (capsuleUrl: string, redis: boolean): Promise<Server> => {
   const dir = mkdtempSync(join(tmpdir(), 'bench-gw-'));
@@ -127,7 +133,7 @@ export const startGateway = async (capsuleUrl: string, redis: boolean): Promise<
   if (redis) args.push('--redis', `redis://127.0.0.1:${redisPort}`);
   const gw = spawnPinned(SERVER_CORE, process.execPath, args, {
     cwd: REPO,
-    stdio: ['ignore', 'ignore', 'inherit'],
+    stdio: ['ignore', gatewayStdout(), 'inherit'],
     env: { ...process.env, REDIS_URL: '', NODE_ENV: 'production' },
   });
   const stop = async (): Promise<void> => {

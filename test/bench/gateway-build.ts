@@ -13,7 +13,9 @@ let built = false;
 /**
  * Arguments for `process.execPath` that start the built gateway CLI (building it first, once).
  * BENCH_GATEWAY_NODE_ARGS adds node flags to the gateway alone (e.g. `--cpu-prof --cpu-prof-dir=…`
- * to see where its time goes under a bench's load; NODE_OPTIONS refuses --cpu-prof).
+ * to see where its time goes under a bench's load; NODE_OPTIONS refuses --cpu-prof). In the fan-out
+ * bench, BENCH_GATEWAY_STDOUT=<file> keeps the gateway's stdout there, for flags that print to it
+ * (`--trace-gc`, `--trace-deopt`).
  */
 export const gatewayArgs = (): string[] => {
   if (!built) {
