@@ -6,7 +6,7 @@
  * queueing and retries are the writer's (`log-writer.ts`), periodic age trimming is its owner's.
  */
 import { readFileSync } from 'node:fs';
-import type { Cluster, Redis } from 'ioredis';
+import { Redis, type Cluster } from 'ioredis';
 import type { Logger } from 'pino';
 import type { RedisConfig } from '../config/schema.js';
 import { GatewayError } from '../errors.js';
@@ -49,6 +49,17 @@ const lua = (name: string): string => readFileSync(new URL(`./lua/${name}.lua`, 
 
 const isMissingFact = (e: LogEntry): boolean => e.kind === 'fact' && e.fact === 'frames-possibly-missing';
 
+/** The index in append.lua's ARGV (0-based here) of its checkRun flag. */
+const CHECK_RUN_ARG = 9;
+
+type Moved = { movedTo: string };
+const isMoved = (woke: StreamEntry[] | false | Moved): woke is Moved =>
+  woke !== false && !Array.isArray(woke);
+
+/** The store-reset fact a new epoch opens with (src/core knows it too; the log cannot import it). */
+const isResetFact = (r: LogRecord): boolean =>
+  r.kind === 'fact' && r.fact === 'frames-possibly-missing' && r.reason === 'store-reset';
+
 const offsetOf = (id: string): number => Number(id.slice(0, id.indexOf('-')));
 
 const decodeEntries = (entries: StreamEntry[]): LogRecord[] =>
@@ -88,7 +99,15 @@ export class RedisStore implements LogStore {
     // Idempotent per client: a shared connection gets the same definitions again.
     this.redis.defineCommand('mgAppend', { numberOfKeys: 3, lua: lua('append') });
     this.redis.defineCommand('mgRead', { numberOfKeys: 2, lua: lua('read') });
+    // A restart (or a failover) of Redis drops the connection: the first append after any (re)connect
+    // checks the run id again. A Cluster's nodes fail over under one client object, so it always checks.
+    this.alwaysCheckRun = !(this.redis instanceof Redis);
+    this.redis.on('ready', () => (this.runChecked = false));
   }
+
+  /** Whether an append on the current connection already compared Redis's run id (append.lua checkRun). */
+  private runChecked = false;
+  private readonly alwaysCheckRun: boolean;
 
   /** The capsule's stream and meta keys (exposed for tests and operators). */
   keys(capsule: string): { log: string; meta: string } {
@@ -114,15 +133,19 @@ export class RedisStore implements LogStore {
       options.fence === undefined ? '' : String(Math.floor(options.fence)),
       this.retention.maxBytes ?? 0,
       entries.filter(isMissingFact).length,
+      '', // checkRun, decided once connected (below)
     ];
     for (const entry of entries) args.push(encodeEntry(entry));
     // Not ready → the script was certainly never sent: say so, the writer may re-form the batch.
     await this.ready().catch((err: unknown) => {
       throw this.unavailable(err, true);
     });
+    // After the wait: a reconnect while this append waited for one must make it check the run id.
+    args[CHECK_RUN_ARG] = this.alwaysCheckRun || !this.runChecked ? '1' : '';
     const [epoch, applied, first, count] = await this.call(() =>
       this.redis.mgAppend(log, meta, this.dedupKey(capsule, batch?.writerId ?? ''), ...args),
     );
+    this.runChecked = true;
     const offsets = Array.from({ length: Number(count) }, (_, i) => Number(first) + i);
     switch (Number(applied)) {
       case 1:
@@ -140,14 +163,13 @@ export class RedisStore implements LogStore {
       this.ready().then(() => this.redis.mgRead(log, meta, Math.max(0, after), Math.max(0, limit))),
     );
     const headOffset = Number(head);
-    return {
-      records: decodeEntries(records),
-      position: {
-        head: headOffset,
-        first: first ? offsetOf(first) : headOffset + 1,
-        epoch: Number(epoch),
-      },
+    const position = {
+      head: headOffset,
+      first: first ? offsetOf(first) : headOffset + 1,
+      epoch: Number(epoch),
     };
+    this.lastRead.set(capsule, { epoch: position.epoch, first: position.first });
+    return { records: decodeEntries(records), position };
   }
 
   async possiblyMissing(capsule: string): Promise<number> {
@@ -194,14 +216,50 @@ export class RedisStore implements LogStore {
       empty = { records: [], position: now.position };
     }
     const { log } = this.keys(capsule);
-    let woke = await this.blockingRead(log, after, timeoutMs, signal);
+    let woke = await this.blockingRead(log, after, limit, timeoutMs, signal);
     // On a Cluster the slot moved since the slot map was read: the reply names the new owner.
-    if (typeof woke === 'object') {
+    if (isMoved(woke)) {
       this.connection.refreshTopology();
-      woke = await this.blockingRead(log, after, timeoutMs, signal, woke.movedTo);
+      woke = await this.blockingRead(log, after, limit, timeoutMs, signal, woke.movedTo);
     }
-    if (woke !== true && empty) return empty;
+    if (isMoved(woke) || woke === false) {
+      if (empty) return empty;
+    } else {
+      const page = this.pageFromWake(capsule, after, limit, woke);
+      if (page) return this.noteTail(capsule, page);
+    }
     return this.noteTail(capsule, await this.read(capsule, after, limit));
+  }
+
+  /** Per capsule: the epoch and first offset of the last read.lua answer (see pageFromWake). */
+  private readonly lastRead = new Map<string, { epoch: number; first: number }>();
+
+  /**
+   * The XREAD that woke a tail is the page itself when it is plainly the next one: the records
+   * after `after`, contiguous, no store-reset among them, fewer than `limit` (so the last is the
+   * head). Its position is the last read's epoch (a new epoch always opens with a store-reset
+   * fact) and first (raised by count retention). Saves read.lua per wake, a third of the Redis
+   * calls of a busy capsule. Anything else (a trim under the cursor, a new epoch, a full page) is
+   * read again by read.lua, which reports the position atomically.
+   */
+  private pageFromWake(
+    capsule: string,
+    after: number,
+    limit: number,
+    entries: StreamEntry[],
+  ): ReadResult | null {
+    const known = this.lastRead.get(capsule);
+    if (!known || entries.length === 0 || entries.length >= limit) return null;
+    const records = decodeEntries(entries);
+    let next = after + 1;
+    for (const record of records) {
+      if (record.offset !== next || isResetFact(record)) return null;
+      next++;
+    }
+    const head = next - 1;
+    const { maxRecords } = this.retention;
+    const first = maxRecords > 0 ? Math.max(known.first, head - maxRecords + 1) : known.first;
+    return { records, position: { head, first, epoch: known.epoch } };
   }
 
   /** Remember where an answer with records ended (see waitAfter). */
@@ -213,16 +271,17 @@ export class RedisStore implements LogStore {
 
   /**
    * XREAD BLOCK on a connection of its own (never the shared one: it would stall appends; on a
-   * Cluster, one to the node owning the log's slot). True when a record came, false on timeout or
-   * abort, `{movedTo}` when a Cluster answered MOVED.
+   * Cluster, one to the node owning the log's slot). The entries after `after` (up to `limit`)
+   * when some came, false on timeout or abort, `{movedTo}` when a Cluster answered MOVED.
    */
   private async blockingRead(
     log: string,
     after: number,
+    limit: number,
     timeoutMs: number,
     signal: AbortSignal | undefined,
     node?: string,
-  ): Promise<boolean | { movedTo: string }> {
+  ): Promise<StreamEntry[] | false | Moved> {
     let blocker: Redis;
     try {
       blocker = await this.connection.acquireBlocking(log, node);
@@ -251,7 +310,7 @@ export class RedisStore implements LogStore {
       // An explicit id (not `$`): a record appended since the caller's read is returned at once.
       const reply = await blocker.xread(
         'COUNT',
-        1,
+        Math.max(1, limit),
         'BLOCK',
         Math.ceil(timeoutMs),
         'STREAMS',
@@ -259,7 +318,7 @@ export class RedisStore implements LogStore {
         `${Math.max(0, after)}-0`,
       );
       this.connection.release(blocker);
-      return reply !== null;
+      return reply?.[0]?.[1] ?? false;
     } catch (err) {
       const moved = movedTo(err);
       // A MOVED reply leaves the connection sound, but it serves the slot no more: not kept.

@@ -132,6 +132,81 @@ describe.skipIf(skip)('RedisStore', () => {
     expect(second).toEqual({ offsets: [first.offsets[0]! + 1], epoch: first.epoch });
   });
 
+  describe('a tail woken by XREAD', () => {
+    /** read.lua calls made by `store` (its real client, counted, not replaced). */
+    const countReads = (store: RedisStore): { count: number } => {
+      const counter = { count: 0 };
+      const client = (store as unknown as { redis: { mgRead: (...a: unknown[]) => Promise<unknown> } }).redis;
+      const real = client.mgRead.bind(client);
+      client.mgRead = (...args: unknown[]) => {
+        counter.count++;
+        return real(...args);
+      };
+      return counter;
+    };
+    /** A tail at the head (its last answer ended at `head`), then `write` while it blocks. */
+    const wake = async (reader: RedisStore, cap: string, limit: number, write: () => Promise<unknown>) => {
+      const head = (await reader.waitAfter(cap, 0, 1000, 1000)).position.head;
+      const reads = countReads(reader);
+      // Blocked or not yet sent, the XREAD names `head` explicitly: it answers with what came after.
+      const woken = reader.waitAfter(cap, head, limit, 5000);
+      await write();
+      return { head, result: await woken, reads: reads.count };
+    };
+
+    it('takes the next page from the XREAD reply, with the head it ends at and the same epoch', async () => {
+      const cap = uniqueCapsule();
+      const [reader, writer] = [open(), open()];
+      const { epoch } = await writer.append(cap, [frame('a')]);
+      const { head, result, reads } = await wake(reader, cap, 100, () =>
+        writer.append(cap, [frame('b'), frame('c')]),
+      );
+      expect(result.records.map(label)).toEqual(['b', 'c']);
+      expect(result.records.map((r) => r.offset)).toEqual([head + 1, head + 2]);
+      expect(result.position).toMatchObject({ head: head + 2, epoch });
+      expect(result.position).toEqual((await reader.read(cap, head + 2, 0)).position);
+      expect(reads).toBe(0);
+    });
+
+    it('reads again when the page may not reach the head (a full page)', async () => {
+      const cap = uniqueCapsule();
+      const [reader, writer] = [open(), open()];
+      await writer.append(cap, [frame('a')]);
+      const { head, result, reads } = await wake(reader, cap, 2, () =>
+        writer.append(cap, [frame('b'), frame('c'), frame('d')]),
+      );
+      expect(result.records.map(label)).toEqual(['b', 'c']);
+      expect(result.position.head).toBe(head + 3);
+      expect(reads).toBe(1);
+    });
+
+    it('reads again when records under the cursor were trimmed, so the first offset is true', async () => {
+      const cap = uniqueCapsule();
+      const reader = open({ maxRecords: 3, maxAgeMs: 0 });
+      const writer = open({ maxRecords: 3, maxAgeMs: 0 });
+      await writer.append(cap, [frame('a')]);
+      const { head, result, reads } = await wake(reader, cap, 100, () =>
+        writer.append(cap, [frame('b'), frame('c'), frame('d'), frame('e'), frame('f')]),
+      );
+      expect(result.records.map(label)).toEqual(['d', 'e', 'f']);
+      expect(result.position).toMatchObject({ head: head + 5, first: head + 3 });
+      expect(reads).toBe(1);
+    });
+
+    it('reads again at a new epoch (the store-reset fact), reporting it', async () => {
+      const cap = uniqueCapsule();
+      const [reader, writer] = [open(), open()];
+      const before = await writer.append(cap, [frame('a')]);
+      const { result, reads } = await wake(reader, cap, 100, async () => {
+        await client.del(`mg:{${cap}}:meta`);
+        return writer.append(cap, [frame('b')], { floor: before.offsets[0]! });
+      });
+      expect(result.records.map(label)[0]).toBe('fact:frames-possibly-missing:store-reset');
+      expect(result.position.epoch).not.toBe(before.epoch);
+      expect(reads).toBe(1);
+    });
+  });
+
   it('two writers appending concurrently to one capsule produce no duplicate and no hole', async () => {
     const cap = uniqueCapsule();
     const writers = [open(), open()];

@@ -14,13 +14,20 @@ local dedupTtlMs = tonumber(ARGV[6])
 local fence = ARGV[7] -- the ingesting owner's fencing token (src/fleet), '' = not fenced (submissions)
 local maxBytes = tonumber(ARGV[8]) -- byte retention (Redis's estimate of the stream), 0 = unbounded
 local missing = tonumber(ARGV[9]) -- frames-possibly-missing facts among the entries (for /capsules)
-local FIRST_ENTRY = 10 -- ARGV[10..] are the encoded entries, in order
+-- '1' on a connection's first append (redis-store.ts): only then can Redis have restarted since
+-- this writer's last append (a restart drops the connection), so only then is the run id read.
+local checkRun = ARGV[10] == '1'
+local FIRST_ENTRY = 11 -- ARGV[11..] are the encoded entries, in order
 
 -- Count retention, then bytes: when Redis's sampled estimate of the stream exceeds the bound, keep
--- the newest share of entries that fits (the newest entry always stays).
-local function retain()
+-- the newest share of entries that fits (the newest entry always stays). The estimate (MEMORY USAGE,
+-- the costliest call of an append) is taken once a sixteenth of the bound has been appended since
+-- the last one, not on every append: the stream passes its bound by at most that much.
+local function retain(appendedBytes)
   if maxRecords > 0 then redis.call('XTRIM', logKey, 'MAXLEN', '=', maxRecords) end
   if maxBytes > 0 then
+    if redis.call('HINCRBY', metaKey, 'unmeasured', appendedBytes) * 16 < maxBytes then return end
+    redis.call('HSET', metaKey, 'unmeasured', 0)
     local usage = redis.call('MEMORY', 'USAGE', logKey, 'SAMPLES', 16) or 0
     if usage > maxBytes then
       local len = redis.call('XLEN', logKey)
@@ -62,9 +69,10 @@ end
 
 -- The per-writer dedup fields once lived in the meta hash (one more per gateway restart, never
 -- pruned): drop them when seen. HLEN is O(1); only a legacy hash pays for HKEYS. Current fields:
--- epoch, offset, and when present minted (briefly) and fence (src/fleet).
+-- epoch, offset, and when present minted (briefly), fence (src/fleet), rid, missing, unmeasured.
 local known = 2 + redis.call('HEXISTS', metaKey, 'minted') + redis.call('HEXISTS', metaKey, 'fence')
   + redis.call('HEXISTS', metaKey, 'rid') + redis.call('HEXISTS', metaKey, 'missing')
+  + redis.call('HEXISTS', metaKey, 'unmeasured')
 if redis.call('HLEN', metaKey) > known then
   for _, field in ipairs(redis.call('HKEYS', metaKey)) do
     if string.sub(field, 1, 2) == 'w:' then redis.call('HDEL', metaKey, field) end
@@ -73,9 +81,10 @@ end
 
 local meta = redis.call('HMGET', metaKey, 'epoch', 'offset', 'minted', 'rid')
 local epoch, counter, minted, lastRun = meta[1], tonumber(meta[2] or '0'), meta[3], meta[4]
--- This Redis process's run id (INFO costs about a microsecond): it changes on every restart and
--- differs on a promoted replica.
-local runId = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)') or ''
+-- This Redis process's run id: it changes on every restart and differs on a promoted replica. Read
+-- only when checkRun: INFO builds a kilobyte reply that the script then scans, the costliest part
+-- of an append when it ran every time.
+local runId = checkRun and (string.match(redis.call('INFO', 'server'), 'run_id:(%w+)') or '') or nil
 local streamExists = redis.call('EXISTS', logKey) == 1
 
 -- A regression: the meta key is gone (or only a reader minted its epoch) while the log has a past,
@@ -93,9 +102,9 @@ else
   -- A writer that knows nothing of this log yet (floor 0: a gateway that also restarted, or a new
   -- owner) cannot compare. If Redis itself restarted (or failed over) since the last append, it may
   -- have come back from an older snapshot: fence it, conservatively, rather than re-use offsets.
-  if not regressed and floor == 0 and lastRun and lastRun ~= runId then regressed = true end
+  if not regressed and floor == 0 and runId and lastRun and lastRun ~= runId then regressed = true end
 end
-if lastRun ~= runId then redis.call('HSET', metaKey, 'rid', runId) end
+if runId and lastRun ~= runId then redis.call('HSET', metaKey, 'rid', runId) end
 
 if fresh or regressed then
   -- Offsets of the new epoch start above everything any reader may hold: the writer's floor, the
@@ -130,7 +139,7 @@ if fresh or regressed then
     redis.call('HSET', metaKey, 'offset', string.format('%d', offset))
     redis.call('XADD', logKey, string.format('%d-0', offset), 'r', resetFact)
     redis.call('HINCRBY', metaKey, 'missing', 1) -- the reset fact says frames may be missing
-    retain()
+    retain(#resetFact)
     if writerId ~= '' then
       redis.call('SET', dedupKey, string.format('%d:%d:1:r', seq, offset), 'PX', dedupTtlMs)
     end
@@ -140,11 +149,14 @@ end
 
 local count = #ARGV - FIRST_ENTRY + 1
 local base = redis.call('HINCRBY', metaKey, 'offset', count) - count
+local appendedBytes = 0
 for i = 0, count - 1 do
-  redis.call('XADD', logKey, string.format('%d-0', base + i + 1), 'r', ARGV[FIRST_ENTRY + i])
+  local entry = ARGV[FIRST_ENTRY + i]
+  redis.call('XADD', logKey, string.format('%d-0', base + i + 1), 'r', entry)
+  appendedBytes = appendedBytes + #entry
 end
 if missing > 0 then redis.call('HINCRBY', metaKey, 'missing', missing) end
-retain()
+retain(appendedBytes)
 if writerId ~= '' then
   -- Its own key with a TTL: a writer that is gone (a gateway restart) leaves nothing behind.
   redis.call('SET', dedupKey, string.format('%d:%d:%d', seq, base + 1, count), 'PX', dedupTtlMs)
