@@ -101,10 +101,13 @@ export class ChannelListener {
     // channel they held is gone for every reader that had not read past it.
     if (isStoreReset(record) && record.offset * OFFSET_SLOTS > this.since)
       this.stream.write(bytes(encodeBackfillTruncated(record.offset * OFFSET_SLOTS, this.since, HINT_RESET)));
-    step.envelopes.forEach((p, i) => {
+    // Indexed, no callback: this runs per listener per record (a closure here allocated each time).
+    const { envelopes } = step;
+    for (let i = 0; i < envelopes.length; i++) {
+      const p = envelopes[i]!;
       const b = encoded[i];
       if (b && p.envelope.offset > this.since && (this.includeDeltas || !p.delta)) this.stream.write(b);
-    });
+    }
     if (step.end) return this.end(step.end, latestAfter);
     // A capsule that closes its stream ends every live channel stream; a closure already in the
     // history does not (the capsule may have come back since).

@@ -31,7 +31,11 @@ export const encodeSse = (frame: SseFrame, separator = ' '): string => {
     assertSingleLine('event', frame.event);
     out += `event: ${frame.event}\n`;
   }
-  for (const line of frame.data.split(LINE_BREAK)) out += `data:${separator}${line}\n`;
+  const { data } = frame;
+  // JSON never holds a raw line break: most data is one line, written without splitting (a regex
+  // split copied every envelope, BeeOS's cumulative ones included, once more per encode).
+  if (data.indexOf('\n') === -1 && data.indexOf('\r') === -1) return `${out}data:${separator}${data}\n\n`;
+  for (const line of data.split(LINE_BREAK)) out += `data:${separator}${line}\n`;
   return out + '\n';
 };
 

@@ -118,7 +118,7 @@ export const startNchan = async (): Promise<Server> => {
 /** Where the gateway's stdout goes: BENCH_GATEWAY_STDOUT (see gateway-build.ts), else nowhere. */
 const gatewayStdout = (): number | 'ignore' => {
   const file = process.env.BENCH_GATEWAY_STDOUT;
-  return file ? openSync(file, 'w') : 'ignore';
+  return file ? openSync(file, 'a') : 'ignore';
 };
 
 /** The gateway process watching `capsuleUrl` as capsule `bench`, embedded store unless `redis`. */
