@@ -283,6 +283,12 @@ export abstract class SseStreamBase implements SseStream, WheelEntry {
       this.scheduleFlush();
       return;
     }
+    // The client is not reading and the sink already holds what it could not pass on: keep the
+    // turn's bytes here until it drains (drained() flushes them then, as one batch). Node's own
+    // buffer would keep one entry per event and hand the kernel all of them in every writev (a
+    // 50 s stall at 1,000 ev/s: thousands of entries, rescanned per drain, which held the event
+    // loop for seconds). The byte bound counts both (queuedBytes).
+    if (!this.ending && this.sinkBlocked()) return;
     const one = this.pendingOne;
     const more = this.pendingMore;
     // Taken before the sink runs: writes it causes (a reentrant close or overflow) queue afresh.
@@ -321,7 +327,13 @@ export abstract class SseStreamBase implements SseStream, WheelEntry {
 
   /** The sink drained (Node 'drain'). */
   protected drained(): void {
+    if (this.pendingOne || this.pendingMore) this.scheduleFlush();
     if (this.drainWaiters && !this.backedUp) this.releaseDrainWaiters();
+  }
+
+  /** Whether the sink asked to be left alone until it drains (Node: a write returned false). */
+  protected sinkBlocked(): boolean {
+    return false;
   }
 
   /** The client is gone or the sink is finished: release everything, once. */

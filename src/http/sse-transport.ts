@@ -21,6 +21,9 @@ export { SSE_DEFAULTS, sseStats, type SseOptions, type SseStream } from './sse-s
 
 type NodeEnv = { outgoing?: ServerResponse } | undefined;
 
+/** More chunks than this in one batch are copied into one Buffer (a held backlog), fewer corked. */
+const COALESCE_OVER = 16;
+
 /** The transport's own headers; the surface's options.headers and the context's headers join them. */
 const BASE_HEADERS: Readonly<Record<string, string>> = {
   'content-type': 'text/event-stream',
@@ -92,6 +95,10 @@ class NodeSseStream extends SseStreamBase {
     return this.socket.writableLength;
   }
 
+  protected override sinkBlocked(): boolean {
+    return this.socket.writableNeedDrain;
+  }
+
   protected sinkStarted(): boolean {
     return this.headSent;
   }
@@ -140,6 +147,14 @@ class NodeSseStream extends SseStreamBase {
     if (!socket.writable) return;
     if (chunks.length === 1 && !end) {
       socket.write(chunks[0]!);
+      return;
+    }
+    if (chunks.length > COALESCE_OVER) {
+      // A backlog held while the client did not read (many small events): one Buffer, so the
+      // socket keeps one entry however long the client takes to drain it.
+      const all = Buffer.concat(chunks);
+      if (end) socket.end(all);
+      else socket.write(all);
       return;
     }
     socket.cork();

@@ -205,6 +205,44 @@ describe('SSE transport over loopback HTTP', () => {
     expect([...got, ...rest]).toEqual(Array.from({ length: total }, (_, i) => i + 1));
   });
 
+  it("holds a stalled reader's backlog itself: writes stop until the socket drains, nothing lost", async () => {
+    const app = new Hono();
+    const total = 20_000; // 1 KiB frames: 20 MB, several times what the kernel takes while paused
+    let writes = 0;
+    let produced!: () => void;
+    const done = new Promise<void>((resolve) => (produced = resolve));
+    app.get('/s', (c) => {
+      const { stream, response } = startSse(c, { maxQueuedBytes: 64 * 1024 * 1024 });
+      // Count what reaches the socket: Node's own buffer used to take one entry per event here.
+      const socket = (c.env as { outgoing: { socket: net.Socket } }).outgoing.socket;
+      const write = socket.write.bind(socket) as (...args: unknown[]) => boolean;
+      socket.write = ((...args: unknown[]) => {
+        writes++;
+        return write(...args);
+      }) as typeof socket.write;
+      let id = 1;
+      const tick = (): void => {
+        if (!stream.open) return;
+        if (id > total) return produced();
+        stream.write(frame(id++, 1000));
+        setImmediate(tick);
+      };
+      tick();
+      return response;
+    });
+    const port = await listen(app);
+    const slow = rawGet(port, '/s');
+    await slow.until(() => slow.body().includes('id: 1\n'), 'the first frame');
+    slow.socket.pause();
+    await done;
+    // Paused, the kernel took a few MB; after that the stream kept the rest (one write per drain).
+    expect(writes).toBeLessThan(total / 2);
+    slow.socket.resume();
+    await slow.until(() => slow.body().includes(`id: ${total}\n`), 'the last frame');
+    expect(ids(slow.body())).toEqual(Array.from({ length: total }, (_, i) => i + 1));
+    expect(writes).toBeLessThan(total / 2);
+  });
+
   it('serves the same stream as a ReadableStream body without a Node socket (app.request)', async () => {
     const app = new Hono();
     app.get('/s', (c) => {
