@@ -90,6 +90,26 @@ const ids = (body: string): number[] =>
     .filter((x): x is string => x !== undefined)
     .map(Number);
 
+/** A producer that never waits: one frame of `size` bytes per turn, ids `from`..`total`, then `done`. */
+const produce = (stream: SseStream, from: number, total: number, size: number, done: () => void): void => {
+  let id = from;
+  const tick = (): void => {
+    if (!stream.open) return;
+    if (id > total) return done();
+    stream.write(frame(id++, size));
+    setImmediate(tick);
+  };
+  tick();
+};
+
+/** A raw client of `/s` that read the first frame, then stopped reading for real. */
+const pausedAfterFirst = async (port: number) => {
+  const client = rawGet(port, '/s');
+  await client.until(() => client.body().includes('id: 1\n'), 'the first frame');
+  client.socket.pause();
+  return client;
+};
+
 describe('SSE transport over loopback HTTP', () => {
   it('keeps headers set by middleware (CORS before next, X-Request-Id after) on the SSE head', async () => {
     const app = new Hono();
@@ -170,21 +190,11 @@ describe('SSE transport over loopback HTTP', () => {
         },
       });
       current = stream;
-      // A producer that never waits: one 8 KiB frame per turn until done or ended.
-      let id = from;
-      const tick = (): void => {
-        if (!stream.open) return;
-        if (id > total) return stream.end();
-        stream.write(frame(id++, 8192));
-        setImmediate(tick);
-      };
-      tick();
+      produce(stream, from, total, 8192, () => stream.end());
       return response;
     });
     const port = await listen(app);
-    const slow = rawGet(port, '/s');
-    await slow.until(() => slow.body().includes('id: 1\n'), 'the first frame');
-    slow.socket.pause();
+    const slow = await pausedAfterFirst(port);
     const first = current as unknown as SseStream;
     await overflow;
     expect(first.overflowed).toBe(true);
@@ -220,20 +230,10 @@ describe('SSE transport over loopback HTTP', () => {
         writes++;
         return write(...args);
       }) as typeof socket.write;
-      let id = 1;
-      const tick = (): void => {
-        if (!stream.open) return;
-        if (id > total) return produced();
-        stream.write(frame(id++, 1000));
-        setImmediate(tick);
-      };
-      tick();
+      produce(stream, 1, total, 1000, produced);
       return response;
     });
-    const port = await listen(app);
-    const slow = rawGet(port, '/s');
-    await slow.until(() => slow.body().includes('id: 1\n'), 'the first frame');
-    slow.socket.pause();
+    const slow = await pausedAfterFirst(await listen(app));
     await done;
     // Paused, the kernel took a few MB; after that the stream kept the rest (one write per drain).
     expect(writes).toBeLessThan(total / 2);
