@@ -11,6 +11,7 @@ import type { Logger } from 'pino';
 import type { RedisConfig } from '../config/schema.js';
 import { GatewayError } from '../errors.js';
 import { decodeRecord, encodeEntry, type LogEntry, type LogRecord } from './record.js';
+import { OwnTails } from './own-tail.js';
 import { RedisConnection } from './redis-connection.js';
 import {
   storeResetFact,
@@ -49,8 +50,12 @@ const lua = (name: string): string => readFileSync(new URL(`./lua/${name}.lua`, 
 
 const isMissingFact = (e: LogEntry): boolean => e.kind === 'fact' && e.fact === 'frames-possibly-missing';
 
-/** The index in append.lua's ARGV (0-based here) of its checkRun flag. */
+/** The index in append.lua's ARGV (0-based here) of its checkRun flag; the entries follow it. */
 const CHECK_RUN_ARG = 9;
+/** A tail awaits this process's next append locally when it appended within OWN_RECENT_MS... */
+const OWN_RECENT_MS = 100;
+/** ...for at most this long before asking Redis (another replica's records wait no longer). */
+const OWN_WAIT_MS = 50;
 
 type Moved = { movedTo: string };
 const isMoved = (woke: StreamEntry[] | false | Moved): woke is Moved =>
@@ -149,13 +154,23 @@ export class RedisStore implements LogStore {
     const offsets = Array.from({ length: Number(count) }, (_, i) => Number(first) + i);
     switch (Number(applied)) {
       case 1:
+        this.own.note(
+          capsule,
+          Number(epoch),
+          offsets.map((offset, i) => decodeRecord(args[CHECK_RUN_ARG + 1 + i] as string, offset)),
+        );
         return { offsets, epoch: Number(epoch) };
       case 2:
+        this.own.forget(capsule);
         return { offsets, epoch: Number(epoch), reset: true };
       default:
+        this.own.forget(capsule);
         return { offsets: [], epoch: Number(epoch), appliedOffsets: offsets };
     }
   }
+
+  /** This process's own appends, for its own tail (own-tail.ts). */
+  private readonly own = new OwnTails();
 
   async read(capsule: string, after: number, limit: number): Promise<ReadResult> {
     const { log, meta } = this.keys(capsule);
@@ -208,6 +223,18 @@ export class RedisStore implements LogStore {
     // went backwards is seen at once.
     const atHead = this.tailAt.get(capsule) === after;
     this.tailAt.delete(capsule);
+    if (atHead) {
+      // What this process appended next is the page, without a Redis call. While it keeps
+      // appending here, its next append (milliseconds away on a busy capsule) is awaited locally
+      // first: another replica's record (a submission) then waits at most OWN_WAIT_MS for the XREAD.
+      const own = this.ownPage(capsule, after, limit);
+      if (own) return this.noteTail(capsule, own);
+      if (timeoutMs > 0 && this.own.appendedWithin(capsule, OWN_RECENT_MS)) {
+        await this.own.next(capsule, Math.min(OWN_WAIT_MS, timeoutMs), signal);
+        const next = this.ownPage(capsule, after, limit);
+        if (next) return this.noteTail(capsule, next);
+      }
+    }
     let empty: ReadResult | null = null;
     if (!atHead) {
       const now = await this.read(capsule, after, limit);
@@ -229,6 +256,21 @@ export class RedisStore implements LogStore {
       if (page) return this.noteTail(capsule, page);
     }
     return this.noteTail(capsule, await this.read(capsule, after, limit));
+  }
+
+  /** Our own next records after `after` as a page (see pageFromWake for the position), or null. */
+  private ownPage(capsule: string, after: number, limit: number): ReadResult | null {
+    const known = this.lastRead.get(capsule);
+    const records = known ? this.own.page(capsule, after, limit, known.epoch) : null;
+    if (!known || !records || records.length === 0 || records.length >= limit) return null;
+    return { records, position: this.positionAt(known, records[records.length - 1]!.offset) };
+  }
+
+  /** The position of a page ending at `head` (the head then), from the last read's epoch and first. */
+  private positionAt(known: { epoch: number; first: number }, head: number): LogPosition {
+    const { maxRecords } = this.retention;
+    const first = maxRecords > 0 ? Math.max(known.first, head - maxRecords + 1) : known.first;
+    return { head, first, epoch: known.epoch };
   }
 
   /** Per capsule: the epoch and first offset of the last read.lua answer (see pageFromWake). */
@@ -256,10 +298,7 @@ export class RedisStore implements LogStore {
       if (record.offset !== next || isResetFact(record)) return null;
       next++;
     }
-    const head = next - 1;
-    const { maxRecords } = this.retention;
-    const first = maxRecords > 0 ? Math.max(known.first, head - maxRecords + 1) : known.first;
-    return { records, position: { head, first, epoch: known.epoch } };
+    return { records, position: this.positionAt(known, next - 1) };
   }
 
   /** Remember where an answer with records ended (see waitAfter). */

@@ -207,6 +207,78 @@ describe.skipIf(skip)('RedisStore', () => {
     });
   });
 
+  describe("a tail reading its own process's appends", () => {
+    /** Redis calls a tail makes: read.lua pages and XREAD waits (its real client, counted). */
+    const countTailCalls = (store: RedisStore): { reads: number; waits: number } => {
+      const counts = { reads: 0, waits: 0 };
+      const inner = store as unknown as {
+        redis: { mgRead: (...a: unknown[]) => Promise<unknown> };
+        blockingRead: (...a: unknown[]) => Promise<unknown>;
+      };
+      const read = inner.redis.mgRead.bind(inner.redis);
+      inner.redis.mgRead = (...args: unknown[]) => {
+        counts.reads++;
+        return read(...args);
+      };
+      const wait = inner.blockingRead.bind(store);
+      inner.blockingRead = (...args: unknown[]) => {
+        counts.waits++;
+        return wait(...args);
+      };
+      return counts;
+    };
+
+    it('takes each page from its own appends, with no Redis call, in order and with the true head', async () => {
+      const cap = uniqueCapsule();
+      const store = open();
+      await store.append(cap, [frame('a')]);
+      let at = (await store.waitAfter(cap, 0, 100, 1000)).position.head;
+      const calls = countTailCalls(store);
+      for (const batch of [['b'], ['c', 'd'], ['e']]) {
+        const woken = store.waitAfter(cap, at, 100, 5000);
+        const { offsets, epoch } = await store.append(
+          cap,
+          batch.map((l) => frame(l)),
+        );
+        const page = await woken;
+        expect(page.records.map(label)).toEqual(batch);
+        expect(page.records.map((r) => r.offset)).toEqual(offsets);
+        expect(page.position).toEqual({ ...(await open().read(cap, 0, 0)).position, epoch });
+        at = page.position.head;
+      }
+      expect(calls).toEqual({ reads: 0, waits: 0 });
+    });
+
+    it("reads Redis for another replica's record between its own, missing nothing", async () => {
+      const cap = uniqueCapsule();
+      const [store, other] = [open(), open()];
+      await store.append(cap, [frame('a')]);
+      let at = (await store.waitAfter(cap, 0, 100, 1000)).position.head;
+      const got: string[] = [];
+      const calls = countTailCalls(store);
+      const steps: [RedisStore, string][] = [
+        [store, 'b'],
+        [other, 'x'], // another replica's submission, say: never in this process's own tail
+        [store, 'c'],
+        [other, 'y'],
+      ];
+      for (const [writer, l] of steps) {
+        const woken = store.waitAfter(cap, at, 100, 5000);
+        await writer.append(cap, [frame(l)]);
+        const page = await woken;
+        got.push(...page.records.map((r) => String(label(r))));
+        at = page.position.head;
+      }
+      while (got.length < 4) {
+        const page = await store.waitAfter(cap, at, 100, 5000);
+        got.push(...page.records.map((r) => String(label(r))));
+        at = page.position.head;
+      }
+      expect(got).toEqual(['b', 'x', 'c', 'y']);
+      expect(calls.waits).toBeGreaterThan(0); // the other replica's records came through XREAD
+    });
+  });
+
   it('two writers appending concurrently to one capsule produce no duplicate and no hole', async () => {
     const cap = uniqueCapsule();
     const writers = [open(), open()];
