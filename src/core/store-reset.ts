@@ -1,9 +1,5 @@
 /**
- * The one record every layer must recognise: a new epoch's first record. A store that lost records
- * starts a new epoch whose offsets continue above every offset handed out before, opening with this
- * fact, so offsets jump to it and a reader resuming from any older cursor meets it first.
+ * The store-reset fact's recogniser, for the layers above the log: it lives beside the fact itself
+ * (src/log/store.ts), so the log's own readers use the same one.
  */
-import type { LogRecord } from '../log/record.js';
-
-export const isStoreReset = (record: LogRecord): boolean =>
-  record.kind === 'fact' && record.fact === 'frames-possibly-missing' && record.reason === 'store-reset';
+export { isStoreReset } from '../log/store.js';

@@ -14,6 +14,7 @@ import { decodeRecord, encodeEntry, type LogEntry, type LogRecord } from './reco
 import { OwnTails } from './own-tail.js';
 import { RedisConnection } from './redis-connection.js';
 import {
+  isStoreReset,
   storeResetFact,
   type AppendOptions,
   type AppendResult,
@@ -61,10 +62,6 @@ type Moved = { movedTo: string };
 const isMoved = (woke: StreamEntry[] | false | Moved): woke is Moved =>
   woke !== false && !Array.isArray(woke);
 
-/** The store-reset fact a new epoch opens with (src/core knows it too; the log cannot import it). */
-const isResetFact = (r: LogRecord): boolean =>
-  r.kind === 'fact' && r.fact === 'frames-possibly-missing' && r.reason === 'store-reset';
-
 const offsetOf = (id: string): number => Number(id.slice(0, id.indexOf('-')));
 
 const decodeEntries = (entries: StreamEntry[]): LogRecord[] =>
@@ -89,6 +86,15 @@ export class RedisStore implements LogStore {
   private readonly prefix: string;
   private readonly dedupTtlMs: number;
   private closed = false;
+  /** Whether an append on the current connection already compared Redis's run id (append.lua checkRun). */
+  private runChecked = false;
+  private readonly alwaysCheckRun: boolean;
+  /** This process's own appends, for its own tail (own-tail.ts). */
+  private readonly own = new OwnTails();
+  /** Per capsule: the offset the last waitAfter answer with records ended at. */
+  private readonly tailAt = new Map<string, number>();
+  /** Per capsule: the epoch and first offset of the last read.lua answer (see pageFromWake). */
+  private readonly lastRead = new Map<string, { epoch: number; first: number }>();
 
   /** `redis`: a configuration (URL, `{sentinels, name}`, `{cluster}`) or a connection shared with others. */
   constructor(redis: RedisConfig | RedisConnection, options: RedisStoreOptions = {}) {
@@ -109,10 +115,6 @@ export class RedisStore implements LogStore {
     this.alwaysCheckRun = !(this.redis instanceof Redis);
     this.redis.on('ready', () => (this.runChecked = false));
   }
-
-  /** Whether an append on the current connection already compared Redis's run id (append.lua checkRun). */
-  private runChecked = false;
-  private readonly alwaysCheckRun: boolean;
 
   /** The capsule's stream and meta keys (exposed for tests and operators). */
   keys(capsule: string): { log: string; meta: string } {
@@ -169,9 +171,6 @@ export class RedisStore implements LogStore {
     }
   }
 
-  /** This process's own appends, for its own tail (own-tail.ts). */
-  private readonly own = new OwnTails();
-
   async read(capsule: string, after: number, limit: number): Promise<ReadResult> {
     const { log, meta } = this.keys(capsule);
     const [epoch, head, first, records] = await this.call(() =>
@@ -205,9 +204,6 @@ export class RedisStore implements LogStore {
   async position(capsule: string): Promise<LogPosition> {
     return (await this.read(capsule, 0, 0)).position;
   }
-
-  /** Per capsule: the offset the last waitAfter answer with records ended at. */
-  private readonly tailAt = new Map<string, number>();
 
   async waitAfter(
     capsule: string,
@@ -273,9 +269,6 @@ export class RedisStore implements LogStore {
     return { head, first, epoch: known.epoch };
   }
 
-  /** Per capsule: the epoch and first offset of the last read.lua answer (see pageFromWake). */
-  private readonly lastRead = new Map<string, { epoch: number; first: number }>();
-
   /**
    * The XREAD that woke a tail is the page itself when it is plainly the next one: the records
    * after `after`, contiguous, no store-reset among them, fewer than `limit` (so the last is the
@@ -295,7 +288,7 @@ export class RedisStore implements LogStore {
     const records = decodeEntries(entries);
     let next = after + 1;
     for (const record of records) {
-      if (record.offset !== next || isResetFact(record)) return null;
+      if (record.offset !== next || isStoreReset(record)) return null;
       next++;
     }
     return { records, position: this.positionAt(known, next - 1) };

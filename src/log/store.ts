@@ -106,6 +106,15 @@ export const storeResetFact = (receivedAt = Date.now()): FactEntry => ({
 });
 
 /**
+ * The one record every layer must recognise: a new epoch's first record (storeResetFact). A store
+ * that lost records starts a new epoch whose offsets continue above every offset handed out before,
+ * opening with this fact, so offsets jump to it and a reader resuming from any older cursor meets it
+ * first.
+ */
+export const isStoreReset = (record: LogRecord): boolean =>
+  record.kind === 'fact' && record.fact === 'frames-possibly-missing' && record.reason === 'store-reset';
+
+/**
  * Whether a failed store call certainly never reached the store (no connection): its batch may then
  * be re-formed. Any other failure is ambiguous (sent, no reply) and must be retried as is.
  */
