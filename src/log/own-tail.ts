@@ -11,7 +11,7 @@
  */
 import type { LogRecord } from './record.js';
 
-/** Records kept per capsule: a tail reads them within a turn or two; a stalled one reads Redis. */
+/** Unread records kept per capsule: a tail reads them within a turn or two; a stalled one reads Redis. */
 const KEEP = 1024;
 
 interface Tail {
@@ -66,6 +66,9 @@ export class OwnTails {
       out.push(r);
       next++;
     }
+    // The tail moves on from here: what it has read is not asked for again (it is held only for a
+    // capsule no tail reads, up to KEEP).
+    records.splice(0, i);
     return out;
   }
 
