@@ -160,7 +160,6 @@ export class LogFeed {
       return;
     }
     // Each event straight into the connection's queue: no array per delivery (the fan-out hot path).
-    // An indexed loop: this runs per connection per event, and for-of allocated its iterator here.
     let end = false;
     for (let i = 0; i < records.length; i++) {
       const record = records[i]!;

@@ -136,8 +136,9 @@ class NodeSseStream extends SseStreamBase {
 
   /**
    * One turn's bytes (the head first, if it is still due) in one batch: a single Buffer is one plain
-   * write (the fan-out case: the same event bytes for every client); several are corked into one
-   * writev, never copied together (a storm's catch-up writes pages of hundreds of KB per client).
+   * write (the fan-out case: the same event bytes for every client); a few are corked into one
+   * writev, not copied (a storm's catch-up writes pages of hundreds of KB per client); a held
+   * backlog of many small ones is copied into one Buffer (COALESCE_OVER).
    */
   private writeBatch(chunks: Buffer[], end: boolean): void {
     const head = this.head;

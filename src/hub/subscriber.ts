@@ -101,8 +101,7 @@ export class Subscriber implements ChannelListener, Subscription {
     try {
       pending = this.options.onRecords(fresh);
     } catch (err) {
-      this.settings.logger.warn({ err, capsule: this.channel.capsule }, 'hub: onRecords failed');
-      this.end('closed');
+      this.onRecordsFailed(err);
       return true;
     }
     if (pending) this.holdUntil(pending);
@@ -123,8 +122,7 @@ export class Subscriber implements ChannelListener, Subscription {
       },
       (err: unknown) => {
         this.pumping = false;
-        this.settings.logger.warn({ err, capsule: this.channel.capsule }, 'hub: onRecords failed');
-        this.end('closed');
+        this.onRecordsFailed(err);
       },
     );
   }
@@ -269,9 +267,14 @@ export class Subscriber implements ChannelListener, Subscription {
     try {
       await this.options.onRecords(records);
     } catch (err) {
-      this.settings.logger.warn({ err, capsule: this.channel.capsule }, 'hub: onRecords failed');
-      this.end('closed');
+      this.onRecordsFailed(err);
     }
+  }
+
+  /** The listener threw (or its wait rejected): this subscription ends. */
+  private onRecordsFailed(err: unknown): void {
+    this.settings.logger.warn({ err, capsule: this.channel.capsule }, 'hub: onRecords failed');
+    this.end('closed');
   }
 }
 
