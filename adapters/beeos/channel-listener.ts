@@ -9,7 +9,7 @@ import { isStoreReset } from '../../src/core/store-reset.js';
 import type { LogRecord } from '../../src/log/record.js';
 import { OFFSET_SLOTS } from './constants.js';
 import type { EndReason } from './constants.js';
-import { encodeBackfillTruncated, encodeEnd, encodeEnvelope, encodeReplayComplete } from './codec.js';
+import { encodeBackfillTruncated, encodeEnd, encodeEnvelopeBytes, encodeReplayComplete } from './codec.js';
 import type { ProjectionStep } from './projection.js';
 import type { BeeosSse } from './sse-out.js';
 
@@ -22,9 +22,12 @@ export const HINT_AHEAD =
 
 const bytes = (text: string): Buffer => Buffer.from(text, 'utf8');
 
-/** A step's envelopes encoded once (shared by every listener of a projection). */
-export const encodeStep = (step: ProjectionStep): Buffer[] =>
-  step.envelopes.map((p) => bytes(encodeEnvelope(p.envelope)));
+/**
+ * A step's envelopes as bytes, encoded on first need and kept in `encoded` (shared by every
+ * listener of a projection, and by replays of the same record): a chunk no listener shows is never
+ * built, let alone encoded.
+ */
+export type EncodedStep = (Buffer | undefined)[];
 
 export class ChannelListener {
   replayDone = false;
@@ -89,7 +92,7 @@ export class ChannelListener {
   onRecord(
     record: LogRecord,
     step: ProjectionStep,
-    encoded: readonly Buffer[],
+    encoded: EncodedStep,
     latestBefore: number,
     latestAfter: number,
   ): void {
@@ -105,8 +108,8 @@ export class ChannelListener {
     const { envelopes } = step;
     for (let i = 0; i < envelopes.length; i++) {
       const p = envelopes[i]!;
-      const b = encoded[i];
-      if (b && p.envelope.offset > this.since && (this.includeDeltas || !p.delta)) this.stream.write(b);
+      if (p.offset > this.since && (this.includeDeltas || !p.delta))
+        this.stream.write((encoded[i] ??= encodeEnvelopeBytes(p.envelope)));
     }
     if (step.end) return this.end(step.end, latestAfter);
     // A capsule that closes its stream ends every live channel stream; a closure already in the

@@ -9,7 +9,7 @@ import type { Context } from 'hono';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import type { Channel } from './channels.js';
 import type { ChannelFeeds } from './channel-feeds.js';
-import { ChannelListener, encodeStep, HINT_AHEAD, HINT_TRUNCATED } from './channel-listener.js';
+import { ChannelListener, HINT_AHEAD, HINT_TRUNCATED, type EncodedStep } from './channel-listener.js';
 import { projectorFor, readChannelPage } from './channel-read.js';
 import { OFFSET_SLOTS, READ_PAGE } from './constants.js';
 import { encodeBackfillTruncated, KEEPALIVE_BYTES } from './codec.js';
@@ -24,7 +24,7 @@ export { projectChannel } from './channel-read.js';
  * it): readers of one channel replaying the same records (a storm of reconnects) encode each
  * envelope once, as the shared projection does live. Entries die with their records.
  */
-const replayEncoded = new WeakMap<LogRecord, Map<string, Buffer[]>>();
+const replayEncoded = new WeakMap<LogRecord, Map<string, EncodedStep>>();
 
 const step = (
   listener: ChannelListener,
@@ -36,11 +36,11 @@ const step = (
   // Same channel and same state: the projector turns this record into the same envelopes.
   const key = `${channelId}\u0000${projector.shareKey()}`;
   const s = projector.project(record);
-  let encoded: Buffer[] = [];
+  let encoded: EncodedStep = [];
   if (s.envelopes.length > 0) {
     let byKey = replayEncoded.get(record);
     const hit = byKey?.get(key);
-    encoded = hit ?? encodeStep(s);
+    encoded = hit ?? [];
     if (!hit) {
       if (!byKey) replayEncoded.set(record, (byKey = new Map()));
       byKey.set(key, encoded);

@@ -13,12 +13,26 @@ import {
 import type { EndReason } from './constants.js';
 import type { Envelope } from './projection.js';
 
+const MESSAGE_HEAD = `\nevent: ${EVENT_MESSAGE}\ndata: `;
+
 /**
- * One envelope as `event: message`. The `id:` line carries the offset so an EventSource sends it
- * back as `Last-Event-ID`, which the gateway accepts as an alias of `since`.
+ * One envelope as `event: message` (encodeSse's frame, byte for byte). The `id:` line carries the
+ * offset so an EventSource sends it back as `Last-Event-ID`, which the gateway accepts as an alias
+ * of `since`. Written straight into one Buffer: the live path encodes every cumulative reply (the
+ * whole body so far) once per record, and going through the frame string flattened a second copy
+ * of it on the heap first.
  */
-export const encodeEnvelope = (envelope: Envelope): string =>
-  encodeSse({ id: envelope.offset, event: EVENT_MESSAGE, data: JSON.stringify(envelope) });
+export const encodeEnvelopeBytes = (envelope: Envelope): Buffer => {
+  const json = JSON.stringify(envelope);
+  const head = `id: ${envelope.offset}${MESSAGE_HEAD}`;
+  const jsonBytes = Buffer.byteLength(json, 'utf8');
+  const buf = Buffer.allocUnsafe(head.length + jsonBytes + 2);
+  let at = buf.write(head, 0, 'latin1');
+  at += buf.write(json, at, 'utf8');
+  buf[at] = 10;
+  buf[at + 1] = 10;
+  return buf;
+};
 
 export const encodeEnd = (reason: EndReason): string =>
   encodeSse({ event: EVENT_END, data: JSON.stringify({ reason }) });

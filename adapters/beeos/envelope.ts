@@ -28,10 +28,20 @@ export interface Envelope {
 }
 
 export interface Projected {
-  envelope: Envelope;
+  /** Built on first use for a chunk (projection.ts): most streams never show deltas. */
+  readonly envelope: Envelope;
+  /** `envelope.offset`, readable without building the envelope. */
+  readonly offset: number;
   /** A legacy per-token chunk: shown only with include_deltas. */
-  delta: boolean;
+  readonly delta: boolean;
 }
+
+/** A projected envelope other than a chunk. */
+export const projected = (envelope: Envelope): Projected => ({
+  envelope,
+  offset: envelope.offset,
+  delta: false,
+});
 
 export interface ProjectionStep {
   envelopes: Projected[];

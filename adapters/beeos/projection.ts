@@ -8,7 +8,7 @@ import { ContextTracker, viewFrame } from '../../src/log/frame-view.js';
 import type { FrameView } from '../../src/log/frame-view.js';
 import { OFFSET_SLOTS, SLOT_DELTA, SLOT_MAIN } from './constants.js';
 import type { EndReason } from './constants.js';
-import { stableUuid } from './envelope.js';
+import { projected, stableUuid } from './envelope.js';
 import type {
   ChannelSpec,
   Envelope,
@@ -50,6 +50,40 @@ interface Reply {
 }
 
 const iso = (ms: number): string => new Date(ms).toISOString();
+
+class LazyChunk implements Projected {
+  readonly delta = true;
+  private built: Envelope | null = null;
+
+  constructor(
+    readonly offset: number,
+    private readonly type: string,
+    private readonly contextId: string,
+    private readonly taskId: string,
+    private readonly recordOffset: number,
+    private readonly inReplyTo: string | undefined,
+    private readonly publisher: string,
+    private readonly text: string,
+    private readonly receivedAt: number,
+  ) {}
+
+  get envelope(): Envelope {
+    if (this.built) return this.built;
+    const at = iso(this.receivedAt);
+    this.built = {
+      type: this.type,
+      message_id: stableUuid(this.contextId, this.taskId, 'chunk', this.recordOffset),
+      offset: this.offset,
+      ...(this.inReplyTo ? { in_reply_to: this.inReplyTo } : {}),
+      publisher_id: this.publisher,
+      state: 'completed',
+      payload: { text: this.text },
+      created_at: at,
+      updated_at: at,
+    };
+    return this.built;
+  }
+}
 
 export class ChannelProjector {
   private readonly tracker = new ContextTracker();
@@ -122,7 +156,7 @@ export class ChannelProjector {
   }
 
   private out(items: Projected[], end?: EndReason): ProjectionStep {
-    for (const p of items) this.latestOffset = Math.max(this.latestOffset, p.envelope.offset);
+    for (const p of items) this.latestOffset = Math.max(this.latestOffset, p.offset);
     return end ? { envelopes: items, end } : { envelopes: items };
   }
 
@@ -138,7 +172,7 @@ export class ChannelProjector {
       if (meta.reason === 'cancel') {
         this.cancelled = true;
         if (!this.terminal) this.status = 'canceled';
-        items.push({ delta: false, envelope: cancelEnvelope(base, record.messageId, user) });
+        items.push(projected(cancelEnvelope(base, record.messageId, user)));
       }
       return this.out(items, 'channel_closed');
     }
@@ -157,22 +191,19 @@ export class ChannelProjector {
       const at = inReplyTo ? this.unpaired.indexOf(inReplyTo) : -1;
       if (at >= 0) this.unpaired.splice(at, 1);
       const envelope = outcomeEnvelope(base, record.messageId, meta, refused, this.spec.agentId);
-      return this.finish([{ delta: false, envelope }]);
+      return this.finish([projected(envelope)]);
     }
     // Any other submission in this context is a caller message (task, conversation turn, invoke).
     this.unpaired.push(record.messageId);
     return this.out([
-      {
-        delta: false,
-        envelope: {
-          ...base,
-          type: 'chat_message',
-          message_id: record.messageId,
-          publisher_id: user,
-          state: 'completed',
-          payload: { text: record.text },
-        },
-      },
+      projected({
+        ...base,
+        type: 'chat_message',
+        message_id: record.messageId,
+        publisher_id: user,
+        state: 'completed',
+        payload: { text: record.text },
+      }),
     ]);
   }
 
@@ -186,7 +217,7 @@ export class ChannelProjector {
     const envelope = neverMadeEnvelope(this.spec, record);
     this.status = 'failed';
     this.error = NEVER_MADE_MESSAGE;
-    return this.finish([{ delta: false, envelope }]);
+    return this.finish([projected(envelope)]);
   }
 
   /** A terminal envelope: tasks end here (beeos-streaming.md §3 `task_terminal`). */
@@ -196,7 +227,7 @@ export class ChannelProjector {
     return this.out(items, this.spec.kind === 'task' && first ? 'task_terminal' : undefined);
   }
 
-  private reply(taskId: string, at: string): Reply {
+  private reply(taskId: string, receivedAt: number): Reply {
     const current = this.replies.get(taskId);
     if (current && !current.ended) return current;
     // A new reply: the task's first attempt, or a reopened attempt after a final status.
@@ -211,7 +242,7 @@ export class ChannelProjector {
       body: '',
       parts: [],
       ended: false,
-      createdAt: at,
+      createdAt: iso(receivedAt),
     };
     this.replies.set(taskId, r);
     return r;
@@ -223,45 +254,42 @@ export class ChannelProjector {
     state: EnvelopeState,
     extra: Partial<Envelope> = {},
   ): Projected {
-    return {
-      delta: false,
-      envelope: {
-        type: 'agent_reply',
-        message_id: r.messageId,
-        offset: record.offset * OFFSET_SLOTS + SLOT_MAIN,
-        ...(r.inReplyTo ? { in_reply_to: r.inReplyTo } : {}),
-        publisher_id: `agent:${this.spec.agentId}`,
-        state,
-        body: r.body,
-        parts: r.parts.map((p) => ({ ...p })),
-        created_at: r.createdAt,
-        updated_at: iso(record.receivedAt),
-        ...extra,
-      },
-    };
+    return projected({
+      type: 'agent_reply',
+      message_id: r.messageId,
+      offset: record.offset * OFFSET_SLOTS + SLOT_MAIN,
+      ...(r.inReplyTo ? { in_reply_to: r.inReplyTo } : {}),
+      publisher_id: `agent:${this.spec.agentId}`,
+      state,
+      body: r.body,
+      parts: r.parts.map((p) => ({ ...p })),
+      created_at: r.createdAt,
+      updated_at: iso(record.receivedAt),
+      ...extra,
+    });
   }
 
+  /**
+   * A legacy per-token chunk, built only when a reader shows deltas (include_deltas): its id is a
+   * SHA-256 and its bytes a second encode per record, for envelopes most streams never write.
+   * Everything it reads is taken now, so it is the same envelope whenever it is built.
+   */
   private chunk(record: LogRecord, r: Reply, type: string, text: string): Projected {
-    const at = iso(record.receivedAt);
-    return {
-      delta: true,
-      envelope: {
-        type,
-        message_id: stableUuid(this.spec.contextId, r.taskId, 'chunk', record.offset),
-        offset: record.offset * OFFSET_SLOTS + SLOT_DELTA,
-        ...(r.inReplyTo ? { in_reply_to: r.inReplyTo } : {}),
-        publisher_id: `agent:${this.spec.agentId}`,
-        state: 'completed',
-        payload: { text },
-        created_at: at,
-        updated_at: at,
-      },
-    };
+    return new LazyChunk(
+      record.offset * OFFSET_SLOTS + SLOT_DELTA,
+      type,
+      this.spec.contextId,
+      r.taskId,
+      record.offset,
+      r.inReplyTo,
+      `agent:${this.spec.agentId}`,
+      text,
+      record.receivedAt,
+    );
   }
 
   private frame(record: LogRecord, view: FrameView, taskId: string): ProjectionStep {
-    const at = iso(record.receivedAt);
-    const r = this.reply(taskId, at);
+    const r = this.reply(taskId, record.receivedAt);
     switch (view.event) {
       case 'text': {
         const text = view.text ?? '';
@@ -326,7 +354,7 @@ export class ChannelProjector {
           created_at: at,
           updated_at: at,
         };
-        return this.out([{ delta: false, envelope }]);
+        return this.out([projected(envelope)]);
       }
       case 'completed':
         r.ended = true;
