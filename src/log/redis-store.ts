@@ -10,7 +10,7 @@ import { Redis, type Cluster } from 'ioredis';
 import type { Logger } from 'pino';
 import type { RedisConfig } from '../config/schema.js';
 import { GatewayError } from '../errors.js';
-import { decodeRecord, encodeEntry, type LogEntry, type LogRecord } from './record.js';
+import { decodeRecord, encodeEntry, recordOf, type LogEntry, type LogRecord } from './record.js';
 import { OwnTails } from './own-tail.js';
 import { RedisConnection } from './redis-connection.js';
 import {
@@ -159,7 +159,7 @@ export class RedisStore implements LogStore {
         this.own.note(
           capsule,
           Number(epoch),
-          offsets.map((offset, i) => decodeRecord(args[CHECK_RUN_ARG + 1 + i] as string, offset)),
+          offsets.map((offset, i) => recordOf(entries[i]!, args[CHECK_RUN_ARG + 1 + i] as string, offset)),
         );
         return { offsets, epoch: Number(epoch) };
       case 2:

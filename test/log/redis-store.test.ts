@@ -112,9 +112,15 @@ describe.skipIf(skip)('RedisStore', () => {
     await store.append(cap, [frame('a')]);
     // What an older gateway left behind: one dedup field per writer (per restart) in the meta hash.
     await client.hset(meta, 'w:old-1', '3:1:1', 'w:old-2', '9:2:1');
-    const done = await store.append(cap, [frame('b')], { batch: { writerId: 'w1', seq: 1 } });
+    // Only older gateways wrote them: a store's first append on a connection looks for them (the
+    // gateway restarted with this version), its later ones do not.
+    await store.append(cap, [frame('a2')]);
+    expect((await client.hkeys(meta)).sort()).toEqual(['epoch', 'offset', 'rid', 'w:old-1', 'w:old-2']);
+    const upgraded = new RedisStore(redisUrl(), { dedupTtlMs: 60_000 });
+    stores.push(upgraded);
+    const done = await upgraded.append(cap, [frame('b')], { batch: { writerId: 'w1', seq: 1 } });
     expect((await client.hkeys(meta)).sort()).toEqual(['epoch', 'offset', 'rid']);
-    const key = store.dedupKey(cap, 'w1');
+    const key = upgraded.dedupKey(cap, 'w1');
     expect(key).toBe(`mg:{${cap}}:w:w1`);
     expect(await client.get(key)).toBe(`1:${done.offsets[0]}:1`);
     const ttl = await client.pttl(key);

@@ -40,10 +40,8 @@ end
 -- 2026-01-01T00:00:00Z in seconds. A new epoch's offsets start above the microseconds elapsed since
 -- then, so even a Redis that lost everything while the gateway restarted (no floor known) never
 -- hands out an offset below one an earlier epoch handed out (at most one offset per microsecond).
+-- Read only when a new epoch starts, its only use (TIME on every append was a tenth of the script).
 local TIME_FLOOR_ORIGIN = 1767225600
-local t = redis.call('TIME')
-local nowSec, nowUsec = tonumber(t[1]), tonumber(t[2])
-local timeFloor = math.max(0, (nowSec - TIME_FLOOR_ORIGIN) * 1000000 + nowUsec)
 
 -- Already applied (a retry after a lost reply)? Answer as then, reset included, append nothing.
 if writerId ~= '' then
@@ -68,14 +66,18 @@ if fence ~= '' then
 end
 
 -- The per-writer dedup fields once lived in the meta hash (one more per gateway restart, never
--- pruned): drop them when seen. HLEN is O(1); only a legacy hash pays for HKEYS. Current fields:
--- epoch, offset, and when present minted (briefly), fence (src/fleet), rid, missing, unmeasured.
-local known = 2 + redis.call('HEXISTS', metaKey, 'minted') + redis.call('HEXISTS', metaKey, 'fence')
-  + redis.call('HEXISTS', metaKey, 'rid') + redis.call('HEXISTS', metaKey, 'missing')
-  + redis.call('HEXISTS', metaKey, 'unmeasured')
-if redis.call('HLEN', metaKey) > known then
-  for _, field in ipairs(redis.call('HKEYS', metaKey)) do
-    if string.sub(field, 1, 2) == 'w:' then redis.call('HDEL', metaKey, field) end
+-- pruned): drop them when seen. Only older gateways wrote them, so a connection's first append
+-- (checkRun) looks: a gateway upgraded from one meets them there. HLEN is O(1); only a legacy
+-- hash pays for HKEYS. Current fields: epoch, offset, and when present minted (briefly), fence
+-- (src/fleet), rid, missing, unmeasured.
+if checkRun then
+  local known = 2 + redis.call('HEXISTS', metaKey, 'minted') + redis.call('HEXISTS', metaKey, 'fence')
+    + redis.call('HEXISTS', metaKey, 'rid') + redis.call('HEXISTS', metaKey, 'missing')
+    + redis.call('HEXISTS', metaKey, 'unmeasured')
+  if redis.call('HLEN', metaKey) > known then
+    for _, field in ipairs(redis.call('HKEYS', metaKey)) do
+      if string.sub(field, 1, 2) == 'w:' then redis.call('HDEL', metaKey, field) end
+    end
   end
 end
 
@@ -107,6 +109,9 @@ end
 if runId and lastRun ~= runId then redis.call('HSET', metaKey, 'rid', runId) end
 
 if fresh or regressed then
+  local t = redis.call('TIME')
+  local nowSec, nowUsec = tonumber(t[1]), tonumber(t[2])
+  local timeFloor = math.max(0, (nowSec - TIME_FLOOR_ORIGIN) * 1000000 + nowUsec)
   -- Offsets of the new epoch start above everything any reader may hold: the writer's floor, the
   -- stream's last generated id (entries since trimmed included), the old counter, the time floor.
   local lastGenerated = 0
