@@ -35,6 +35,8 @@ export interface FanoutSample {
   serverCore: number;
   /** The bench's own processes' CPU over the window, in cores: server side, client side. */
   serverCpu: number;
+  /** Of serverCpu, redis-server's share (0 without Redis): where a store-side saving shows. */
+  redisCpu: number;
   clientCpu: number;
   deliveredRatio: number;
   /** Subscriber connections the server ended during the run. */
@@ -142,6 +144,7 @@ export const measure = async (spec: MeasureSpec): Promise<FanoutSample> => {
     const marks: {
       at: number;
       cpu: number;
+      redisCpu: number;
       clientCpu: number;
       client: ReturnType<typeof coreTicks>;
       server: ReturnType<typeof coreTicks>;
@@ -155,6 +158,7 @@ export const measure = async (spec: MeasureSpec): Promise<FanoutSample> => {
       marks.push({
         at: performance.now(),
         cpu: cpuUs(pids),
+        redisCpu: cpuUs(pids.slice(1)),
         clientCpu: cpuUs(clientPids),
         client: coreTicks(CLIENT_CORE),
         server: coreTicks(SERVER_CORE),
@@ -189,6 +193,7 @@ export const measure = async (spec: MeasureSpec): Promise<FanoutSample> => {
       clientCore: coreLoad(a.client, b.client),
       serverCore: coreLoad(a.server, b.server),
       serverCpu: (b.cpu - a.cpu) / 1000 / (b.at - a.at),
+      redisCpu: (b.redisCpu - a.redisCpu) / 1000 / (b.at - a.at),
       clientCpu: (b.clientCpu - a.clientCpu) / 1000 / (b.at - a.at),
       deliveredRatio: delivered / expected,
       ended,
@@ -215,6 +220,7 @@ export const medianSample = (samples: FanoutSample[]): FanoutSample => ({
   clientCore: median(samples.map((s) => s.clientCore)),
   serverCore: median(samples.map((s) => s.serverCore)),
   serverCpu: median(samples.map((s) => s.serverCpu)),
+  redisCpu: median(samples.map((s) => s.redisCpu)),
   clientCpu: median(samples.map((s) => s.clientCpu)),
   deliveredRatio: median(samples.map((s) => s.deliveredRatio)),
   ended: median(samples.map((s) => s.ended)),

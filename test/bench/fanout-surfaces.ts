@@ -157,6 +157,7 @@ export const benchSurfaces = async (runs: number): Promise<Figure[]> => {
             'p99 ms': fmtMs(m.p99Ms),
             'server RSS MB': fmt(m.rssMb, 0),
             'server procs CPU': `${fmt(m.serverCpu * 100, 0)} %`,
+            'of which redis': `${fmt(m.redisCpu * 100, 0)} %`,
             'client procs CPU': `${fmt(m.clientCpu * 100, 0)} %`,
             'core 0 / core 1 load': `${fmt(m.serverCore * 100, 0)} / ${fmt(m.clientCore * 100, 0)} %`,
             'delivered/expected': fmt(m.deliveredRatio, 3),
