@@ -109,7 +109,7 @@ export class ChannelListener {
     for (let i = 0; i < envelopes.length; i++) {
       const p = envelopes[i]!;
       if (p.offset > this.since && (this.includeDeltas || !p.delta))
-        this.stream.write((encoded[i] ??= encodeEnvelopeBytes(p.envelope)));
+        this.stream.write((encoded[i] ??= p.bytes ? p.bytes() : encodeEnvelopeBytes(p.envelope)));
     }
     if (step.end) return this.end(step.end, latestAfter);
     // A capsule that closes its stream ends every live channel stream; a closure already in the

@@ -34,6 +34,8 @@ export interface Projected {
   readonly offset: number;
   /** A legacy per-token chunk: shown only with include_deltas. */
   readonly delta: boolean;
+  /** The envelope's SSE frame when the projector writes it cheaper than encoding the envelope (reply-bytes.ts). */
+  bytes?(): Buffer;
 }
 
 /** A projected envelope other than a chunk. */

@@ -9,6 +9,7 @@ import type { FrameView } from '../../src/log/frame-view.js';
 import { OFFSET_SLOTS, SLOT_DELTA, SLOT_MAIN } from './constants.js';
 import type { EndReason } from './constants.js';
 import { projected, stableUuid } from './envelope.js';
+import { JsonText, streamingReplyBytes, type StreamingReply } from './reply-bytes.js';
 import type {
   ChannelSpec,
   Envelope,
@@ -44,12 +45,31 @@ interface Reply {
   messageId: string;
   inReplyTo: string | undefined;
   body: string;
+  /** The body's JSON escape as bytes, while it extends exactly (null: encode envelopes whole). */
+  bodyJson: JsonText | null;
   parts: Part[];
   ended: boolean;
   createdAt: string;
 }
 
 const iso = (ms: number): string => new Date(ms).toISOString();
+
+/** A streaming reply whose frame is written from the reply's kept body escape (reply-bytes.ts). */
+class StreamingReplyProjected implements Projected {
+  readonly delta = false;
+  readonly offset: number;
+
+  constructor(
+    readonly envelope: Envelope,
+    private readonly reply: StreamingReply,
+  ) {
+    this.offset = envelope.offset;
+  }
+
+  bytes(): Buffer {
+    return streamingReplyBytes(this.reply);
+  }
+}
 
 class LazyChunk implements Projected {
   readonly delta = true;
@@ -240,6 +260,7 @@ export class ChannelProjector {
       messageId: stableUuid(this.spec.contextId, taskId, attempt),
       inReplyTo: this.replyTo.get(taskId),
       body: '',
+      bodyJson: new JsonText(),
       parts: [],
       ended: false,
       createdAt: iso(receivedAt),
@@ -252,9 +273,9 @@ export class ChannelProjector {
     record: LogRecord,
     r: Reply,
     state: EnvelopeState,
-    extra: Partial<Envelope> = {},
+    extra?: Partial<Envelope>,
   ): Projected {
-    return projected({
+    const envelope: Envelope = {
       type: 'agent_reply',
       message_id: r.messageId,
       offset: record.offset * OFFSET_SLOTS + SLOT_MAIN,
@@ -266,6 +287,18 @@ export class ChannelProjector {
       created_at: r.createdAt,
       updated_at: iso(record.receivedAt),
       ...extra,
+    };
+    if (extra || state !== 'streaming' || !r.bodyJson) return projected(envelope);
+    return new StreamingReplyProjected(envelope, {
+      messageId: envelope.message_id,
+      offset: envelope.offset,
+      inReplyTo: r.inReplyTo,
+      publisherId: envelope.publisher_id,
+      parts: envelope.parts!,
+      createdAt: envelope.created_at,
+      updatedAt: envelope.updated_at,
+      body: r.bodyJson.bytes(),
+      bodyLength: r.bodyJson.length,
     });
   }
 
@@ -295,6 +328,7 @@ export class ChannelProjector {
         const text = view.text ?? '';
         if (text === '') return { envelopes: [] }; // end-of-turn marker: nothing changes
         r.body += text;
+        if (r.bodyJson && !r.bodyJson.append(text)) r.bodyJson = null;
         const items = [this.replyEnvelope(record, r, 'streaming')];
         if (!view.final) items.push(this.chunk(record, r, 'agent_message_chunk', text));
         return this.out(items);
@@ -362,6 +396,7 @@ export class ChannelProjector {
         this.result = view.response ?? r.body;
         // v3: the terminal body is the capsule's status.response, not the streamed text.
         r.body = view.response ?? r.body;
+        r.bodyJson = null;
         return this.finish([
           this.replyEnvelope(record, r, 'completed', { stop_reason: 'end_turn', payload }),
         ]);

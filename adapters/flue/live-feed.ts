@@ -194,15 +194,16 @@ export class CapsuleFeed {
       }
     }
     this.cursor = end;
-    const control = Buffer.from(encodeControlEvent(formatOffset(this.epoch, end), upToDate));
+    const controlText = encodeControlEvent(formatOffset(this.epoch, end), upToDate);
+    const control = Buffer.from(controlText);
     // Most conversations of a busy capsule have nothing in a given cycle: they share one empty slice.
     let empty: Slice | null = null;
     for (const projection of this.projections.values()) {
       const chunks = produced.get(projection);
       projection.advance(
         chunks
-          ? new Slice(start, end, upToDate, chunks, control)
-          : (empty ??= new Slice(start, end, upToDate, [], control)),
+          ? new Slice(start, end, upToDate, chunks, control, controlText)
+          : (empty ??= new Slice(start, end, upToDate, [], control, controlText)),
       );
     }
   }

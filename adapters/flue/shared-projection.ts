@@ -11,9 +11,8 @@ import type { ConversationProjector } from './projection.js';
 
 /** One read cycle of the shared feed: records (start, end], at most one updates page. */
 export class Slice {
-  private dataBytes: Buffer | null = null;
-  private jsonBody: string | null = null;
   private both: Buffer | null = null;
+  private jsonBody: string | null = null;
 
   constructor(
     /** The offset the state was at before this slice. */
@@ -23,17 +22,17 @@ export class Slice {
     readonly chunks: readonly FlueChunk[],
     /** `event: control` for `end`: the same bytes for every conversation of the capsule. */
     readonly control: Buffer,
+    /** The same control event as text (joined to the data event before it is made bytes). */
+    private readonly controlText: string,
   ) {}
 
-  /** `event: data` of the chunks, encoded on first use and shared by every follower. */
-  get data(): Buffer {
-    this.dataBytes ??= Buffer.from(encodeDataEvent(this.chunks));
-    return this.dataBytes;
-  }
-
-  /** `event: data` then `event: control`: one Buffer, so each follower's cycle is one plain write. */
+  /**
+   * `event: data` of the chunks then `event: control`: one Buffer, encoded on first use and shared
+   * by every follower, so each follower's cycle is one plain write. Made from one string: encoding
+   * the data event alone and concatenating Buffers copied every slice's bytes once more.
+   */
   get dataAndControl(): Buffer {
-    this.both ??= Buffer.concat([this.data, this.control]);
+    this.both ??= Buffer.from(encodeDataEvent(this.chunks) + this.controlText);
     return this.both;
   }
 

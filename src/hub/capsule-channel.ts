@@ -20,7 +20,9 @@ export class CapsuleChannel {
   private gen = 0;
   private latest: LogPosition | null = null;
   private stopped = false;
+  /** Aborts the tail's current wait (stop, reset); null between waits. */
   private waitAbort: AbortController | null = null;
+  private waitSignal: AbortController | null = null;
   private dissolveTimer: NodeJS.Timeout | null = null;
   private retryTimer: { timer: NodeJS.Timeout; wake: () => void } | null = null;
   /**
@@ -253,7 +255,10 @@ export class CapsuleChannel {
     const { pageSize, tailWaitMs, logger } = this.options;
     while (!this.stopped) {
       const gen = this.gen;
-      const abort = new AbortController();
+      // One controller for every wait until one is aborted: a new one (and its signal) per wait was a
+      // visible share of a busy capsule's tail loop. Each wait removes its own listener when done.
+      if (!this.waitSignal || this.waitSignal.signal.aborted) this.waitSignal = new AbortController();
+      const abort = this.waitSignal;
       this.waitAbort = abort;
       let result;
       try {

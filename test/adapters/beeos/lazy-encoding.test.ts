@@ -44,7 +44,11 @@ const log: LogRecord[] = [
   ),
   turn('m-2'),
   frame('status', { id: 't2', context_id: CTX, status: { state: 'working', message: '' } }, 7),
-  frame('text', { id: 't2', text: 'again' }, 8),
+  frame('text', { id: 't2', text: 'again\t\u0001 ' }, 8),
+  // A surrogate pair split across two chunks: escaping each alone differs from escaping the pair.
+  frame('text', { id: 't2', text: 'split \ud83c' }, 9),
+  frame('text', { id: 't2', text: '\udf0d after' }, 10),
+  frame('text', { id: 't2', text: ' and on' }, 11),
 ].map((e, i) => ({ ...e, offset: i + 1 }));
 
 const projector = (): ChannelProjector =>
@@ -65,8 +69,7 @@ describe('BeeOS lazy chunks and envelope bytes', () => {
     expect(chunks.map((p) => p.envelope.type)).toEqual([
       'agent_message_chunk',
       'agent_reasoning',
-      'agent_message_chunk',
-      'agent_message_chunk',
+      ...Array<string>(5).fill('agent_message_chunk'),
     ]);
     // The offset is known without building the envelope, and is the envelope's.
     for (const p of steps.flat()) expect(p.offset).toBe(p.envelope.offset);
@@ -85,5 +88,23 @@ describe('BeeOS lazy chunks and envelope bytes', () => {
     }
     const body = all.find((e) => e.type === 'agent_reply' && e.body?.includes('🌍'));
     expect(body).toBeDefined();
+  });
+
+  it('a streaming reply written from its kept body escape is encodeEnvelopeBytes of its envelope', () => {
+    const p = projector();
+    const steps = log.map((r) => p.project(r).envelopes);
+    const fast = steps.flat().filter((x) => x.bytes);
+    // Every streaming reply of turn 1 and turn 2 up to the split pair; the rest are encoded whole.
+    expect(fast.length).toBeGreaterThanOrEqual(5);
+    for (const x of fast) expect(x.bytes!().equals(encodeEnvelopeBytes(x.envelope))).toBe(true);
+    const last = steps
+      .flat()
+      .filter((x) => x.envelope.type === 'agent_reply')
+      .pop()!;
+    expect(last.envelope.body).toBe('again\t\u0001 split 🌍 after and on');
+    expect(last.bytes).toBeUndefined();
+    expect(JSON.parse(encodeEnvelopeBytes(last.envelope).toString('utf8').split('data: ')[1]!).body).toBe(
+      last.envelope.body,
+    );
   });
 });

@@ -87,7 +87,9 @@ describe('live feed projections = whole-capsule projection', () => {
                 onSlice: (slice, partial) => {
                   const chunks = partial ?? slice.chunks;
                   if (!partial && chunks.length > 0)
-                    expect(slice.data.toString()).toBe(encodeDataEvent(chunks));
+                    expect(slice.dataAndControl.toString()).toBe(
+                      encodeDataEvent(chunks) + slice.control.toString(),
+                    );
                   entry.chunks.push(...chunks);
                   return true;
                 },
