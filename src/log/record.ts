@@ -83,6 +83,20 @@ export type LogEntry = FrameEntry | FactEntry | SubmissionEntry;
 /** An entry as stored: with its offset, an integer from 1, strictly increasing within one epoch. */
 export type LogRecord = LogEntry & { offset: number };
 
+let isoMs = NaN;
+let isoText = '';
+/**
+ * A receive time as ISO 8601 (what the surfaces show). Frames read from one socket chunk share
+ * their millisecond, so the last one formatted is kept: projections format one per record.
+ */
+export const receivedIso = (ms: number): string => {
+  if (ms !== isoMs) {
+    isoText = new Date(ms).toISOString();
+    isoMs = ms;
+  }
+  return isoText;
+};
+
 /** Serialise an entry for a store that keeps strings (Redis). The offset is not part of it. */
 export const encodeEntry = (entry: LogEntry): string => JSON.stringify(entry);
 

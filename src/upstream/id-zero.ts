@@ -31,11 +31,19 @@ const counterValue = (id: string | null): number | null => {
   return big === null || big >= TASK_COUNTER_LIMIT ? null : Number(big);
 };
 
-const TASK_PREFIX = /^\{"id":"([^"\\]*)"/;
+const TASK_PREFIX = '{"id":"';
 
 export const taskOf = (f: AlignFrame): string | null => {
-  const fast = TASK_PREFIX.exec(f.data); // the capsule writes `id` first (spec examples)
-  if (fast) return fast[1]!;
+  // The capsule writes `id` first (spec examples): read it without a parse (or a regex match array:
+  // this runs for every ingested frame). An id with an escape in it takes the parse.
+  const { data } = f;
+  if (data.startsWith(TASK_PREFIX)) {
+    const end = data.indexOf('"', TASK_PREFIX.length);
+    if (end > 0) {
+      const id = data.slice(TASK_PREFIX.length, end);
+      if (!id.includes('\\')) return id;
+    }
+  }
   try {
     const parsed = JSON.parse(f.data) as { id?: unknown };
     return typeof parsed.id === 'string' ? parsed.id : null;
@@ -62,16 +70,22 @@ export class IdZeroTracker {
     if (id === null) return false;
     const task = taskOf(f);
     if (task === null) return false;
-    const before = this.last.get(task);
+    // The task's entry is updated in place (one object per task, not one per frame).
+    const seen = this.last.get(task);
+    const beforeId = seen?.id ?? 0;
+    const beforeFinal = seen?.final ?? false;
+    const now = seen ?? { id, final: false };
+    now.id = id;
+    now.final = f.event === 'status' && f.data.includes('"final":true');
     this.last.delete(task); // re-insert: the map iterates oldest task first
-    this.last.set(task, { id, final: f.event === 'status' && f.data.includes('"final":true') });
+    this.last.set(task, now);
     if (this.last.size > this.maxTasks) this.last.delete(this.last.keys().next().value!);
     if (id === 0) return false;
     // A task-counter frame after the task's final status starts a reopened attempt (spec "status":
     // ids start again at 0); ids may repeat within an attempt (a whole-reply `text` and the status
     // after it can share one), so otherwise only a fall back to 1, or a task never seen, marks one.
-    if (before === undefined) return id === 1;
-    return before.final || (id === 1 && before.id > 1);
+    if (seen === undefined) return id === 1;
+    return beforeFinal || (id === 1 && beforeId > 1);
   }
 
   reset(): void {
