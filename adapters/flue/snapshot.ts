@@ -23,8 +23,16 @@ const isOpenText = (part: FluePart | undefined): boolean =>
   'state' in part &&
   part.state === 'streaming';
 
-const find = (state: ConversationState, id: string): FlueMessage | undefined =>
-  state.messages.find((m) => m.id === id);
+/**
+ * The message with `id`. Ids are unique in a state (appended replaces, started skips a known id), so
+ * searching from the newest end finds the same message: the one a chunk streams into is nearly
+ * always the last, and from the oldest a long conversation cost a scan of all its messages per chunk.
+ */
+const find = (state: ConversationState, id: string): FlueMessage | undefined => {
+  const { messages } = state;
+  for (let i = messages.length - 1; i >= 0; i--) if (messages[i]!.id === id) return messages[i];
+  return undefined;
+};
 
 /** Apply one chunk (§ConversationStreamChunk semantics, SDK behaviour where the spec is loose). */
 export const applyChunk = (state: ConversationState, chunk: FlueChunk): void => {
