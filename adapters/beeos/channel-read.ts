@@ -31,14 +31,18 @@ export const readChannelPage = async (
   return { ...page, full: page.records.length >= limit };
 };
 
-export const projectorFor = (channel: Channel, agentId: string): ChannelProjector =>
-  new ChannelProjector({
-    kind: channel.kind,
-    agentId,
-    contextId: channel.contextId,
-    owner: channel.owner,
-    taskIds: [...(channel.upstreamTaskIds ?? [])],
-  });
+/** A projector of the channel; `replyBytes` false for one whose envelopes are never streamed (JSON reads). */
+export const projectorFor = (channel: Channel, agentId: string, replyBytes = true): ChannelProjector =>
+  new ChannelProjector(
+    {
+      kind: channel.kind,
+      agentId,
+      contextId: channel.contextId,
+      owner: channel.owner,
+      taskIds: [...(channel.upstreamTaskIds ?? [])],
+    },
+    { replyBytes },
+  );
 
 /** Project the whole retained channel (JSON reads: status, messages). Bounded by the head at start. */
 export const projectChannel = async (
@@ -46,7 +50,7 @@ export const projectChannel = async (
   channel: Channel,
   onEnvelope?: (p: Projected) => void,
 ): Promise<ChannelProjector> => {
-  const projector = projectorFor(channel, channel.capsule);
+  const projector = projectorFor(channel, channel.capsule, false);
   const { head } = await core.position(channel.capsule);
   let after = Math.max(0, channel.startOffset - 1);
   while (after < head) {

@@ -129,7 +129,15 @@ export class ChannelProjector {
   private h1 = 0x811c9dc5;
   private h2 = 0x01000193;
 
-  constructor(private readonly spec: ChannelSpec) {
+  /**
+   * `replyBytes`: keep each reply's body escape so streaming replies encode without re-serialising
+   * it (reply-bytes.ts): for projections whose envelopes are written to streams. A JSON read never
+   * encodes them and does without the work.
+   */
+  constructor(
+    private readonly spec: ChannelSpec,
+    private readonly options: { replyBytes: boolean } = { replyBytes: true },
+  ) {
     for (const id of spec.taskIds ?? []) this.link(id);
   }
 
@@ -260,7 +268,7 @@ export class ChannelProjector {
       messageId: stableUuid(this.spec.contextId, taskId, attempt),
       inReplyTo: this.replyTo.get(taskId),
       body: '',
-      bodyJson: new JsonText(),
+      bodyJson: this.options.replyBytes ? new JsonText() : null,
       parts: [],
       ended: false,
       createdAt: iso(receivedAt),

@@ -284,7 +284,7 @@ export const registerBeeosRoutes = (app: Hono<Env>, deps: AdapterDeps, options: 
         const messages: Envelope[] = [];
         let more = false;
         const projector = await projectChannel(core, channel, (p) => {
-          if (p.envelope.offset <= since || (p.delta && !includeDeltas)) return;
+          if (p.offset <= since || (p.delta && !includeDeltas)) return; // a skipped chunk is never built
           if (messages.length < limit) messages.push(p.envelope);
           else more = true;
         });

@@ -51,8 +51,11 @@ const log: LogRecord[] = [
   frame('text', { id: 't2', text: ' and on' }, 11),
 ].map((e, i) => ({ ...e, offset: i + 1 }));
 
-const projector = (): ChannelProjector =>
-  new ChannelProjector({ kind: 'conversation', agentId: 'cap', contextId: CTX, owner: 'alice' });
+const projector = (replyBytes = true): ChannelProjector =>
+  new ChannelProjector(
+    { kind: 'conversation', agentId: 'cap', contextId: CTX, owner: 'alice' },
+    { replyBytes },
+  );
 
 describe('BeeOS lazy chunks and envelope bytes', () => {
   it('a chunk built after its whole task was projected equals the chunk built at once', () => {
@@ -106,5 +109,10 @@ describe('BeeOS lazy chunks and envelope bytes', () => {
     expect(JSON.parse(encodeEnvelopeBytes(last.envelope).toString('utf8').split('data: ')[1]!).body).toBe(
       last.envelope.body,
     );
+    // A JSON read's projector keeps no escape: the same envelopes, none with bytes of its own.
+    const read = projector(false);
+    const plain = log.flatMap((r) => read.project(r).envelopes);
+    expect(plain.map((x) => x.envelope)).toEqual(steps.flat().map((x) => x.envelope));
+    expect(plain.some((x) => x.bytes)).toBe(false);
   });
 });
