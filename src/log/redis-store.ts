@@ -225,8 +225,15 @@ export class RedisStore implements LogStore {
       // first: another replica's record (a submission) then waits at most OWN_WAIT_MS for the XREAD.
       const own = this.ownPage(capsule, after, limit);
       if (own) return this.noteTail(capsule, own);
-      if (timeoutMs > 0 && this.own.appendedWithin(capsule, OWN_RECENT_MS)) {
-        await this.own.next(capsule, Math.min(OWN_WAIT_MS, timeoutMs), signal);
+      // An append's answer can come after an XREAD that already served its records (Redis answers
+      // the blocked reader first): that append wakes this wait with nothing new. Waiting for the
+      // next one (within the same bound) keeps the tail on its own appends; taking the XREAD there
+      // put it back on one XREAD per append for good.
+      const until = Date.now() + Math.min(OWN_WAIT_MS, timeoutMs);
+      while (timeoutMs > 0 && this.own.appendedWithin(capsule, OWN_RECENT_MS) && !signal?.aborted) {
+        const left = until - Date.now();
+        if (left <= 0) break;
+        await this.own.next(capsule, left, signal);
         const next = this.ownPage(capsule, after, limit);
         if (next) return this.noteTail(capsule, next);
       }
