@@ -9,7 +9,13 @@ import type { FrameView } from '../../src/log/frame-view.js';
 import { OFFSET_SLOTS, SLOT_DELTA, SLOT_MAIN } from './constants.js';
 import type { EndReason } from './constants.js';
 import { projected, stableUuid } from './envelope.js';
-import { JsonText, streamingReplyBytes, type StreamingReply } from './reply-bytes.js';
+import {
+  JsonText,
+  replyConstants,
+  streamingReplyBytes,
+  type ReplyConstants,
+  type StreamingReply,
+} from './reply-bytes.js';
 import type {
   ChannelSpec,
   Envelope,
@@ -47,6 +53,8 @@ interface Reply {
   body: string;
   /** The body's JSON escape as bytes, while it extends exactly (null: encode envelopes whole). */
   bodyJson: JsonText | null;
+  /** Its streaming envelopes' fixed JSON, made with the first of them. */
+  constants: ReplyConstants | null;
   parts: Part[];
   ended: boolean;
   createdAt: string;
@@ -269,6 +277,7 @@ export class ChannelProjector {
       inReplyTo: this.replyTo.get(taskId),
       body: '',
       bodyJson: this.options.replyBytes ? new JsonText() : null,
+      constants: null,
       parts: [],
       ended: false,
       createdAt: iso(receivedAt),
@@ -297,13 +306,11 @@ export class ChannelProjector {
       ...extra,
     };
     if (extra || state !== 'streaming' || !r.bodyJson) return projected(envelope);
+    r.constants ??= replyConstants(r.messageId, r.inReplyTo, envelope.publisher_id, r.createdAt);
     return new StreamingReplyProjected(envelope, {
-      messageId: envelope.message_id,
+      constants: r.constants,
       offset: envelope.offset,
-      inReplyTo: r.inReplyTo,
-      publisherId: envelope.publisher_id,
       parts: envelope.parts!,
-      createdAt: envelope.created_at,
       updatedAt: envelope.updated_at,
       body: r.bodyJson.bytes(),
       bodyLength: r.bodyJson.length,

@@ -47,33 +47,85 @@ export class JsonText {
   }
 }
 
+/**
+ * What every streaming envelope of one reply shares, as JSON text with its UTF-8 length: made once
+ * per reply (the ids, the publisher and the creation date never change within it).
+ */
+export interface ReplyConstants {
+  /** `{"type":"agent_reply","message_id":…,"offset":` */
+  open: string;
+  openBytes: number;
+  /** `,"in_reply_to":…,"publisher_id":…,"state":"streaming","body":"` */
+  beforeBody: string;
+  beforeBodyBytes: number;
+  /** `,"created_at":…,"updated_at":"` */
+  dates: string;
+  datesBytes: number;
+}
+
+const q = JSON.stringify;
+const utf8 = (text: string): number => Buffer.byteLength(text, 'utf8');
+
+export const replyConstants = (
+  messageId: string,
+  inReplyTo: string | undefined,
+  publisherId: string,
+  createdAt: string,
+): ReplyConstants => {
+  const open = `{"type":"agent_reply","message_id":${q(messageId)},"offset":`;
+  const beforeBody =
+    `,${inReplyTo ? `"in_reply_to":${q(inReplyTo)},` : ''}` +
+    `"publisher_id":${q(publisherId)},"state":"streaming","body":"`;
+  const dates = `,"created_at":${q(createdAt)},"updated_at":"`;
+  return {
+    open,
+    openBytes: utf8(open),
+    beforeBody,
+    beforeBodyBytes: utf8(beforeBody),
+    dates,
+    datesBytes: utf8(dates),
+  };
+};
+
 /** An `agent_reply` in state `streaming` with no extra fields: what every text, thinking and artifact frame makes. */
 export interface StreamingReply {
-  messageId: string;
+  constants: ReplyConstants;
   offset: number;
-  inReplyTo: string | undefined;
-  publisherId: string;
   parts: Part[];
-  createdAt: string;
+  /** An ISO 8601 date: nothing in it needs escaping. */
   updatedAt: string;
   /** The body's escape: `bodyLength` bytes of `body` (taken when projected: later chunks append beyond). */
   body: Buffer;
   bodyLength: number;
 }
 
-const q = JSON.stringify;
+const MESSAGE_HEAD = `\nevent: ${EVENT_MESSAGE}\ndata: `;
 
 /** The frame encodeEnvelopeBytes writes for the envelope `reply` describes. */
 export const streamingReplyBytes = (reply: StreamingReply): Buffer => {
-  const head =
-    `id: ${reply.offset}\nevent: ${EVENT_MESSAGE}\ndata: {"type":"agent_reply","message_id":${q(reply.messageId)},` +
-    `"offset":${reply.offset},${reply.inReplyTo ? `"in_reply_to":${q(reply.inReplyTo)},` : ''}` +
-    `"publisher_id":${q(reply.publisherId)},"state":"streaming","body":"`;
-  const tail = `","parts":${q(reply.parts)},"created_at":${q(reply.createdAt)},"updated_at":${q(reply.updatedAt)}}\n\n`;
-  const headBytes = Buffer.byteLength(head, 'utf8');
-  const out = Buffer.allocUnsafe(headBytes + reply.bodyLength + Buffer.byteLength(tail, 'utf8'));
-  out.write(head, 0, 'utf8');
-  reply.body.copy(out, headBytes, 0, reply.bodyLength);
-  out.write(tail, headBytes + reply.bodyLength, 'utf8');
+  const { constants: c } = reply;
+  const offset = String(reply.offset);
+  const head = `id: ${offset}${MESSAGE_HEAD}`;
+  const parts = reply.parts.length === 0 ? '","parts":[]' : `","parts":${q(reply.parts)}`;
+  const partsBytes = utf8(parts);
+  const tail = `${reply.updatedAt}"}\n\n`;
+  const out = Buffer.allocUnsafe(
+    head.length +
+      c.openBytes +
+      offset.length +
+      c.beforeBodyBytes +
+      reply.bodyLength +
+      partsBytes +
+      c.datesBytes +
+      tail.length,
+  );
+  let at = out.write(head, 0, 'latin1');
+  at += out.write(c.open, at, 'utf8');
+  at += out.write(offset, at, 'latin1');
+  at += out.write(c.beforeBody, at, 'utf8');
+  at += reply.body.copy(out, at, 0, reply.bodyLength);
+  at += out.write(parts, at, 'utf8');
+  at += out.write(c.dates, at, 'utf8');
+  out.write(tail, at, 'latin1');
   return out;
 };

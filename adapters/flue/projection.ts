@@ -41,11 +41,15 @@ export class ConversationProjector {
   /** A2A messageId → submissionId of this conversation's admitted messages (for submission-failed). */
   private bySubmissionMessage = new Map<string, string>();
 
+  /** The id the client knows the conversation by (every chunk carries it: computed once). */
+  private readonly clientId: string;
+
   constructor(
     readonly conversationId: string,
     readonly epoch: number,
   ) {
-    this.state = emptyState(clientContext(conversationId));
+    this.clientId = clientContext(conversationId);
+    this.state = emptyState(this.clientId);
   }
 
   /** An independent copy (snapshot caches hand out copies; projecting on one never touches another). */
@@ -71,7 +75,7 @@ export class ConversationProjector {
   snapshot(offset: number): FlueSnapshot {
     return {
       v: 1,
-      conversationId: clientContext(this.conversationId),
+      conversationId: this.clientId,
       offset: formatOffset(this.epoch, offset),
       messages: this.state.messages,
       settlements: this.state.settlements,
@@ -109,7 +113,7 @@ export class ConversationProjector {
       (body, index) =>
         ({
           ...body,
-          conversationId: clientContext(this.conversationId),
+          conversationId: this.clientId,
           position: { batch: record.offset, index },
         }) as FlueChunk,
     );
@@ -138,7 +142,7 @@ export class ConversationProjector {
     return [
       {
         type: 'conversation-reset',
-        conversationId: clientContext(this.conversationId),
+        conversationId: this.clientId,
         snapshot,
         position: { batch: offset, index: 0 },
       },
