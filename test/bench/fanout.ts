@@ -151,6 +151,7 @@ export const benchFanout = async (runs: number, opts: { loads?: string } = {}): 
           'p99 ms': ms(m.p99Ms),
           'server RSS MB': f(m.rssMb, 0),
           'server procs CPU': `${f(m.serverCpu * 100, 0)} %`,
+          'of which redis': `${f(m.redisCpu * 100, 0)} %`,
           'client procs CPU': `${f(m.clientCpu * 100, 0)} %`,
           'core 0 / core 1 load': `${f(m.serverCore * 100, 0)} / ${f(m.clientCore * 100, 0)} %`,
           'delivered/expected': f(m.deliveredRatio, 3),
