@@ -13,7 +13,8 @@ import {
 import type { EndReason } from './constants.js';
 import type { Envelope } from './projection.js';
 
-const MESSAGE_HEAD = `\nevent: ${EVENT_MESSAGE}\ndata: `;
+/** What follows `id: <offset>` in every `event: message` frame (reply-bytes.ts writes it too). */
+export const MESSAGE_HEAD = `\nevent: ${EVENT_MESSAGE}\ndata: `;
 
 /**
  * One envelope as `event: message` (encodeSse's frame, byte for byte). The `id:` line carries the

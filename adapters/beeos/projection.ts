@@ -3,7 +3,7 @@
  * Stateful per reader: feed every record from the channel's first record on, in offset order; the
  * cumulative `body`/`parts` of a reply are rebuilt from the log, never kept per client.
  */
-import { receivedIso, type LogRecord } from '../../src/log/record.js';
+import { receivedIso as iso, type LogRecord } from '../../src/log/record.js';
 import { ContextTracker, viewFrame } from '../../src/log/frame-view.js';
 import type { FrameView } from '../../src/log/frame-view.js';
 import { OFFSET_SLOTS, SLOT_DELTA, SLOT_MAIN } from './constants.js';
@@ -59,8 +59,6 @@ interface Reply {
   ended: boolean;
   createdAt: string;
 }
-
-const iso = receivedIso;
 
 /** A streaming reply whose frame is written from the reply's kept body escape (reply-bytes.ts). */
 class StreamingReplyProjected implements Projected {

@@ -8,7 +8,7 @@
  * The bytes are exactly encodeEnvelopeBytes(envelope) (test/adapters/beeos/lazy-encoding.test.ts):
  * the same keys in the same order, the same escapes.
  */
-import { EVENT_MESSAGE } from './constants.js';
+import { MESSAGE_HEAD } from './codec.js';
 import type { Part } from './envelope.js';
 
 const isHigh = (c: number): boolean => c >= 0xd800 && c <= 0xdbff;
@@ -98,8 +98,6 @@ export interface StreamingReply {
   body: Buffer;
   bodyLength: number;
 }
-
-const MESSAGE_HEAD = `\nevent: ${EVENT_MESSAGE}\ndata: `;
 
 /** The frame encodeEnvelopeBytes writes for the envelope `reply` describes. */
 export const streamingReplyBytes = (reply: StreamingReply): Buffer => {

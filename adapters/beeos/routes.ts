@@ -27,6 +27,7 @@ import {
 import type { Env } from './http-helpers.js';
 import { collectInvoke, streamInvoke } from './invoke.js';
 import type { Envelope } from './projection.js';
+import { receivedIso as iso } from '../../src/log/record.js';
 import { beeosEntry } from './records.js';
 import { outcomeError, recordOutcome, submitMessage } from './submit.js';
 import { createTask } from './create-task.js';
@@ -40,7 +41,6 @@ export interface BeeosRouteOptions {
   maxQueuedBytes?: number;
 }
 
-const iso = (ms: number): string => new Date(ms).toISOString();
 const ok = (c: Context<Env>, data: unknown, status: 200 | 201 | 202 = 200): Response =>
   c.json({ success: true, data }, status);
 const wantsSse = (c: Context): boolean => /text\/event-stream/i.test(c.req.header('Accept') ?? '');

@@ -6,6 +6,7 @@
 import { OFFSET_SLOTS, SLOT_MAIN } from './constants.js';
 import { stableUuid } from './envelope.js';
 import type { ChannelSpec, Envelope } from './envelope.js';
+import { receivedIso } from '../../src/log/record.js';
 import type { BeeosMeta } from './records.js';
 
 type Base = Pick<Envelope, 'offset' | 'created_at' | 'updated_at'>;
@@ -46,7 +47,7 @@ export const neverMadeEnvelope = (
   spec: Pick<ChannelSpec, 'contextId' | 'agentId'>,
   record: { offset: number; receivedAt: number; messageId: string },
 ): Envelope => {
-  const at = new Date(record.receivedAt).toISOString();
+  const at = receivedIso(record.receivedAt);
   return {
     type: 'agent_reply_error',
     message_id: stableUuid(spec.contextId, record.messageId, 'submission-failed'),

@@ -5,7 +5,7 @@
  */
 import { clientContext } from '../../src/auth/namespace.js';
 import { ContextTracker, viewFrame } from '../../src/log/frame-view.js';
-import { receivedIso, type LogRecord, type SubmissionEntry } from '../../src/log/record.js';
+import { receivedIso as iso, type LogRecord, type SubmissionEntry } from '../../src/log/record.js';
 import type { ChunkBody, FlueChunk, FlueSnapshot, SettlementOutcome } from './chunks.js';
 import { formatOffset } from './codec.js';
 import { INPUT_PART } from './constants.js';
@@ -20,8 +20,6 @@ interface TaskState {
   open: boolean;
   prompt: string | null;
 }
-
-const iso = receivedIso;
 
 /** Folds a capsule log into one conversation; `project` returns each record's chunks. */
 export class ConversationProjector {

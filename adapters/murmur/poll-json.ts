@@ -3,7 +3,7 @@
  * Each record is serialised once and cached, since one batch answers every parked poller.
  */
 import { isStoreReset } from '../../src/core/store-reset.js';
-import type { LogRecord } from '../../src/log/record.js';
+import { receivedIso as iso, type LogRecord } from '../../src/log/record.js';
 import type { LogPosition } from '../../src/log/store.js';
 
 export type PollGap =
@@ -30,8 +30,6 @@ export interface PollBody {
   epoch: number;
   gap: PollGap | null;
 }
-
-const iso = (ms: number): string => new Date(ms).toISOString();
 
 const snake = (key: string): string => key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 
