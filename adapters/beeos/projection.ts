@@ -60,6 +60,15 @@ interface Reply {
   createdAt: string;
 }
 
+/**
+ * A reply's final status: no streaming envelope follows, so its body escape goes (a reply is kept
+ * for the projector's life, and the escape's Buffer may be a slice holding a whole pool slab).
+ */
+const endReply = (r: Reply): void => {
+  r.ended = true;
+  r.bodyJson = null;
+};
+
 /** A streaming reply whose frame is written from the reply's kept body escape (reply-bytes.ts). */
 class StreamingReplyProjected implements Projected {
   readonly delta = false;
@@ -404,12 +413,11 @@ export class ChannelProjector {
         return this.out([projected(envelope)]);
       }
       case 'completed':
-        r.ended = true;
+        endReply(r);
         this.status = 'completed';
         this.result = view.response ?? r.body;
         // v3: the terminal body is the capsule's status.response, not the streamed text.
         r.body = view.response ?? r.body;
-        r.bodyJson = null;
         return this.finish([
           this.replyEnvelope(record, r, 'completed', { stop_reason: 'end_turn', payload }),
         ]);
@@ -419,7 +427,7 @@ export class ChannelProjector {
           this.running('running');
           return this.out([this.replyEnvelope(record, r, 'streaming', { payload })]);
         }
-        r.ended = true;
+        endReply(r);
         this.status = 'failed';
         this.error = message;
         return this.finish([
@@ -430,13 +438,13 @@ export class ChannelProjector {
           }),
         ]);
       case 'canceled':
-        r.ended = true;
+        endReply(r);
         this.status = 'canceled';
         return this.finish([
           this.replyEnvelope(record, r, 'cancelled', { stop_reason: 'user_stop', payload }),
         ]);
       case 'rejected':
-        r.ended = true;
+        endReply(r);
         this.status = 'rejected';
         return this.finish([
           this.replyEnvelope(record, r, 'refused', { type: 'agent_busy', stop_reason: 'refused', payload }),
