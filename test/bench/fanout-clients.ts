@@ -1,14 +1,15 @@
 /**
  * Child process of the fan-out benches (fanout.ts, fanout-surfaces.ts, overload.ts), pinned to the
- * client core: opens N SSE subscribers (plain HTTP, EventSource's wire behaviour without its parser
- * cost), and for every event whose seq falls in the measured window counts it and records
+ * client core: opens N SSE subscribers (EventSource's wire behaviour without its cost: a raw socket,
+ * sse-raw-reader.ts), and for every event whose seq falls in the measured window counts it and records
  * publish → receipt latency. Subscribers may each read their own URL (one conversation's stream).
  * A seq counts once per connection, the first time it is seen: BeeOS envelopes carry the reply's
  * cumulative body, so one envelope repeats every earlier chunk's marker, and only its newest is the
  * chunk it delivers. Driven over IPC: start → ready, report, stop.
  */
-import http from 'node:http';
+import type { Socket } from 'node:net';
 import { BUCKETS, bucketOf, nowMs } from './fanout-event.js';
+import { openRawSse } from './sse-raw-reader.js';
 
 interface Start {
   /** One URL for every subscriber, or `urls[i]` for subscriber i. */
@@ -26,60 +27,64 @@ let delivered = 0;
 let seen = 0;
 let ended = 0;
 const hist = new Array<number>(BUCKETS).fill(0);
-const reqs: http.ClientRequest[] = [];
+const sockets: Socket[] = [];
 
-/** Scan complete events (up to the last blank line) for `@seq@t@` markers; returns the highest seq. */
-const scan = (text: string, t: number, max: number): number => {
+/** A decimal number (digits and at most one `.`) in `buf[from, to)`, NaN when there is none. */
+const numberAt = (buf: Buffer, from: number, to: number): number => {
+  let n = 0;
+  let scale = 0;
+  for (let i = from; i < to; i++) {
+    const c = buf[i]!;
+    if (c === 46 && scale === 0) scale = 1;
+    else if (c >= 48 && c <= 57) {
+      n = n * 10 + (c - 48);
+      if (scale > 0) scale *= 10;
+    } else return NaN;
+  }
+  return to > from ? (scale > 0 ? n / scale : n) : NaN;
+};
+
+const AT = 64; // '@'
+
+/** Scan complete events `buf[0, end)` for `@seq@t@` markers; returns the highest seq seen. */
+const scan = (buf: Buffer, end: number, t: number, max: number): number => {
   let pos = 0;
   for (;;) {
-    const a = text.indexOf('@', pos);
-    if (a < 0) return max;
-    const b = text.indexOf('@', a + 1);
-    const c = b < 0 ? -1 : text.indexOf('@', b + 1);
-    if (c < 0) return max;
+    const a = buf.indexOf(AT, pos);
+    if (a < 0 || a >= end) return max;
+    const b = buf.indexOf(AT, a + 1);
+    const c = b < 0 || b >= end ? -1 : buf.indexOf(AT, b + 1);
+    if (c < 0 || c >= end) return max;
     pos = c + 1;
-    const seq = Number(text.slice(a + 1, b));
+    const seq = numberAt(buf, a + 1, b);
     if (!(seq > max)) continue;
     max = seq;
     seen++;
     if (seq >= window.from && seq <= window.to) {
       delivered++;
-      hist[bucketOf(t - Number(text.slice(b + 1, c)))]!++;
+      hist[bucketOf(t - numberAt(buf, b + 1, c))]!++;
     }
   }
 };
 
 const open = (url: string): Promise<void> =>
   new Promise((resolve, reject) => {
-    const req = http.request(url, { agent: false, headers: { accept: 'text/event-stream' } });
-    reqs.push(req);
     const timer = setTimeout(() => reject(new Error(`no response from ${url} within 20 s`)), 20_000);
-    req.on('error', (err) => {
-      clearTimeout(timer);
-      reject(err);
+    let max = 0;
+    const socket = openRawSse(url, {
+      onStatus: (status) => {
+        clearTimeout(timer);
+        if (status !== 200) reject(new Error(`${url}: HTTP ${status}`));
+        else resolve();
+      },
+      onEvents: (bytes, end) => (max = scan(bytes, end, nowMs(), max)),
+      onEnd: () => ended++,
+      onError: (err) => {
+        clearTimeout(timer);
+        reject(err);
+      },
     });
-    req.on('response', (res) => {
-      clearTimeout(timer);
-      if (res.statusCode !== 200) return reject(new Error(`${url}: HTTP ${res.statusCode}`));
-      resolve();
-      res.setEncoding('latin1');
-      let carry = '';
-      let max = 0;
-      res.on('data', (chunk: string) => {
-        const t = nowMs();
-        const buf = carry + chunk;
-        const end = buf.lastIndexOf('\n\n');
-        if (end < 0) {
-          carry = buf;
-          return;
-        }
-        max = scan(end + 2 === buf.length && carry === '' ? buf : buf.slice(0, end + 2), t, max);
-        carry = buf.slice(end + 2);
-      });
-      res.on('end', () => ended++);
-      res.on('error', () => undefined);
-    });
-    req.end();
+    sockets.push(socket);
   });
 
 process.on('message', (msg: { type: string } & Partial<Start>) => {
@@ -97,7 +102,7 @@ process.on('message', (msg: { type: string } & Partial<Start>) => {
   } else if (msg.type === 'report') {
     process.send?.({ type: 'report', delivered, hist, ended, seen });
   } else if (msg.type === 'stop') {
-    for (const r of reqs) r.destroy();
+    for (const s of sockets) s.destroy();
     process.exit(0);
   }
 });

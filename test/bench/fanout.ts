@@ -8,7 +8,8 @@
  * and delivered/expected. Medians of BENCH_RUNS runs, targets interleaved within a run.
  *
  * `npm run bench -- fanout` runs only this; `npx tsx test/bench/fanout.ts` too. Returns the summary
- * rows of run.ts's table (gateway beside the anchor). Env: BENCH_FANOUT_RUNS or BENCH_RUNS (3), BENCH_FANOUT_SECONDS (window, default 5),
+ * rows of run.ts's table (gateway beside the anchor). Env: BENCH_FANOUT_RUNS or BENCH_RUNS (3),
+ * BENCH_FANOUT_SECONDS (window, default 5), BENCH_WARM_SECONDS (load before it, 2),
  * BENCH_FANOUT_LOADS (e.g. `1000x40,100x500`; default the issue's three plus the 1000x1000 overload),
  * BENCH_FANOUT_TARGETS (`anchor,embedded,redis`), BENCH_FANOUT_CLIENTS (subscriber processes, 4).
  */
