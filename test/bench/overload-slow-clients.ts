@@ -1,23 +1,39 @@
 /**
  * Child process of the overload bench (overload.ts), pinned to the client core: N native SSE
- * subscribers that read slowly on purpose (stalled for `stallMs`, then reading for `readMs`, over
- * and over). A connection the gateway ends is reopened at once with `Last-Event-ID` set to the id of
- * the last complete event read, as EventSource does, and every subscriber checks that the chunks it
- * received across its connections are exactly the published sequence from its first one: no seq
- * missing, none twice. Driven over IPC: start → ready, report, stop.
+ * subscribers that stop reading. Each connection reads about `readBytes`, then reads nothing for
+ * `stallMs` (a frozen tab, a stopped process), then reads until it has caught up (an event published
+ * under half a second ago) or the stream ends, and so on. A reader that is not reading cannot see
+ * that the gateway ended it (a paused socket is not polled, so neither the FIN nor the reset is
+ * noticed): only the read after the stall finds the end, reads the last complete events, and reopens with `Last-Event-ID` set to the last one's id, as
+ * EventSource does. Every subscriber checks that the chunks it received across its connections are
+ * exactly the published sequence from its first one: no seq missing, none twice.
+ *
+ * Why stop, not slow down: a reader capped at 20 KB/s of this ~260 KB/s stream was never ended in a
+ * 43 s window, as the kernel grows its buffers with what the reader consumes (about 10 MB per
+ * connection here) before the gateway's bound starts to count. A reader that reads nothing leaves
+ * them small (about 4.3 MB, mostly our send buffer): with the 1 MiB bound, about 22 s of this
+ * stream. Driven over IPC: start → ready, report, stop.
  */
 import http from 'node:http';
+import { nowMs } from './fanout-event.js';
+
+/** A draining reader whose newest event is younger than this has caught up: it may stop again. */
+const CAUGHT_UP_MS = 500;
 
 interface Start {
   url: string;
   subs: number;
+  readBytes: number;
   stallMs: number;
-  readMs: number;
 }
+
+type Cycle = Pick<Start, 'readBytes' | 'stallMs'>;
 
 interface Sub {
   lastId: string | null;
   lastSeq: number;
+  /** Publish time of the newest event read (ms). */
+  lastAt: number;
   missing: number;
   dups: number;
   /** Connections the server ended (clean end, reset or error after the response). */
@@ -38,7 +54,9 @@ const onEvent = (sub: Sub, block: string): void => {
   if (sub.lastSeq > 0 && block.includes('event: gap')) sub.gapFrames++;
   const a = block.indexOf('"text":"@');
   if (a < 0) return;
-  const seq = Number(block.slice(a + 9, block.indexOf('@', a + 9)));
+  const b = block.indexOf('@', a + 9);
+  const seq = Number(block.slice(a + 9, b));
+  sub.lastAt = Number(block.slice(b + 1, block.indexOf('@', b + 1)));
   sub.events++;
   if (sub.lastSeq > 0) {
     if (seq <= sub.lastSeq) sub.dups++;
@@ -47,7 +65,7 @@ const onEvent = (sub: Sub, block: string): void => {
   if (seq > sub.lastSeq) sub.lastSeq = seq;
 };
 
-const connect = (sub: Sub, url: string, cycle: { stallMs: number; readMs: number }): Promise<void> =>
+const connect = (sub: Sub, url: string, cycle: Cycle): Promise<void> =>
   new Promise((resolve, reject) => {
     const headers: Record<string, string> = { accept: 'text/event-stream' };
     if (sub.lastId !== null) headers['last-event-id'] = sub.lastId;
@@ -73,23 +91,28 @@ const connect = (sub: Sub, url: string, cycle: { stallMs: number; readMs: number
       resolve();
       res.setEncoding('latin1');
       let carry = '';
+      // Reading up to readBytes, then stopped for stallMs, then reading until caught up.
+      let phase: 'budget' | 'stalled' | 'draining' = 'budget';
+      let read = 0;
       res.on('data', (chunk: string) => {
         const buf = carry + chunk;
         const blocks = buf.split('\n\n');
         carry = blocks.pop()!;
         for (const b of blocks) onEvent(sub, b);
+        read += chunk.length;
+        if (phase === 'draining' && nowMs() - sub.lastAt < CAUGHT_UP_MS) {
+          phase = 'budget';
+          read = 0;
+        } else if (phase === 'budget' && read >= cycle.readBytes) {
+          phase = 'stalled';
+          res.pause();
+          setTimeout(() => {
+            if (done) return;
+            phase = 'draining';
+            res.resume();
+          }, cycle.stallMs);
+        }
       });
-      // Slow on purpose: stalled, then reading for a while, for as long as the connection lasts.
-      const stall = (): void => {
-        if (done) return;
-        res.pause();
-        setTimeout(() => {
-          if (done) return;
-          res.resume();
-          setTimeout(stall, cycle.readMs);
-        }, cycle.stallMs);
-      };
-      stall();
       res.on('end', again);
       res.on('error', again);
       res.on('close', again);
@@ -99,12 +122,13 @@ const connect = (sub: Sub, url: string, cycle: { stallMs: number; readMs: number
 
 process.on('message', (msg: { type: string } & Partial<Start>) => {
   if (msg.type === 'start') {
-    const { url, subs: n, stallMs, readMs } = msg as Start;
+    const { url, subs: n, readBytes, stallMs } = msg as Start;
     void (async () => {
       for (let i = 0; i < n; i++) {
         const sub: Sub = {
           lastId: null,
           lastSeq: 0,
+          lastAt: 0,
           missing: 0,
           dups: 0,
           ends: 0,
@@ -113,7 +137,7 @@ process.on('message', (msg: { type: string } & Partial<Start>) => {
           req: null,
         };
         subs.push(sub);
-        await connect(sub, url, { stallMs, readMs });
+        await connect(sub, url, { readBytes, stallMs });
       }
       process.send?.({ type: 'ready' });
     })().catch((err: unknown) => process.send?.({ type: 'error', error: String(err) }));

@@ -1,15 +1,16 @@
 /**
  * Overload is bounded (issue 11): 1,000 native SSE subscribers at 1,000 events/s (~200-byte events),
- * of which 10 % read slowly on purpose (overload-slow-clients.ts: stalled, then reading a while, and
- * reopening with Last-Event-ID whenever the gateway ends them). Figures, per store: the gateway
- * process's peak RSS over the run (target < 400 MB), p99 publish → receipt latency of the
+ * of which 10 % stop reading (overload-slow-clients.ts: 64 KB, then nothing for 30 s, then reading
+ * until caught up, reopening with Last-Event-ID whenever the gateway ended them). Figures, per store:
+ * the gateway process's peak RSS over the run (target < 400 MB), p99 publish → receipt latency of the
  * subscribers that keep up (target < 1 s, with their delivered/expected), and how many slow readers
  * the gateway ended and whether each resumed exactly (no chunk missing, none twice, across its
  * connections). Gateway (and redis-server) on core 0, publisher and clients on core 1. The load is
  * past what one core delivers: these figures show boundedness, never a cost headline.
  *
  * `npm run bench -- overload`. Env: BENCH_OVERLOAD_LOAD (`1000x1000`), BENCH_OVERLOAD_SLOW (0.1),
- * BENCH_OVERLOAD_SECONDS (window, 15), BENCH_OVERLOAD_STALL_MS (4000), BENCH_OVERLOAD_READ_MS (1000),
+ * BENCH_OVERLOAD_SECONDS (window, 35), BENCH_OVERLOAD_SLOW_READ_KB (what a slow reader reads
+ * before it stops, 64), BENCH_OVERLOAD_STALL_MS (how long it stops, 30000),
  * BENCH_OVERLOAD_STORES (`embedded,redis`), BENCH_FANOUT_CLIENTS (processes for the fast ones, 4).
  */
 import { spawnSync, type ChildProcess } from 'node:child_process';
@@ -59,7 +60,14 @@ const part = (total: number, n: number, i: number): number => Math.floor(total /
 
 const run = async (
   store: 'embedded' | 'redis',
-  o: { subs: number; rate: number; slow: number; windowMs: number; stallMs: number; readMs: number },
+  o: {
+    subs: number;
+    rate: number;
+    slow: number;
+    windowMs: number;
+    slowReadBytes: number;
+    stallMs: number;
+  },
 ): Promise<OverloadResult> => {
   const from = Math.floor((WARM_MS * o.rate) / 1000) + 1;
   const to = Math.floor(((WARM_MS + o.windowMs) * o.rate) / 1000);
@@ -89,8 +97,14 @@ const run = async (
         ),
       ),
     );
-    const cycle = { stallMs: o.stallMs, readMs: o.readMs };
-    await ask(slowProc, { type: 'start', url: server.subUrl, subs: o.slow, ...cycle }, 'ready', 120_000);
+    const start = {
+      type: 'start',
+      url: server.subUrl,
+      subs: o.slow,
+      readBytes: o.slowReadBytes,
+      stallMs: o.stallMs,
+    };
+    await ask(slowProc, start, 'ready', 120_000);
     const marks: ReturnType<typeof coreTicks>[] = [];
     const onMark = (m: { type: string }): void =>
       void (m.type === 'mark' && marks.push(coreTicks(CLIENT_CORE)));
@@ -173,17 +187,20 @@ export const benchOverload = async (): Promise<Figure[]> => {
     subs,
     rate,
     slow,
-    windowMs: num('BENCH_OVERLOAD_SECONDS', 15) * 1000,
-    stallMs: num('BENCH_OVERLOAD_STALL_MS', 4000),
-    readMs: num('BENCH_OVERLOAD_READ_MS', 1000),
+    // Long enough for a stopped reader to reach the bound, wake up and resume (see stallMs).
+    windowMs: num('BENCH_OVERLOAD_SECONDS', 35) * 1000,
+    slowReadBytes: num('BENCH_OVERLOAD_SLOW_READ_KB', 64) * 1024,
+    // Past the ~22 s a stopped reader takes to reach the bound here (overload-slow-clients.ts).
+    stallMs: num('BENCH_OVERLOAD_STALL_MS', 30_000),
   };
   const redis = haveCommand('redis-server');
   const stores = (process.env.BENCH_OVERLOAD_STORES ?? 'embedded,redis')
     .split(',')
     .filter((s): s is 'embedded' | 'redis' => s === 'embedded' || (s === 'redis' && redis));
   console.log(
-    `\n# overload: ${load} native (~200-byte events), ${slow} of them slow readers (stalled ${o.stallMs} ms, ` +
-      `reading ${o.readMs} ms, reopening with Last-Event-ID when ended); gateway on core ${SERVER_CORE}, ` +
+    `\n# overload: ${load} native (~200-byte events), ${slow} of them slow readers (reading ` +
+      `${o.slowReadBytes / 1024} KB, then nothing for ${o.stallMs / 1000} s, then ` +
+      `reading until caught up; reopening with Last-Event-ID when ended); gateway on core ${SERVER_CORE}, ` +
       `clients on core ${CLIENT_CORE}; ${o.windowMs / 1000} s window; targets: RSS < 400 MB, p99 < 1 s`,
   );
   spawnSync('taskset', ['-p', '-c', String(CLIENT_CORE), String(process.pid)], { stdio: 'ignore' });
