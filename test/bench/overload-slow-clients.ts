@@ -4,9 +4,10 @@
  * `stallMs` (a frozen tab, a stopped process), then reads until it has caught up (an event published
  * under half a second ago) or the stream ends, and so on. A reader that is not reading cannot see
  * that the gateway ended it (a paused socket is not polled, so neither the FIN nor the reset is
- * noticed): only the read after the stall finds the end, reads the last complete events, and reopens with `Last-Event-ID` set to the last one's id, as
- * EventSource does. Every subscriber checks that the chunks it received across its connections are
- * exactly the published sequence from its first one: no seq missing, none twice.
+ * noticed): only the read after the stall finds the end, reads the last complete events, and
+ * reopens with `Last-Event-ID` set to the last one's id, as EventSource does. Every subscriber
+ * checks that the chunks it received across its connections are exactly the published sequence
+ * from its first one: no seq missing, none twice.
  *
  * Why stop, not slow down: a reader capped at 20 KB/s of this ~260 KB/s stream was never ended in a
  * 43 s window, as the kernel grows its buffers with what the reader consumes (about 10 MB per
