@@ -301,35 +301,19 @@ export class ChannelProjector {
     state: EnvelopeState,
     extra?: Partial<Envelope>,
   ): Projected {
-    const offset = record.offset * OFFSET_SLOTS + SLOT_MAIN;
-    const parts = r.parts.length === 0 ? [] : r.parts.map((p) => ({ ...p }));
-    const updated = iso(record.receivedAt);
-    // Two literals rather than a conditional spread (and `extra` assigned, not spread): the same
-    // keys in the same order, without V8's generic object clone on every text record.
-    const envelope: Envelope = r.inReplyTo
-      ? {
-          type: 'agent_reply',
-          message_id: r.messageId,
-          offset,
-          in_reply_to: r.inReplyTo,
-          publisher_id: this.publisher,
-          state,
-          body: r.body,
-          parts,
-          created_at: r.createdAt,
-          updated_at: updated,
-        }
-      : {
-          type: 'agent_reply',
-          message_id: r.messageId,
-          offset,
-          publisher_id: this.publisher,
-          state,
-          body: r.body,
-          parts,
-          created_at: r.createdAt,
-          updated_at: updated,
-        };
+    const envelope: Envelope = {
+      type: 'agent_reply',
+      message_id: r.messageId,
+      offset: record.offset * OFFSET_SLOTS + SLOT_MAIN,
+      ...(r.inReplyTo ? { in_reply_to: r.inReplyTo } : {}),
+      publisher_id: this.publisher,
+      state,
+      body: r.body,
+      parts: r.parts.length === 0 ? [] : r.parts.map((p) => ({ ...p })),
+      created_at: r.createdAt,
+      updated_at: iso(record.receivedAt),
+    };
+    // Assigned, not spread: the same keys in the same order, without a generic clone per record.
     if (extra) Object.assign(envelope, extra);
     if (extra || state !== 'streaming' || !r.bodyJson) return projected(envelope);
     r.constants ??= replyConstants(r.messageId, r.inReplyTo, envelope.publisher_id, r.createdAt);
