@@ -20,9 +20,12 @@ export class CapsuleChannel {
   private gen = 0;
   private latest: LogPosition | null = null;
   private stopped = false;
-  /** Aborts the tail's current wait (stop, reset); null between waits. */
+  /**
+   * Aborts the tail's current wait (stop, reset). One controller serves every wait until it is
+   * aborted (a new one per wait was a visible share of a busy capsule's tail loop); aborted between
+   * waits, it is simply replaced by the next one.
+   */
   private waitAbort: AbortController | null = null;
-  private waitSignal: AbortController | null = null;
   private dissolveTimer: NodeJS.Timeout | null = null;
   private retryTimer: { timer: NodeJS.Timeout; wake: () => void } | null = null;
   /**
@@ -255,21 +258,17 @@ export class CapsuleChannel {
     const { pageSize, tailWaitMs, logger } = this.options;
     while (!this.stopped) {
       const gen = this.gen;
-      // One controller for every wait until one is aborted: a new one (and its signal) per wait was a
-      // visible share of a busy capsule's tail loop. Each wait removes its own listener when done.
-      if (!this.waitSignal || this.waitSignal.signal.aborted) this.waitSignal = new AbortController();
-      const abort = this.waitSignal;
-      this.waitAbort = abort;
+      // Each wait removes its own abort listener when done (see waitAbort).
+      if (!this.waitAbort || this.waitAbort.signal.aborted) this.waitAbort = new AbortController();
+      const { signal } = this.waitAbort;
       let result;
       try {
-        result = await this.store.waitAfter(this.capsule, this.lastSeen, pageSize, tailWaitMs, abort.signal);
+        result = await this.store.waitAfter(this.capsule, this.lastSeen, pageSize, tailWaitMs, signal);
       } catch (err) {
         if (this.stopped) break;
         logger.warn({ capsule: this.capsule, err }, 'hub tail read failed; retrying');
         await this.pause();
         continue;
-      } finally {
-        this.waitAbort = null;
       }
       if (this.stopped) break;
       if (gen !== this.gen) continue; // a reset happened while this wait was in flight
