@@ -5,7 +5,7 @@
  * writer floor above the head is fenced with a new epoch like a Redis rollback. Batching and retries
  * are the writer's (`log-writer.ts`).
  */
-import { encodeEntry, type LogEntry, type LogRecord } from './record.js';
+import { encodeEntry, frameRecord, type LogEntry, type LogRecord } from './record.js';
 
 /**
  * An entry's size as the Redis store would hold it, for retention by bytes. Frames (nearly every
@@ -97,7 +97,8 @@ export class MemoryStore implements LogStore {
     for (const entry of regressed ? [options.resetFact ?? storeResetFact()] : entries) {
       const offset = ++log.head;
       // A frozen copy: readers share record objects, and the caller keeps its own entry.
-      log.records.push(Object.freeze({ ...entry, offset }) as LogRecord);
+      const record = entry.kind === 'frame' ? frameRecord(entry, offset) : { ...entry, offset };
+      log.records.push(Object.freeze(record));
       if (entry.kind === 'fact' && entry.fact === 'frames-possibly-missing') log.missing++;
       if (this.retention.maxBytes) {
         const size = entrySize(entry);
