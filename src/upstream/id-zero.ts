@@ -59,8 +59,13 @@ export const taskOf = (f: AlignFrame): string | null => {
  * task-counter frame right after the task's final status opens a reopened attempt.
  */
 export class IdZeroTracker {
-  /** Per task: the latest task-counter id, and whether that frame was a final status. */
-  private readonly last = new Map<string, { id: number; final: boolean }>();
+  /**
+   * Per task: the latest task-counter id, whether that frame was a final status, and `at`, the
+   * count of insertions when the task was last (re)inserted: the map iterates oldest first, so the
+   * first key is the one to forget.
+   */
+  private readonly last = new Map<string, { id: number; final: boolean; at: number }>();
+  private inserted = 0;
 
   constructor(private readonly maxTasks = 4096) {}
 
@@ -74,12 +79,18 @@ export class IdZeroTracker {
     const seen = this.last.get(task);
     const beforeId = seen?.id ?? 0;
     const beforeFinal = seen?.final ?? false;
-    const now = seen ?? { id, final: false };
+    const now = seen ?? { id, final: false, at: 0 };
     now.id = id;
     now.final = f.event === 'status' && f.data.includes('"final":true');
-    this.last.delete(task); // re-insert: the map iterates oldest task first
-    this.last.set(task, now);
-    if (this.last.size > this.maxTasks) this.last.delete(this.last.keys().next().value!);
+    // Moved to the young end only once half the bound has been inserted after it, not on every frame
+    // (a delete and a set per ingested frame showed in profiles): a task seen since then still
+    // outlives at least maxTasks / 2 newer tasks before it can be forgotten.
+    if (seen === undefined || this.inserted - now.at > this.maxTasks / 2) {
+      if (seen !== undefined) this.last.delete(task);
+      now.at = ++this.inserted;
+      this.last.set(task, now);
+      if (this.last.size > this.maxTasks) this.last.delete(this.last.keys().next().value!);
+    }
     if (id === 0) return false;
     // A task-counter frame after the task's final status starts a reopened attempt (spec "status":
     // ids start again at 0); ids may repeat within an attempt (a whole-reply `text` and the status

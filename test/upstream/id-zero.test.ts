@@ -48,4 +48,22 @@ describe('IdZeroTracker', () => {
     expect(t.note(f(d('a'), '4'))).toBe(true); // after the final status: reopened
     expect(t.note(f(d('c'), null))).toBe(false); // not a task counter
   });
+
+  it('forgets the least recently seen tasks past its bound, never one seen within half of it', () => {
+    const d = (task: string): string => `{"id":"${task}"}`;
+    const t = new IdZeroTracker(4);
+    for (const task of ['a', 'b', 'c', 'd', 'e']) t.note(f(d(task), '0', 'status'));
+    expect(t.note(f(d('a'), '1'))).toBe(true); // a was forgotten: its id 0 looks unseen
+    expect(t.note(f(d('c'), '1'))).toBe(false); // c is still known
+    // A task seen again once half the bound was inserted after it moves to the young end: the two
+    // new tasks then forget b and c, not a.
+    const u = new IdZeroTracker(4);
+    for (const task of ['a', 'b', 'c', 'd']) u.note(f(d(task), '0', 'status'));
+    u.note(f(d('a'), '1')); // seen again after 3 newer tasks: moves to the young end
+    u.note(f(d('e'), '0', 'status'));
+    u.note(f(d('f'), '0', 'status'));
+    expect(u.note(f(d('a'), '2'))).toBe(false); // a kept through 2 newer tasks (half the bound)
+    expect(u.note(f(d('b'), '1'))).toBe(true); // b and c, not seen since, were forgotten
+    expect(u.note(f(d('c'), '1'))).toBe(true);
+  });
 });
