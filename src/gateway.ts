@@ -117,6 +117,7 @@ export const startGateway = async (
   const writer = new LogWriter(store, {
     maxQueuedEntries: config.maxPendingAppends,
     maxQueuedBytes: config.maxPendingBytes,
+    lingerMs: config.appendLingerMs,
     logger: logger.child({ room: 'log' }),
   });
   const upstreams = new Map<string, CapsuleUpstream>();

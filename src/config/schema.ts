@@ -277,6 +277,11 @@ export const configSchema = z
       .int()
       .positive()
       .default(64 * 1024 * 1024),
+    /**
+     * Group commit: a capsule ingesting more than 1,000 frames/s appends at most once per this many
+     * milliseconds (src/log/batch-linger.ts); 0 = append as soon as the previous append returned.
+     */
+    appendLingerMs: z.number().min(0).max(1000).default(5),
     /** How long a submission waits for the store before its client is told the service is unavailable. */
     submitStoreTimeoutSeconds: z.number().positive().max(300).default(5),
     logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

@@ -6,6 +6,7 @@
  */
 import type { Logger } from 'pino';
 import { takeBatch } from './batch-forming.js';
+import { lingerFor, noteSent } from './batch-linger.js';
 import { afterFenced, afterStoreReset } from './epoch-and-fence.js';
 import { withdrawnError, type LaneRoom } from './lane-room.js';
 import { fenced, notSent, type AppendResult, type LogStore } from './store.js';
@@ -47,7 +48,8 @@ export class BatchSender {
   }
 
   schedule(lane: Lane): void {
-    if (lane.scheduled || lane.inFlight || lane.retryTimer || lane.waiting.length === lane.start) return;
+    if (lane.scheduled || lane.inFlight || lane.retryTimer || lane.linger.timer) return;
+    if (lane.waiting.length === lane.start) return;
     lane.scheduled = true;
     // A microtask later: everything appended in the same synchronous run joins one batch.
     queueMicrotask(() => {
@@ -56,15 +58,32 @@ export class BatchSender {
     });
   }
 
-  sendNext(lane: Lane): void {
-    if (this.deps.closed() || lane.inFlight || lane.retryTimer) return;
-    const batch = takeBatch(lane, this.deps.settings.batch, () => ({
-      writerId: this.deps.writerId,
-      seq: ++this.seq,
-    }));
+  /** Send the lane's next batch if it may go now (`now`: even if the capsule is busy). */
+  sendNext(lane: Lane, now = false): void {
+    if (this.deps.closed() || lane.inFlight || lane.retryTimer || lane.linger.timer) return;
+    const { batch: bounds, linger } = this.deps.settings;
+    const at = performance.now();
+    const wait = now || lane.waiting.length === lane.start ? 0 : lingerFor(lane, linger, bounds.maxBatch, at);
+    if (wait > 0) {
+      lane.linger.timer = setTimeout(() => {
+        lane.linger.timer = null;
+        this.sendNext(lane);
+      }, wait);
+      return;
+    }
+    const batch = takeBatch(lane, bounds, () => ({ writerId: this.deps.writerId, seq: ++this.seq }));
     if (!batch) return;
+    noteSent(lane, batch.items.length, at);
     lane.inFlight = batch;
     this.attempt(lane);
+  }
+
+  /** Send a lingering batch now (a flush() caller waits for it). */
+  cutLinger(lane: Lane): void {
+    if (!lane.linger.timer) return;
+    clearTimeout(lane.linger.timer);
+    lane.linger.timer = null;
+    this.sendNext(lane, true);
   }
 
   /**

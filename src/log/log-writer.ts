@@ -156,6 +156,9 @@ export class LogWriter {
   flush(capsule?: string): Promise<void> {
     const key = capsule ?? null;
     if (this.isIdle(key)) return Promise.resolve();
+    // A lingering batch (a busy capsule's group commit) goes now: the caller waits for it.
+    const lanes = key === null ? [...this.lanes.values()] : [this.lanes.get(key)];
+    for (const lane of lanes) if (lane) this.sender.cutLinger(lane);
     return new Promise((resolve) => this.idleWaiters.push({ capsule: key, resolve }));
   }
 
@@ -166,7 +169,8 @@ export class LogWriter {
     const err = new GatewayError('shutting_down', 'log writer closed');
     for (const lane of this.lanes.values()) {
       if (lane.retryTimer) clearTimeout(lane.retryTimer);
-      lane.retryTimer = null;
+      if (lane.linger.timer) clearTimeout(lane.linger.timer);
+      lane.retryTimer = lane.linger.timer = null;
       for (const p of [...lane.waiting.slice(lane.start), ...(lane.inFlight?.items ?? [])]) {
         if (!p.withdrawn) this.room.settle(lane, p, null, err);
       }

@@ -2,6 +2,7 @@
  * The LogWriter's per-capsule state (`log-writer.ts`): the queue, the batch in flight, the bounds'
  * accounting and the floor. Kept apart so the writer reads as behaviour.
  */
+import { newLingerState, type LingerState } from './batch-linger.js';
 import type { FactEntry, LogEntry } from './record.js';
 import type { BatchId } from './store.js';
 import type { Appended } from './log-writer.js';
@@ -56,6 +57,8 @@ export interface Lane {
   inFlight: Batch | null;
   scheduled: boolean;
   retryTimer: NodeJS.Timeout | null;
+  /** Group commit of a busy capsule (`batch-linger.ts`). */
+  linger: LingerState;
   attempt: number;
   /** The fact counting the current run of dropped entries, while nothing has been queued after it. */
   openMarker: MissingFact | null;
@@ -87,6 +90,7 @@ export const newLane = (capsule: string): Lane => ({
   inFlight: null,
   scheduled: false,
   retryTimer: null,
+  linger: newLingerState(),
   attempt: 0,
   openMarker: null,
   dropped: 0,

@@ -121,14 +121,20 @@ const gatewayStdout = (): number | 'ignore' => {
   return file ? openSync(file, 'a') : 'ignore';
 };
 
-/** The gateway process watching `capsuleUrl` as capsule `bench`, embedded store unless `redis`. */
+/**
+ * The gateway process watching `capsuleUrl` as capsule `bench`, embedded store unless `redis`.
+ * BENCH_GATEWAY_CONFIG (a JSON object) adds to its config file, to compare a setting within one
+ * sitting, e.g. `{"appendLingerMs":0}`.
+ */
 export const startGateway = async (capsuleUrl: string, redis: boolean): Promise<Server> => {
   const dir = mkdtempSync(join(tmpdir(), 'bench-gw-'));
   const port = await freePort();
   const redisPort = redis ? await freePort() : 0;
   const redisProc = redis ? await startPinnedRedis(redisPort) : null;
   const config = join(dir, 'gateway.json');
-  writeFileSync(config, JSON.stringify({ logLevel: 'warn', capsules: [{ id: 'bench', url: capsuleUrl }] }));
+  const extra = JSON.parse(process.env.BENCH_GATEWAY_CONFIG ?? '{}') as Record<string, unknown>;
+  const settings = { logLevel: 'warn', capsules: [{ id: 'bench', url: capsuleUrl }], ...extra };
+  writeFileSync(config, JSON.stringify(settings));
   const args = [...gatewayArgs(), '--config', config, '--host', '127.0.0.1', '--port', String(port)];
   if (redis) args.push('--redis', `redis://127.0.0.1:${redisPort}`);
   const gw = spawnPinned(SERVER_CORE, process.execPath, args, {
