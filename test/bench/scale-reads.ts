@@ -11,7 +11,7 @@
  * (scale-reads-core.ts), the per-context index the surfaces read through.
  *
  * `npm run bench -- reads`. Env: BENCH_READS_CONVERSATIONS (`10,1000`), BENCH_READS_TURNS (50),
- * BENCH_READS_RUNS (5), BENCH_READS_ONLY (`http` or `core`: one of the two parts).
+ * BENCH_READS_RUNS (21), BENCH_READS_ONLY (`http` or `core`: one of the two parts).
  */
 import { RedisStore } from '../../src/log/redis-store.js';
 import { startSimulator } from '../../src/simulator/index.js';
@@ -61,7 +61,9 @@ export const benchReads = async (opts: { redis: boolean }): Promise<Figure[]> =>
     .map(Number)
     .filter((n) => n >= 2);
   const turns = num('BENCH_READS_TURNS', 50);
-  const runs = num('BENCH_READS_RUNS', 5);
+  // 21, not 5: a read takes 3-18 ms here, and the median of 5 BeeOS reads at 1,000 conversations
+  // spread 1.2-2.8x over eight runs at two commits; medians of 21 gave 1.1-1.3x. Costs about a second.
+  const runs = num('BENCH_READS_RUNS', 21);
   console.log(
     `\n# reads: one conversation's read (${turns} turns) in a log of N conversations × ${turns} turns ` +
       `(half Flue, half BeeOS) on Redis; median of ${runs} reads; target: independent of N`,
