@@ -35,6 +35,7 @@ describe('loadConfig', () => {
     expect(cfg.heartbeatSeconds).toBe(15);
     expect(cfg.longPollSeconds).toBe(30);
     expect(cfg.bodyLimitBytes).toBe(1024 * 1024);
+    expect(cfg.appendLingerMs).toBe(5);
   });
 
   it('reads YAML, then env overrides the file, then flags override env', () => {
@@ -154,6 +155,21 @@ describe('loadConfig', () => {
       'apiKeys[0].sha256: must be the lowercase hex SHA-256',
     ],
     ['a list at the root', '- a\n- b\n', '(root): must be a mapping of settings'],
+    [
+      'a negative append linger',
+      'appendLingerMs: -1\n',
+      'appendLingerMs: Too small: expected number to be >=0',
+    ],
+    [
+      'an append linger over a second',
+      'appendLingerMs: 5000\n',
+      'appendLingerMs: Too big: expected number to be <=1000',
+    ],
+    [
+      'an append linger that is no number',
+      'appendLingerMs: fast\n',
+      'appendLingerMs: Invalid input: expected number, received string',
+    ],
   ])('rejects %s naming the field', (_name, text, expected) => {
     const p = file(`bad-${Math.random().toString(36).slice(2)}.yaml`, text);
     const message = errorOf(() => loadConfig({ config: p }, {}));
