@@ -58,12 +58,13 @@ export class BatchSender {
     });
   }
 
-  /** Send the lane's next batch if it may go now (`now`: even if the capsule is busy). */
-  sendNext(lane: Lane, now = false): void {
+  /** Send the lane's next batch if it may go now (`force`: without a busy capsule's linger). */
+  sendNext(lane: Lane, force = false): void {
     if (this.deps.closed() || lane.inFlight || lane.retryTimer || lane.linger.timer) return;
     const { batch: bounds, linger } = this.deps.settings;
     const at = performance.now();
-    const wait = now || lane.waiting.length === lane.start ? 0 : lingerFor(lane, linger, bounds.maxBatch, at);
+    const wait =
+      force || lane.waiting.length === lane.start ? 0 : lingerFor(lane, linger, bounds.maxBatch, at);
     if (wait > 0) {
       lane.linger.timer = setTimeout(() => {
         lane.linger.timer = null;
