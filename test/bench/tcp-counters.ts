@@ -1,0 +1,59 @@
+/**
+ * The kernel's TCP handshake counters (/proc/net/netstat, this network namespace), read around a
+ * storm of connects: a listen queue that overflowed drops the handshake's last ACK, and the client
+ * is served only after TCP retransmits (1 s, then 3 s…). That is the kernel's accept queue
+ * (`net.core.somaxconn` caps the gateway's requested backlog), not the gateway's pace, and a storm
+ * figure that includes it should say so.
+ */
+import { readFileSync } from 'node:fs';
+
+export interface HandshakeCounters {
+  /** Completed handshakes dropped because the accept queue was full. */
+  listenOverflows: number;
+  /** SYNs the connecting side sent again (its first went unanswered). */
+  synRetransmits: number;
+  /**
+   * Times a receiver advertised a zero window: a client that did not read fast enough stopped the
+   * sender until it read (loopback's 64 KB MSS makes the reopening late: the sender may wait for its
+   * window probe, 200 ms or more). Clients setting the pace, not the gateway.
+   */
+  zeroWindows: number;
+}
+
+/** Name → value of one `TcpExt:` header/value line pair of /proc/net/netstat. */
+const tcpExt = (): Map<string, number> => {
+  const lines = readFileSync('/proc/net/netstat', 'utf8').split('\n');
+  const at = lines.findIndex((l) => l.startsWith('TcpExt:'));
+  const names = lines[at]?.split(/\s+/).slice(1) ?? [];
+  const values = lines[at + 1]?.split(/\s+/).slice(1).map(Number) ?? [];
+  return new Map(names.map((n, i) => [n, values[i] ?? 0]));
+};
+
+/** The counters now (zeros where /proc is missing: not Linux). */
+export const handshakeCounters = (): HandshakeCounters => {
+  try {
+    const ext = tcpExt();
+    return {
+      listenOverflows: ext.get('ListenOverflows') ?? 0,
+      synRetransmits: ext.get('TCPSynRetrans') ?? 0,
+      zeroWindows: ext.get('TCPToZeroWindowAdv') ?? 0,
+    };
+  } catch {
+    return { listenOverflows: 0, synRetransmits: 0, zeroWindows: 0 };
+  }
+};
+
+export const handshakeDelta = (a: HandshakeCounters, b: HandshakeCounters): HandshakeCounters => ({
+  listenOverflows: b.listenOverflows - a.listenOverflows,
+  synRetransmits: b.synRetransmits - a.synRetransmits,
+  zeroWindows: b.zeroWindows - a.zeroWindows,
+});
+
+/** net.core.somaxconn, the kernel's cap on any listen backlog (NaN where it cannot be read). */
+export const somaxconn = (): number => {
+  try {
+    return Number(readFileSync('/proc/sys/net/core/somaxconn', 'utf8').trim());
+  } catch {
+    return NaN;
+  }
+};
