@@ -20,19 +20,23 @@ export interface HandshakeCounters {
   zeroWindows: number;
 }
 
-/** Name → value of one `TcpExt:` header/value line pair of /proc/net/netstat. */
-const tcpExt = (): Map<string, number> => {
-  const lines = readFileSync('/proc/net/netstat', 'utf8').split('\n');
+/**
+ * Name → value of the `TcpExt:` header/value line pair of /proc/net/netstat's text (empty when it
+ * has none). The header line comes first; its values are the next line with the same prefix.
+ */
+export const parseTcpExt = (text: string): Map<string, number> => {
+  const lines = text.split('\n');
   const at = lines.findIndex((l) => l.startsWith('TcpExt:'));
-  const names = lines[at]?.split(/\s+/).slice(1) ?? [];
-  const values = lines[at + 1]?.split(/\s+/).slice(1).map(Number) ?? [];
+  if (at < 0 || !lines[at + 1]?.startsWith('TcpExt:')) return new Map();
+  const names = lines[at]!.trim().split(/\s+/).slice(1);
+  const values = lines[at + 1]!.trim().split(/\s+/).slice(1).map(Number);
   return new Map(names.map((n, i) => [n, values[i] ?? 0]));
 };
 
-/** The counters now (zeros where /proc is missing: not Linux). */
-export const handshakeCounters = (): HandshakeCounters => {
+/** The counters now, from `netstat` (default: this host's /proc/net/netstat; zeros where missing). */
+export const handshakeCounters = (netstat?: string): HandshakeCounters => {
   try {
-    const ext = tcpExt();
+    const ext = parseTcpExt(netstat ?? readFileSync('/proc/net/netstat', 'utf8'));
     return {
       listenOverflows: ext.get('ListenOverflows') ?? 0,
       synRetransmits: ext.get('TCPSynRetrans') ?? 0,
