@@ -16,6 +16,7 @@ import type { GatewayCore } from './core/types.js';
 import { Hub } from './hub/hub.js';
 import type { AdapterConfig, AdapterDeps } from './http/adapter-deps.js';
 import { createHttpApp } from './http/app.js';
+import { backlogWarning, kernelBacklogCap, LISTEN_BACKLOG } from './http/listen-backlog.js';
 import { createAbuseBounds } from './abuse-bounds.js';
 import { LogWriter } from './log/log-writer.js';
 import { MemoryStore } from './log/memory-store.js';
@@ -79,9 +80,6 @@ const createStore = (config: GatewayConfig, logger: Logger): LogStore => {
   return new MemoryStore(retention);
 };
 
-/** Pending connections the kernel may queue for accept (see the listen below). */
-const LISTEN_BACKLOG = 65_535;
-
 /** The longest start-up waits for this replica's capsules to be watched before it listens. */
 const START_WAIT_MS = 2000;
 
@@ -92,6 +90,8 @@ export interface GatewayTuning {
   core?: { submitStoreTimeoutMs?: number };
   /** Registry hash (tests sharing one Redis keep fleets apart), its resync and the discovery rescan. */
   fleet?: { registryKey?: string; registryResyncMs?: number; discoveryRescanMs?: number };
+  /** Where the kernel's backlog cap is read (a test stands in a low one). */
+  listen?: { somaxconnFile?: string };
 }
 
 export const startGateway = async (
@@ -274,9 +274,12 @@ export const startGateway = async (
     s.once('error', reject);
     // Node's default accept backlog (511) overflows when thousands of clients reconnect at once (a
     // resume storm after a restart): the kernel drops their handshakes and they retry after 1 s, 3 s….
-    // The kernel caps this at net.core.somaxconn.
+    // The kernel caps this at net.core.somaxconn (listen-backlog.ts).
     s.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG }, () => resolve(s));
   });
+  const somaxconn = kernelBacklogCap(tuning.listen?.somaxconnFile);
+  const lowBacklog = backlogWarning(somaxconn);
+  if (lowBacklog) logger.warn({ somaxconn, requested: LISTEN_BACKLOG }, lowBacklog);
   const port = (server.address() as AddressInfo).port;
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
 
