@@ -3,8 +3,8 @@
  * → HTTP server. Used by the CLI, the demo and the tests; owns start order and drain order.
  */
 import type { AddressInfo } from 'node:net';
-import type { Server } from 'node:http';
-import { createAdaptorServer } from '@hono/node-server';
+import { createServer, type Server } from 'node:http';
+import { getRequestListener } from '@hono/node-server';
 import type { Logger } from 'pino';
 import { createBeeosRoutes } from '../adapters/beeos/index.js';
 import { createFlueRoutes } from '../adapters/flue/index.js';
@@ -17,6 +17,7 @@ import { Hub } from './hub/hub.js';
 import type { AdapterConfig, AdapterDeps } from './http/adapter-deps.js';
 import { createHttpApp } from './http/app.js';
 import { backlogWarning, kernelBacklogCap, LISTEN_BACKLOG } from './http/listen-backlog.js';
+import { pacedListener } from './http/request-pacing.js';
 import { createAbuseBounds } from './abuse-bounds.js';
 import { LogWriter } from './log/log-writer.js';
 import { MemoryStore } from './log/memory-store.js';
@@ -266,11 +267,11 @@ export const startGateway = async (
   await Promise.all([...upstreams].filter(([id]) => ownership.owns(id)).map(([, u]) => u.connected(left)));
 
   const server = await new Promise<Server>((resolve, reject) => {
-    const s = createAdaptorServer({
-      fetch: app.fetch,
-      hostname: config.host,
-      serverOptions: bounds.serverOptions,
-    }) as Server;
+    // Hono's Node listener behind the storm pacing (request-pacing.ts).
+    const s = createServer(
+      bounds.serverOptions,
+      pacedListener(getRequestListener(app.fetch, { hostname: config.host })),
+    );
     s.once('error', reject);
     // Node's default accept backlog (511) overflows when thousands of clients reconnect at once (a
     // resume storm after a restart): the kernel drops their handshakes and they retry after 1 s, 3 s….
