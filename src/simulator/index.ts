@@ -49,6 +49,12 @@ export interface SimulatedCapsule extends EventEmitter {
    * fleet test can sample it on every connection event.
    */
   readonly watchers: number;
+  /**
+   * Frames silently dropped so far to `stream/watch` readers that fell behind (the spec's lagging
+   * reader: never written, no gap), closed connections included: a bench can say a loss was the
+   * capsule's, not the reader's.
+   */
+  readonly droppedToWatchers: number;
   submit(text: string, contextId?: string): TaskHandle;
   idle(): Promise<void>;
   cutConnections(): void;
@@ -64,6 +70,8 @@ class SimCapsule extends EventEmitter implements SimulatedCapsule, DoorHost {
   private readonly sessionOptions: SessionOptions;
   private readonly sockets = new Set<Socket>();
   private readonly tracked = new Set<Connection>();
+  /** What watch connections that are gone had dropped (see droppedToWatchers). */
+  private droppedByGone = 0;
   private readonly live = new Set<Connection>();
   private stopped = false;
   private boundPort: number | undefined;
@@ -118,6 +126,12 @@ class SimCapsule extends EventEmitter implements SimulatedCapsule, DoorHost {
     return n;
   }
 
+  get droppedToWatchers(): number {
+    let n = this.droppedByGone;
+    for (const conn of this.tracked) if (conn.isWatch) n += conn.dropped;
+    return n;
+  }
+
   track(conn: Connection): void {
     this.tracked.add(conn);
     if (conn.isWatch) this.emit('watchers', this.watchers);
@@ -125,6 +139,7 @@ class SimCapsule extends EventEmitter implements SimulatedCapsule, DoorHost {
 
   untrack(conn: Connection): void {
     const had = this.tracked.delete(conn);
+    if (had && conn.isWatch) this.droppedByGone += conn.dropped;
     this.live.delete(conn);
     if (had && conn.isWatch) this.emit('watchers', this.watchers);
   }

@@ -165,7 +165,18 @@ process.on('message', (msg: { type: string; url?: string } & Partial<Run>) => {
   } else if (msg.type === 'run') {
     run(msg as Run)
       .then(settled)
-      .then((maxBehind) => process.send?.({ type: 'done', maxBehind, inFlight, failed }), fail);
+      // capsuleDropped: frames the capsule dropped to a lagging gateway watch (lost before the log).
+      .then(
+        (maxBehind) =>
+          process.send?.({
+            type: 'done',
+            maxBehind,
+            inFlight,
+            failed,
+            capsuleDropped: capsule?.droppedToWatchers ?? 0,
+          }),
+        fail,
+      );
   } else if (msg.type === 'stop') {
     void (capsule?.stop() ?? Promise.resolve()).finally(() => process.exit(0));
   }

@@ -71,7 +71,15 @@ describe('a lagging reader', () => {
     expect(got.slice(-16)).toEqual(all.slice(-16));
     const prefix = got.slice(0, -16);
     expect(prefix).toEqual(all.slice(0, prefix.length));
+    // The capsule counts what it dropped (never written): exactly what the reader did not get.
+    expect(c.droppedToWatchers).toBe(all.length - got.length);
     w.close();
+    // Still counted once the connection is gone (the capsule's 'watchers' event says when).
+    await new Promise<void>((resolve) => {
+      if (c.watchers === 0) return resolve();
+      c.on('watchers', (n: number) => n === 0 && resolve());
+    });
+    expect(c.droppedToWatchers).toBe(all.length - got.length);
   });
 });
 
