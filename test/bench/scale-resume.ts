@@ -22,7 +22,8 @@ import { MB, startBenchGateway, startBenchRedis, until } from './scale-gateway.j
 import { errorSummary, share, startClients, stopClients } from './scale-setup.js';
 import type { Figure } from './scale-summary.js';
 import { num } from './bench-env.js';
-import { handshakeCounters, handshakeDelta, somaxconn, type HandshakeCounters } from './tcp-counters.js';
+import { kernelBacklogCap } from '../../src/http/listen-backlog.js';
+import { handshakeCounters, handshakeDelta, type HandshakeCounters } from './tcp-counters.js';
 
 interface StormResult {
   via: string;
@@ -169,7 +170,7 @@ export const benchResume = async (opts: { redis: boolean }): Promise<Figure[]> =
     })),
   );
   console.log(
-    `net.core.somaxconn = ${somaxconn()} (caps the gateway's accept backlog; counters are this host's, ` +
+    `net.core.somaxconn = ${kernelBacklogCap() ?? 'unknown'} (caps the gateway's accept backlog; counters are this host's, ` +
       'so other traffic during the storm counts too)',
   );
   return rows.map((r) => {

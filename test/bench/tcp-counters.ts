@@ -52,12 +52,3 @@ export const handshakeDelta = (a: HandshakeCounters, b: HandshakeCounters): Hand
   synRetransmits: b.synRetransmits - a.synRetransmits,
   zeroWindows: b.zeroWindows - a.zeroWindows,
 });
-
-/** net.core.somaxconn, the kernel's cap on any listen backlog (NaN where it cannot be read). */
-export const somaxconn = (): number => {
-  try {
-    return Number(readFileSync('/proc/sys/net/core/somaxconn', 'utf8').trim());
-  } catch {
-    return NaN;
-  }
-};
