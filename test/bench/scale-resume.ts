@@ -6,20 +6,24 @@
  * (`limit=1000`, one page). The log is made by the simulated capsule through the real ingest path.
  * Gateway and redis-server on core 0, client processes on core 1, loopback only.
  *
- * A storm is judged only when its clients had room: with their core at 90 % or more, the clients'
- * own reading (about 200 KB per client here) set the pace, and the row says so instead of a verdict
- * (as the fan-out bench flags a saturated client core). Handshakes the kernel dropped because the
- * accept queue was full (its size is capped by `net.core.somaxconn`, printed with the table) are
- * reported beside the time: each costs its client a TCP retransmit of a second or more.
+ * The clients are storm-client.c (storm-drivers.ts builds it with the machine's C compiler; the
+ * Node clients of scale-sse-clients.ts without one, or with BENCH_RESUME_CLIENT=node). The Node
+ * clients spent 3.7-4.2 s of CPU per storm on their core, more than the gateway on its own, so they
+ * set the figure; the C ones spend 0.7-1.0 s. A storm is still judged only when its clients had
+ * room: with their core at 90 % or more, the row says so instead of a verdict (as the fan-out bench
+ * flags a saturated client core). Handshakes the kernel dropped because the accept queue was full
+ * (its size is capped by `net.core.somaxconn`, printed with the table) are reported beside the
+ * time: each costs its client a TCP retransmit of a second or more.
  *
  * `npm run bench -- resume`. Env: BENCH_RESUME_CLIENTS (10000), BENCH_RESUME_BEHIND (1000),
  * BENCH_SCALE_CLIENTS (client processes, 4).
  */
 import { startSimulator } from '../../src/simulator/index.js';
 import { nowMs } from './fanout-event.js';
-import { ask, CLIENT_CORE, coreLoad, coreTicks, cpuUs, rssBytes, SERVER_CORE } from './fanout-procs.js';
+import { CLIENT_CORE, coreLoad, coreTicks, cpuUs, rssBytes, SERVER_CORE } from './fanout-procs.js';
 import { MB, startBenchGateway, startBenchRedis, until } from './scale-gateway.js';
-import { errorSummary, share, startClients, stopClients } from './scale-setup.js';
+import { errorSummary } from './scale-setup.js';
+import { stormDriver } from './storm-drivers.js';
 import type { Figure } from './scale-summary.js';
 import { num } from './bench-env.js';
 import { kernelBacklogCap } from '../../src/http/listen-backlog.js';
@@ -64,6 +68,7 @@ export const benchResume = async (opts: { redis: boolean }): Promise<Figure[]> =
   const sim = await startSimulator({ heartbeatMs: 15_000, bufferSize: 4096 });
   const redis = await startBenchRedis();
   const rows: StormResult[] = [];
+  let driverKind = '';
   try {
     // The log: a burst through the real ingest path, then a fresh gateway process per way of
     // resuming (what one storm leaves in the heap must not count against the next).
@@ -86,7 +91,8 @@ export const benchResume = async (opts: { redis: boolean }): Promise<Figure[]> =
     for (const way of ['native SSE, Last-Event-ID', `poll ?after (limit ${behind})`]) {
       gw = await startBenchGateway({ capsules: [{ id: 'storm', url: sim.url }] }, redis.url);
       const base = gw.baseUrl;
-      const clients = await startClients(CLIENT_CORE, procs);
+      const clients = await stormDriver(CLIENT_CORE, procs, total);
+      if (!driverKind) console.log(`storm clients: ${(driverKind = clients.kind)}`);
       let peak = 0;
       const sampler = setInterval(() => (peak = Math.max(peak, rssBytes([gw.pid]))), 100);
       try {
@@ -99,30 +105,15 @@ export const benchResume = async (opts: { redis: boolean }): Promise<Figure[]> =
           ? { url: `${base}/murmur/storm/events`, headers: { 'last-event-id': String(cursor) } }
           : { url: `${base}/murmur/storm/poll?after=${cursor}&limit=${behind}` };
         const marker = sse ? `id: ${h}\n` : `"next_cursor":${h}`;
+        await clients.prepare(target, marker, 120_000);
         const cpu0 = cpuUs([gw.pid]);
-        const clientPids = clients.map((c) => c.pid!);
+        const clientPids = clients.pids;
         const clientsCpu0 = cpuUs(clientPids);
         const server0 = coreTicks(SERVER_CORE);
         const client0 = coreTicks(CLIENT_CORE);
         const tcp0 = handshakeCounters();
         const t0 = nowMs();
-        const answers = await Promise.all(
-          clients.map((c, i) =>
-            ask<{ last: number; failed: number; errors: [string, number][] }>(
-              c,
-              {
-                type: 'open',
-                targets: [target],
-                count: share(total, procs, i),
-                marker,
-                batch: 0,
-                timeoutMs: 120_000,
-              },
-              'caught',
-              180_000,
-            ),
-          ),
-        );
+        const answers = await clients.go();
         const gatewayCpuS = (cpuUs([gw.pid]) - cpu0) / 1e6;
         const clientsCpuS = (cpuUs(clientPids) - clientsCpu0) / 1e6;
         const serverCore = coreLoad(server0, coreTicks(SERVER_CORE));
@@ -144,7 +135,7 @@ export const benchResume = async (opts: { redis: boolean }): Promise<Figure[]> =
         });
       } finally {
         clearInterval(sampler);
-        await stopClients(clients);
+        await clients.stop();
         await gw.stop();
       }
     }
