@@ -22,6 +22,7 @@ import {
   stopProcess,
 } from './fanout-procs.js';
 import { startGateway, startNchan, type Server } from './fanout-servers.js';
+import { startFanoutClient } from './fanout-client-proc.js';
 import { num } from './bench-env.js';
 
 export type Target = 'anchor' | 'embedded' | 'redis';
@@ -68,7 +69,6 @@ export interface MeasureSpec {
 }
 
 const here = (f: string): string => fileURLToPath(new URL(f, import.meta.url));
-const CLIENTS = here('./fanout-clients.ts');
 const PUBLISHER = here('./fanout-publisher.ts');
 /**
  * Load before the window opens (BENCH_WARM_SECONDS). The JIT is still compiling then: with 12 s the
@@ -134,7 +134,7 @@ export const measure = async (spec: MeasureSpec): Promise<FanoutSample> => {
     const urls = spec.prepare ? await spec.prepare(server, publisher) : [server.subUrl];
     const procs = Math.max(1, Math.min(clientProcs, subs));
     let next = 0;
-    for (let i = 0; i < procs; i++) clients.push(forkPinned(CLIENT_CORE, CLIENTS));
+    for (let i = 0; i < procs; i++) clients.push(startFanoutClient(CLIENT_CORE));
     await Promise.all(
       clients.map((c, i) => {
         const n = part(subs, procs, i);

@@ -31,6 +31,7 @@ import {
   stopProcess,
 } from './fanout-procs.js';
 import { startGateway, type Server } from './fanout-servers.js';
+import { startFanoutClient } from './fanout-client-proc.js';
 import type { Figure } from './scale-summary.js';
 import { num } from './bench-env.js';
 
@@ -91,7 +92,7 @@ const run = async (
     const gw = server.pids[0]!;
     let peak = rssBytes([gw]);
     sampler = setInterval(() => (peak = Math.max(peak, rssBytes([gw]))), 100);
-    for (let i = 0; i < procs; i++) clients.push(forkPinned(CLIENT_CORE, here('./fanout-clients.ts')));
+    for (let i = 0; i < procs; i++) clients.push(startFanoutClient(CLIENT_CORE));
     await Promise.all(
       clients.map((c, i) =>
         ask(

@@ -6,8 +6,8 @@
  * (`limit=1000`, one page). The log is made by the simulated capsule through the real ingest path.
  * Gateway and redis-server on core 0, client processes on core 1, loopback only.
  *
- * The clients are storm-client.c (storm-drivers.ts builds it with the machine's C compiler; the
- * Node clients of scale-sse-clients.ts without one, or with BENCH_RESUME_CLIENT=node). The Node
+ * The clients are storm-client.c (built with the machine's C compiler; the Node clients of
+ * scale-sse-clients.ts without one, or with BENCH_NODE_CLIENTS=1). The Node
  * clients spent 3.7-4.2 s of CPU per storm on their core, more than the gateway on its own, so they
  * set the figure; the C ones spend 0.7-1.0 s. A storm is still judged only when its clients had
  * room: with their core at 90 % or more, the row says so instead of a verdict (as the fan-out bench

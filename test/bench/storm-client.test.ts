@@ -9,7 +9,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { nowMs } from './fanout-event.js';
-import { buildStormClient, stormDriver, type StormAnswer, type StormDriver } from './storm-drivers.js';
+import { buildBenchBinary } from './bench-binaries.js';
+import { stormDriver, type StormAnswer, type StormDriver } from './storm-drivers.js';
 
 const MARKER = 'id: 4242\n';
 const servers: http.Server[] = [];
@@ -58,7 +59,7 @@ const arrivals = (n: number): { seen: () => void; all: Promise<void> } => {
 
 describe('storm-client.c', () => {
   it('builds with the machine C compiler', () => {
-    expect(buildStormClient()).toMatch(/storm-client/);
+    expect(buildBenchBinary('storm-client')).toMatch(/storm-client/);
   });
 
   it('counts a connection caught up only once the whole marker arrived, wherever the reads cut it', async () => {

@@ -1,16 +1,15 @@
 /**
- * Who plays the resume storm's clients (scale-resume.ts): storm-client.c, built once per run with
- * the machine's C compiler, or, without one, the Node clients of scale-sse-clients.ts. Both open
+ * Who plays the resume storm's clients (scale-resume.ts): storm-client.c (bench-binaries.ts builds
+ * it), or, without a C compiler, the Node clients of scale-sse-clients.ts. Both open
  * every connection at once, write the request by hand and look for the marker in the raw bytes; the
  * C one costs the client core a fraction of what the Node one did (the storm's Node clients spent
  * more CPU than the gateway and set its pace), so the figure measures the gateway.
  */
-import { spawnSync, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { ask, spawnPinned, stopProcess } from './fanout-procs.js';
 import { share, startClients, stopClients } from './scale-setup.js';
+import { buildBenchBinary } from './bench-binaries.js';
 
 export interface StormTarget {
   url: string;
@@ -33,20 +32,6 @@ export interface StormDriver {
   go(): Promise<StormAnswer[]>;
   stop(): Promise<void>;
 }
-
-let built: string | null | undefined;
-
-/** storm-client.c compiled into the temp dir (once per run); null when no C compiler works. */
-export const buildStormClient = (): string | null => {
-  if (built !== undefined) return built;
-  const out = join(tmpdir(), `murmur-bench-storm-client-${process.pid}`);
-  const src = new URL('./storm-client.c', import.meta.url).pathname;
-  const cc = spawnSync('cc', ['-O2', '-o', out, src], { encoding: 'utf8' });
-  built = cc.status === 0 ? out : null;
-  if (!built)
-    console.log(`storm clients: no C build (${cc.error?.message ?? cc.stderr.trim()}); Node clients instead`);
-  return built;
-};
 
 /** The request line and headers as the Node raw reader writes them. */
 const requestOf = (t: StormTarget): string => {
@@ -138,8 +123,8 @@ const nodeDriver = async (core: number, procs: number, total: number): Promise<S
   };
 };
 
-/** The C clients when they build, the Node ones otherwise (BENCH_RESUME_CLIENT=node forces those). */
+/** The C clients when they build, the Node ones otherwise (BENCH_NODE_CLIENTS=1 forces those). */
 export const stormDriver = async (core: number, procs: number, total: number): Promise<StormDriver> => {
-  const binary = process.env.BENCH_RESUME_CLIENT === 'node' ? null : buildStormClient();
+  const binary = buildBenchBinary('storm-client');
   return binary ? nativeDriver(binary, core, procs, total) : nodeDriver(core, procs, total);
 };
