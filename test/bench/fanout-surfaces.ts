@@ -32,6 +32,7 @@ import type { Server } from './fanout-servers.js';
 import { createBeeosConversation, createFlueConversation } from './scale-setup.js';
 import type { Figure } from './scale-summary.js';
 import { num } from './bench-env.js';
+import { fanoutClientKind } from './fanout-client-proc.js';
 
 type Surface = 'native' | 'beeos' | 'flue';
 const NAMES: Record<Surface, string> = { native: 'native', beeos: 'BeeOS', flue: 'Flue' };
@@ -108,7 +109,7 @@ export const benchSurfaces = async (runs: number): Promise<Figure[]> => {
     `\n# BeeOS / Flue SSE fan-out vs native: subscribers spread over ${shape.conversations} conversations of ` +
       `one capsule (tasks of ${shape.chunksPerTask} chunks of ${shape.textBytes} bytes), every subscriber ` +
       `receiving the same chunks/s on each surface; server on core ${SERVER_CORE}, publisher + ` +
-      `${clientProcs} subscriber processes on core ${CLIENT_CORE}; ${windowMs / 1000} s window; median of ${runs} runs`,
+      `${clientProcs} ${fanoutClientKind()} processes on core ${CLIENT_CORE}; ${windowMs / 1000} s window; median of ${runs} runs`,
   );
   spawnSync('taskset', ['-p', '-c', String(CLIENT_CORE), String(process.pid)], { stdio: 'ignore' });
   const figures: Figure[] = [];

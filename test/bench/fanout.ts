@@ -28,6 +28,7 @@ import {
 import { canPin, CLIENT_CORE, haveCommand, killAll, SERVER_CORE } from './fanout-procs.js';
 import { nchanMissing } from './fanout-servers.js';
 import { printSummary, type Figure } from './scale-summary.js';
+import { fanoutClientKind } from './fanout-client-proc.js';
 
 interface Load {
   subs: number;
@@ -111,7 +112,7 @@ export const benchFanout = async (runs: number, opts: { loads?: string } = {}): 
   );
   console.log(
     `\n# fan-out vs nginx + nchan + Redis: server (process + redis-server) on core ${SERVER_CORE}, ` +
-      `publisher + ${clientProcs} subscriber processes on core ${CLIENT_CORE}; ~200-byte events; ` +
+      `publisher + ${clientProcs} ${fanoutClientKind()} processes on core ${CLIENT_CORE}; ~200-byte events; ` +
       `${windowMs / 1000} s window after ${WARM_MS / 1000} s warm-up; median of ${runs} runs`,
   );
   // This process only relays IPC; keep it off the server core too.

@@ -31,7 +31,7 @@ import {
   stopProcess,
 } from './fanout-procs.js';
 import { startGateway, type Server } from './fanout-servers.js';
-import { startFanoutClient } from './fanout-client-proc.js';
+import { fanoutClientKind, startFanoutClient } from './fanout-client-proc.js';
 import type { Figure } from './scale-summary.js';
 import { num } from './bench-env.js';
 
@@ -216,7 +216,7 @@ export const benchOverload = async (): Promise<Figure[]> => {
     `\n# overload: ${load} native (~200-byte events), ${slow} of them slow readers (reading ` +
       `${o.slowReadBytes / 1024} KB, then nothing for ${o.stallMs / 1000} s, then ` +
       `reading until caught up; reopening with Last-Event-ID when ended); gateway on core ${SERVER_CORE}, ` +
-      `clients on core ${CLIENT_CORE}; ${o.windowMs / 1000} s window; targets: RSS < 400 MB, p99 < 1 s`,
+      `clients (${fanoutClientKind()}, the slow ones in Node) on core ${CLIENT_CORE}; ${o.windowMs / 1000} s window; targets: RSS < 400 MB, p99 < 1 s`,
   );
   spawnSync('taskset', ['-p', '-c', String(CLIENT_CORE), String(process.pid)], { stdio: 'ignore' });
   const out: Figure[] = [];
