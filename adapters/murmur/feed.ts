@@ -12,7 +12,7 @@ import type { LogRecord } from '../../src/log/record.js';
 import { GAP_REASON } from './constants.js';
 import { encodeGap, encodeRecord } from './codec.js';
 import { isFinalStatus } from './projection.js';
-import { replayPageBytes } from './replay-pages.js';
+import { batchMayEnd, pageBytes } from './page-bytes.js';
 import type { SseStream } from '../../src/http/sse-transport.js';
 
 /**
@@ -152,10 +152,16 @@ export class LogFeed {
     if (this.options.format?.tail) return this.deliverTail(records, this.options.format);
     const first = records[0];
     const last = records[records.length - 1];
-    if (first && last && first.offset > this.cursor && last.offset <= this.liveAfter) {
-      // All replay: nothing in it ends the stream, and its bytes are every replaying connection's.
+    if (
+      first &&
+      last &&
+      first.offset > this.cursor &&
+      (last.offset <= this.liveAfter || (records.length > 1 && !batchMayEnd(records, closeOnFinal)))
+    ) {
+      // All replay, or several live records none of which ends the stream: one chunk, whose bytes
+      // are every connection's that gets this batch (page-bytes.ts).
       this.cursor = last.offset;
-      const page = replayPageBytes(records, gaps);
+      const page = pageBytes(records, gaps);
       if (page) conn.write(page);
       return;
     }

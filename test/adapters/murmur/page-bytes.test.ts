@@ -1,11 +1,11 @@
 /**
- * A replay page's shared bytes (replay-pages.ts) are what the per-record path writes for replayed
+ * A replay page's shared bytes (page-bytes.ts) are what the per-record path writes for replayed
  * records: every record's event in order, no capsule-closed, possibly-missing gaps only with `gaps`,
  * a replayed final status written like any frame. Cached per page array.
  */
 import { describe, expect, it } from 'vitest';
 import { encodeRecord } from '../../../adapters/murmur/codec.js';
-import { replayPageBytes } from '../../../adapters/murmur/replay-pages.js';
+import { batchMayEnd, pageBytes } from '../../../adapters/murmur/page-bytes.js';
 import type { LogRecord } from '../../../src/log/record.js';
 
 const at = 1_700_000_000_000;
@@ -44,17 +44,28 @@ const expected = (gaps: boolean): Buffer =>
 
 describe('replay page bytes', () => {
   it('are the replayed records’ events in order, with and without gaps, shared per page', () => {
-    const withGaps = replayPageBytes(page, true);
-    const without = replayPageBytes(page, false);
+    const withGaps = pageBytes(page, true);
+    const without = pageBytes(page, false);
     expect(withGaps).toEqual(expected(true));
     expect(without).toEqual(expected(false));
     expect(withGaps!.toString()).toContain('event: gap');
     expect(without!.toString()).not.toContain('event: gap');
-    expect(replayPageBytes(page, true)).toBe(withGaps);
-    expect(replayPageBytes(page, false)).toBe(without);
+    expect(pageBytes(page, true)).toBe(withGaps);
+    expect(pageBytes(page, false)).toBe(without);
   });
 
   it('is null for a page with nothing to write', () => {
-    expect(replayPageBytes([page[5]!], false)).toBeNull();
+    expect(pageBytes([page[5]!], false)).toBeNull();
+  });
+});
+
+describe('batchMayEnd', () => {
+  it('is true for a batch with capsule-closed, and with a final status only where finals end streams', () => {
+    expect(batchMayEnd(page, false)).toBe(true);
+    const noClose = page.filter((r) => !(r.kind === 'fact' && r.fact === 'capsule-closed'));
+    expect(batchMayEnd(noClose, false)).toBe(false);
+    expect(batchMayEnd(noClose, true)).toBe(true);
+    const plain = noClose.filter((r) => r.offset !== 5);
+    expect(batchMayEnd(plain, true)).toBe(false);
   });
 });
