@@ -152,6 +152,7 @@ const figures = (r: OverloadResult, load: string, slowCount: number): Figure[] =
   const exact = ended.filter((x) => x.missing === 0 && x.dups === 0);
   const keptUp = r.fastDelivered >= 0.99;
   const clientsSaturated = r.clientCore >= 0.9;
+  const withinTarget = r.p99Ms < 1000 && keptUp;
   const lostUpstream =
     r.capsuleDropped > 0
       ? `the capsule dropped ${r.capsuleDropped} frames to the gateway's watch, which fell behind`
@@ -168,9 +169,14 @@ const figures = (r: OverloadResult, load: string, slowCount: number): Figure[] =
       target: '< 1 s',
       measured:
         `p99 ${fmtMs(r.p99Ms)} ms, p50 ${fmtMs(r.p50Ms)} ms, delivered ${fmt(r.fastDelivered * 100, 1)} %` +
-        (clientsSaturated ? `; flagged: client core ${Math.round(r.clientCore * 100)} %` : '') +
+        (clientsSaturated ? `; client core ${Math.round(r.clientCore * 100)} %` : '') +
+        (clientsSaturated && !withinTarget ? ' (flagged: the clients may have set it)' : '') +
+        (clientsSaturated && withinTarget ? ' (an upper bound: their own queueing is in it)' : '') +
         (lostUpstream ? `; flagged: ${lostUpstream}` : ''),
-      met: clientsSaturated || lostUpstream ? null : r.p99Ms < 1000 && keptUp,
+      // Saturated clients can only add to the latency they measure (the lag between publish and
+      // their own read), never hide the gateway's: within the target it is met all the same; past
+      // it, the clients may be the cause, so it is not judged.
+      met: lostUpstream ? null : withinTarget ? true : clientsSaturated ? null : false,
     },
     {
       figure: `overload ${load}: slow readers ended by the gateway, resumed exactly (${s})`,
