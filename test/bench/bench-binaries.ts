@@ -11,7 +11,9 @@ import { join } from 'node:path';
 const built = new Map<string, string | null>();
 
 /** `test/bench/<name>.c` compiled (once per process); null when there is no working C compiler. */
-export const buildBenchBinary = (name: 'storm-client' | 'fanout-client'): string | null => {
+export const buildBenchBinary = (
+  name: 'storm-client' | 'fanout-client' | 'write-floor-reader',
+): string | null => {
   if (process.env.BENCH_NODE_CLIENTS === '1') return null;
   const hit = built.get(name);
   if (hit !== undefined) return hit;

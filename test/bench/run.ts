@@ -9,7 +9,9 @@
  *   surfaces   BeeOS and Flue SSE fan-out vs native (fanout-surfaces.ts)
  *   overload   1,000 × 1,000 ev/s native with slow readers (overload.ts)
  *   idle | resume | capsules | ingest | reads, or `scale` for those five (scale-*.ts)
- *   extras     store append, end-to-end ingest, id-0 cuts, hub fan-out to long-pollers (not issue 11)
+ *   extras     store append, end-to-end ingest, id-0 cuts, hub fan-out to long-pollers, the write
+ *              floor (not issue 11)
+ *   floor      what a socket write costs on this machine, with no gateway in it (write-floor.ts)
  *   all        the default run plus `extras`
  * The default run (no selector) is every issue-11 figure. Env: BENCH_RUNS (store and ingest runs, 5),
  * BENCH_FANOUT_RUNS (fan-out and surface runs, 3), and each bench's own (see its header).
@@ -104,6 +106,7 @@ const extras = async (c: Ctx): Promise<void> => {
   console.table([await benchIdZeroCuts()]);
   const { runBench } = await import('./hub-fanout.js');
   await runBench({ ...(redisUrl ? { redisUrl } : {}), runs });
+  await (await import('./write-floor.js')).benchWriteFloor();
 };
 
 const pinTo = (cores: string): void =>
@@ -132,7 +135,9 @@ const main = async (): Promise<void> => {
     ? Object.keys(BENCHES)
     : [...new Set(args.flatMap((a) => (a === 'scale' ? Object.keys(SCALE) : a in BENCHES ? [a] : [])))];
   const wantExtras = args.includes('all') || args.includes('extras');
-  const unknown = args.filter((a) => !(a in BENCHES) && !['scale', 'all', 'extras'].includes(a));
+  // The floor alone (extras include it): tables only, nothing for the summary.
+  const wantFloor = args.includes('floor') && !wantExtras;
+  const unknown = args.filter((a) => !(a in BENCHES) && !['scale', 'all', 'extras', 'floor'].includes(a));
   if (unknown.length > 0) throw new Error(`unknown selector(s): ${unknown.join(', ')}`);
 
   const needRedis = wantExtras || picked.includes('ingest');
@@ -143,6 +148,12 @@ const main = async (): Promise<void> => {
   const t0 = performance.now();
   try {
     if (wantExtras) await extras(ctx);
+    if (wantFloor) {
+      pinTo(String(CLIENT_CORE));
+      await (await import('./write-floor.js')).benchWriteFloor();
+      await killAll();
+      pinTo(`${SERVER_CORE},${CLIENT_CORE}`);
+    }
     for (const name of picked) {
       const started = performance.now();
       // This process reads and relays on the clients' core; core 0 is the servers'.
