@@ -39,6 +39,35 @@ interface Row {
   'total µs/write': string;
 }
 
+/** One floor sample: the sender's CPU per write (µs), and redis-server's when `withRedis`. */
+const measureFloor = async (
+  reader: string,
+  withRedis: boolean,
+  warmMs = WARM_MS,
+  windowMs = WINDOW_MS,
+): Promise<{ senderUs: number; redisUs: number }> => {
+  const port = withRedis ? await freePort() : null;
+  const redis = port ? await startPinnedRedis(port) : null;
+  const sender = forkPinned(SERVER_CORE, new URL('./write-floor-sender.ts', import.meta.url).pathname);
+  try {
+    const redisBefore = redis ? cpuUs([redis.pid!]) : 0;
+    const r = await ask<{ usPerWrite: number; rounds: number }>(
+      sender,
+      { type: 'run', reader, connections: CONNECTIONS, rate: RATE, warmMs, windowMs, redisPort: port },
+      'done',
+      warmMs + windowMs + 30_000,
+    );
+    // redis-server's CPU over the whole run (warm-up included), spread over the window's writes:
+    // an upper bound, small either way.
+    const redisUs = redis ? (cpuUs([redis.pid!]) - redisBefore) / (r.rounds * CONNECTIONS) : 0;
+    return { senderUs: r.usPerWrite, redisUs };
+  } finally {
+    sender.send({ type: 'stop' });
+    await stopProcess(sender, 2000);
+    if (redis) await stopProcess(redis, 2000);
+  }
+};
+
 export const benchWriteFloor = async (): Promise<void> => {
   const reader = buildBenchBinary('write-floor-reader');
   if (!canPin() || !reader) {
@@ -56,42 +85,16 @@ export const benchWriteFloor = async (): Promise<void> => {
   const totals: Record<string, number[]> = {};
   for (let run = 1; run <= pairs; run++) {
     for (const mode of withRedis ? ['bare', '+ Redis PING'] : ['bare']) {
-      const port = mode === 'bare' ? null : await freePort();
-      const redis = port ? await startPinnedRedis(port) : null;
-      const sender = forkPinned(SERVER_CORE, new URL('./write-floor-sender.ts', import.meta.url).pathname);
-      try {
-        const redisBefore = redis ? cpuUs([redis.pid!]) : 0;
-        const r = await ask<{ usPerWrite: number; rounds: number }>(
-          sender,
-          {
-            type: 'run',
-            reader,
-            connections: CONNECTIONS,
-            rate: RATE,
-            warmMs: WARM_MS,
-            windowMs: WINDOW_MS,
-            redisPort: port,
-          },
-          'done',
-          WARM_MS + WINDOW_MS + 30_000,
-        );
-        // redis-server's CPU over the whole run (warm-up included), spread over the window's writes:
-        // an upper bound, small either way.
-        const redisUs = redis ? (cpuUs([redis.pid!]) - redisBefore) / (r.rounds * CONNECTIONS) : 0;
-        const total = r.usPerWrite + redisUs;
-        (totals[mode] ??= []).push(total);
-        rows.push({
-          run,
-          mode,
-          'sender µs/write': r.usPerWrite.toFixed(2),
-          'redis-server µs/write': redis ? redisUs.toFixed(2) : '–',
-          'total µs/write': total.toFixed(2),
-        });
-      } finally {
-        sender.send({ type: 'stop' });
-        await stopProcess(sender, 2000);
-        if (redis) await stopProcess(redis, 2000);
-      }
+      const r = await measureFloor(reader, mode !== 'bare');
+      const total = r.senderUs + r.redisUs;
+      (totals[mode] ??= []).push(total);
+      rows.push({
+        run,
+        mode,
+        'sender µs/write': r.senderUs.toFixed(2),
+        'redis-server µs/write': mode === 'bare' ? '–' : r.redisUs.toFixed(2),
+        'total µs/write': total.toFixed(2),
+      });
     }
   }
   console.table(rows);
