@@ -169,14 +169,17 @@ const figures = (r: OverloadResult, load: string, slowCount: number): Figure[] =
       target: '< 1 s',
       measured:
         `p99 ${fmtMs(r.p99Ms)} ms, p50 ${fmtMs(r.p50Ms)} ms, delivered ${fmt(r.fastDelivered * 100, 1)} %` +
-        (clientsSaturated ? `; client core ${Math.round(r.clientCore * 100)} %` : '') +
-        (clientsSaturated && !withinTarget ? ' (flagged: the clients may have set it)' : '') +
-        (clientsSaturated && withinTarget ? ' (an upper bound: their own queueing is in it)' : '') +
+        (clientsSaturated
+          ? `; client core ${Math.round(r.clientCore * 100)} % ` +
+            (withinTarget
+              ? '(an upper bound: their own queueing is in it)'
+              : '(flagged: the clients may have set it)')
+          : '') +
         (lostUpstream ? `; flagged: ${lostUpstream}` : ''),
       // Saturated clients can only add to the latency they measure (the lag between publish and
       // their own read), never hide the gateway's: within the target it is met all the same; past
       // it, the clients may be the cause, so it is not judged.
-      met: lostUpstream ? null : withinTarget ? true : clientsSaturated ? null : false,
+      met: lostUpstream || (clientsSaturated && !withinTarget) ? null : withinTarget,
     },
     {
       figure: `overload ${load}: slow readers ended by the gateway, resumed exactly (${s})`,

@@ -148,12 +148,8 @@ const main = async (): Promise<void> => {
   const t0 = performance.now();
   try {
     if (wantExtras) await extras(ctx);
-    if (wantFloor) {
-      pinTo(String(CLIENT_CORE));
-      await (await import('./write-floor.js')).benchWriteFloor();
-      await killAll();
-      pinTo(`${SERVER_CORE},${CLIENT_CORE}`);
-    }
+    // Its sender and reader pin themselves and are stopped by it.
+    if (wantFloor) await (await import('./write-floor.js')).benchWriteFloor();
     for (const name of picked) {
       const started = performance.now();
       // This process reads and relays on the clients' core; core 0 is the servers'.

@@ -7,8 +7,8 @@
  *
  * Why it exists: native fan-out at 100 × 500 costs about 10 µs per delivered event for nchan and for
  * the gateway alike, and on Redis the gateway's figure moved between 11 and 18 µs from run to run
- * with the same Redis commands in each. This floor moves the same way (8–15 µs here across runs an
- * hour apart) while a pure compute loop does not: the machine's cost of a write, not the gateway's
+ * with the same Redis commands in each. This floor moves the same way (8.2–15.7 µs per write from
+ * run to run, within minutes) while a pure compute loop does not: the machine's cost of a write, not the gateway's
  * code, sets the figure, and a ratio is only as good as the anchor and target runs being in the same
  * state. The PING pairs show what one awaited round trip per frame adds to a fan-out's writes.
  */
@@ -43,8 +43,6 @@ interface Row {
 const measureFloor = async (
   reader: string,
   withRedis: boolean,
-  warmMs = WARM_MS,
-  windowMs = WINDOW_MS,
 ): Promise<{ senderUs: number; redisUs: number }> => {
   const port = withRedis ? await freePort() : null;
   const redis = port ? await startPinnedRedis(port) : null;
@@ -53,9 +51,17 @@ const measureFloor = async (
     const redisBefore = redis ? cpuUs([redis.pid!]) : 0;
     const r = await ask<{ usPerWrite: number; rounds: number }>(
       sender,
-      { type: 'run', reader, connections: CONNECTIONS, rate: RATE, warmMs, windowMs, redisPort: port },
+      {
+        type: 'run',
+        reader,
+        connections: CONNECTIONS,
+        rate: RATE,
+        warmMs: WARM_MS,
+        windowMs: WINDOW_MS,
+        redisPort: port,
+      },
       'done',
-      warmMs + windowMs + 30_000,
+      WARM_MS + WINDOW_MS + 30_000,
     );
     // redis-server's CPU over the whole run (warm-up included), spread over the window's writes:
     // an upper bound, small either way.
