@@ -104,6 +104,39 @@ describe.skipIf(skip)('RedisStore', () => {
     expect(reset.offsets[0]).toBeGreaterThan(before.offsets[1]!);
   });
 
+  it('fences a counter below the stream even when the entries above it are gone (XADD is the witness)', async () => {
+    const store = open();
+    const cap = uniqueCapsule();
+    const before = await store.append(cap, [frame('a'), frame('b'), frame('c')]);
+    const { log, meta } = store.keys(cap);
+    // The stream minted up to c, then lost b and c (deleted), and the counter fell back to a: the
+    // stream's last entry is a again, but its last generated id is c. An id at or below c would be
+    // refused by Redis; the append sees that refusal and starts a new epoch instead of failing.
+    await client.xdel(log, `${before.offsets[1]}-0`, `${before.offsets[2]}-0`);
+    await client.hset(meta, 'offset', String(before.offsets[0]));
+    const reset = await store.append(cap, [frame('d')]);
+    expect(reset.reset).toBe(true);
+    expect(reset.offsets[0]).toBeGreaterThan(before.offsets[2]!);
+    const after = await store.append(cap, [frame('d')]);
+    expect(after.reset).toBeUndefined();
+    expect(after.offsets).toEqual([reset.offsets[0]! + 1]);
+    const records = await readAll(store, cap);
+    expect(records.map(label)).toEqual(['a', 'fact:frames-possibly-missing:store-reset', 'd']);
+    expect(await client.hget(meta, 'offset')).toBe(String(after.offsets[0]));
+  });
+
+  it('applies count retention with the append itself (XADD MAXLEN), one entry or many', async () => {
+    const store = open({ maxRecords: 3, maxAgeMs: 0 });
+    const cap = uniqueCapsule();
+    await store.append(cap, [frame('a'), frame('b')]);
+    await store.append(cap, [frame('c')]);
+    await store.append(cap, [frame('d')]);
+    expect((await readAll(store, cap)).map(label)).toEqual(['b', 'c', 'd']);
+    await store.append(cap, [frame('e'), frame('f'), frame('g'), frame('h')]);
+    expect((await readAll(store, cap)).map(label)).toEqual(['f', 'g', 'h']);
+    expect(await client.xlen(store.keys(cap).log)).toBe(3);
+  });
+
   it("keeps each writer's dedup record in its own key with a TTL, and prunes legacy meta fields", async () => {
     const store = new RedisStore(redisUrl(), { dedupTtlMs: 60_000 });
     stores.push(store);
