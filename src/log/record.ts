@@ -97,8 +97,35 @@ export const receivedIso = (ms: number): string => {
   return isoText;
 };
 
-/** Serialise an entry for a store that keeps strings (Redis). The offset is not part of it. */
-export const encodeEntry = (entry: LogEntry): string => JSON.stringify(entry);
+/** What starts a frame in the compact encoding (below): `f` and a tab. JSON always starts with `{`. */
+const COMPACT_FRAME = 'f\t';
+const TAB = 9;
+
+/**
+ * A frame's fields travel as they are when that round-trips: no tab in the event or the id (the
+ * fields are tab-separated; the data, last, may hold anything), an integer receive time, and a data
+ * line (and event and id) that is well-formed UTF-16 (Redis keeps UTF-8: a lone surrogate would not
+ * survive).
+ */
+const wellFormed = (s: string): boolean => (s as string & { isWellFormed(): boolean }).isWellFormed();
+const compactable = (f: FrameEntry): boolean =>
+  f.event.indexOf('\t') < 0 &&
+  wellFormed(f.event) &&
+  (f.upstreamId === null || (f.upstreamId.indexOf('\t') < 0 && wellFormed(f.upstreamId))) &&
+  Number.isSafeInteger(f.receivedAt) &&
+  wellFormed(f.data);
+
+/**
+ * Serialise an entry for a store that keeps strings (Redis). The offset is not part of it. A frame
+ * (nearly every record) is `f<TAB>event<TAB>[=id]<TAB>receivedAt<TAB>data`: its data line is the
+ * capsule's JSON, which JSON.stringify escaped again (0.8-0.9 us a frame against 0.05, and a
+ * JSON.parse of 0.6 us on every read back). Anything else, and a frame that would not round-trip,
+ * is JSON. `=` marks an id, so a null id (nothing) and an empty one (`=`) stay apart.
+ */
+export const encodeEntry = (entry: LogEntry): string =>
+  entry.kind === 'frame' && compactable(entry)
+    ? `${COMPACT_FRAME}${entry.event}\t${entry.upstreamId === null ? '' : `=${entry.upstreamId}`}\t${entry.receivedAt}\t${entry.data}`
+    : JSON.stringify(entry);
 
 /**
  * The record `decodeRecord(encoded, offset)` gives for an entry just encoded as `encoded`, for a
@@ -123,8 +150,22 @@ export const frameRecord = (entry: FrameEntry, offset: number): LogRecord => ({
   offset,
 });
 
-/** Inverse of encodeEntry; the store supplies the offset it minted. */
+/** Inverse of encodeEntry (either form: logs written before the compact one read as they were). */
 export const decodeRecord = (raw: string, offset: number): LogRecord => {
+  if (raw.charCodeAt(0) === 0x66 && raw.charCodeAt(1) === TAB) {
+    const endEvent = raw.indexOf('\t', 2);
+    const endId = raw.indexOf('\t', endEvent + 1);
+    const endAt = raw.indexOf('\t', endId + 1);
+    // The same literal (fields and their order) as frameRecord: one hidden class for every frame.
+    return {
+      kind: 'frame',
+      event: raw.slice(2, endEvent),
+      upstreamId: endId === endEvent + 1 ? null : raw.slice(endEvent + 2, endId),
+      data: raw.slice(endAt + 1),
+      receivedAt: Number(raw.slice(endId + 1, endAt)),
+      offset,
+    };
+  }
   const entry = JSON.parse(raw) as LogEntry;
   return { ...entry, offset };
 };

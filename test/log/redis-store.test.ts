@@ -10,7 +10,7 @@ import { RedisStore } from '../../src/log/redis-store.js';
 import { notSent, type RetentionPolicy } from '../../src/log/store.js';
 import { freePort } from '../support/redis-server.js';
 import { testRedisUrl, uniqueCapsule } from '../support/redis.js';
-import type { LogRecord } from '../../src/log/record.js';
+import { decodeRecord, encodeEntry, type LogRecord } from '../../src/log/record.js';
 import { frame, readAll, runStoreContract } from './store.contract.js';
 
 const url = testRedisUrl();
@@ -391,10 +391,11 @@ describe.skipIf(skip)('RedisStore', () => {
     expect(await client.type(`tagtest:{${cap}}:meta`)).toBe('hash');
     const entries = await client.xrange(`tagtest:{${cap}}:log`, '-', '+');
     expect(entries.map(([id]) => id)).toEqual(offsets.map((o) => `${o}-0`));
-    expect(entries[0]![1]).toEqual([
-      'r',
-      JSON.stringify(frame('a', JSON.parse(entries[0]![1][1]!).receivedAt)),
-    ]);
+    // A frame is stored in the compact form (record.ts): its data line as the capsule wrote it.
+    const raw = entries[0]![1][1]!;
+    const sent = frame('a', decodeRecord(raw, 0).receivedAt);
+    expect(entries[0]![1]).toEqual(['r', `f\ttext\t=a\t${sent.receivedAt}\t${sent.data}`]);
+    expect(entries[0]![1]).toEqual(['r', encodeEntry(sent)]);
     expect(await client.hget(`tagtest:{${cap}}:meta`, 'offset')).toBe(String(offsets[1]));
   });
 
