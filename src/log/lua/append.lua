@@ -2,7 +2,7 @@
 -- writers can never produce a duplicate or a hole, and fence every regression of the store with a
 -- new epoch (issue 8). Called by redis-store.ts. Stands alone: lines shared with read.lua are
 -- duplicated on purpose (an EVAL script cannot include another).
-local logKey = KEYS[1] -- stream <prefix>:{capsule}:log, entry ids <offset>-0, field r = encoded entry
+local logKey = KEYS[1] -- stream <prefix>:{capsule}:log, entry ids <offset>-0, field r = encodeEntry (record.ts)
 local metaKey = KEYS[2] -- hash <prefix>:{capsule}:meta: epoch, offset (the counter), minted, fence
 local dedupKey = KEYS[3] -- string <prefix>:{capsule}:w:<writerId> = "<seq>:<first>:<count>[:r]"
 local writerId = ARGV[1] -- '' when the batch carries no BatchId
