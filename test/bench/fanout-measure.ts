@@ -59,6 +59,8 @@ export interface MeasureSpec {
   rate: number;
   /** Events each subscriber should receive per published chunk (1; 1/N over N conversations). */
   share?: number;
+  /** The rate that sets the warm-up (warmMsAt), when not `rate`: one per subscriber for the surfaces. */
+  warmRate?: number;
   windowMs: number;
   clientProcs: number;
   /** Capsule options for the publisher (`queue` when conversations are created first). */
@@ -71,11 +73,32 @@ export interface MeasureSpec {
 const here = (f: string): string => fileURLToPath(new URL(f, import.meta.url));
 const PUBLISHER = here('./fanout-publisher.ts');
 /**
- * Load before the window opens (BENCH_WARM_SECONDS). The JIT is still compiling then: with 12 s the
- * surfaces' figures came out about 8 % lower than with 2 s (native's did not move), so compare runs
- * made with the same value.
+ * Load before the window opens (BENCH_WARM_SECONDS), for the overload runs (overload.ts).
  */
 export const WARM_MS = num('BENCH_WARM_SECONDS', 2) * 1000;
+const WARM_EVENTS = 5000;
+/**
+ * Load before the window opens at `rate` events/s. V8 tiers code up by how often it runs, not by
+ * time, and the code run once per published event (the watch, the append and its Redis round trip,
+ * the hub's wake) runs `rate` times a second: 2 s into a 500 ev/s run it was still being compiled
+ * (perf, Redis store: compiler samples 224/s in the 2nd second, 20-46/s up to the 8th, under 10/s from
+ * the 10th; ioredis's share fell from ~85 to ~57 samples/s by the 11th), so a 2 s warm-up measured
+ * the JIT as much as the gateway. The window opens after WARM_EVENTS published events, at least 2 s
+ * and at most 10 s in; BENCH_WARM_SECONDS fixes it instead. nginx has nothing to warm: the anchor
+ * gets the same warm-up and its figures do not move with it. (Earlier, with 12 s instead of 2 s, the
+ * BeeOS and Flue figures came out ~8 % lower and native's did not move: the surfaces' three runs of a
+ * load share one warm-up, set by the chunk rate of one subscriber.)
+ */
+export const warmMsAt = (rate: number): number =>
+  process.env.BENCH_WARM_SECONDS
+    ? WARM_MS
+    : Math.round(Math.min(10_000, Math.max(2000, (WARM_EVENTS / rate) * 1000)));
+
+/** How the warm-up is chosen, for the tables' headers. */
+export const warmLabel = (): string =>
+  process.env.BENCH_WARM_SECONDS
+    ? `${WARM_MS / 1000} s warm-up`
+    : `a warm-up of ${WARM_EVENTS.toLocaleString('en')} published events (2-10 s)`;
 const TAIL_MS = 1000;
 
 /** Poll the subscribers until their count stops moving (bounded): the window's last events land. */
@@ -111,9 +134,10 @@ const part = (total: number, n: number, i: number): number => Math.floor(total /
 
 export const measure = async (spec: MeasureSpec): Promise<FanoutSample> => {
   const { target, subs, rate, windowMs, clientProcs } = spec;
-  const from = Math.floor((WARM_MS * rate) / 1000) + 1;
-  const to = Math.floor(((WARM_MS + windowMs) * rate) / 1000);
-  const count = Math.floor(((WARM_MS + windowMs + TAIL_MS) * rate) / 1000);
+  const warmMs = warmMsAt(spec.warmRate ?? rate);
+  const from = Math.floor((warmMs * rate) / 1000) + 1;
+  const to = Math.floor(((warmMs + windowMs) * rate) / 1000);
+  const count = Math.floor(((warmMs + windowMs + TAIL_MS) * rate) / 1000);
   const expected = (to - from + 1) * subs * (spec.share ?? 1);
   const publisher = forkPinned(CLIENT_CORE, PUBLISHER);
   const clients: ChildProcess[] = [];
@@ -177,7 +201,7 @@ export const measure = async (spec: MeasureSpec): Promise<FanoutSample> => {
         publisher,
         { type: 'run', rate, count, marks: [from, to] },
         'done',
-        WARM_MS + windowMs + TAIL_MS + 30_000,
+        warmMs + windowMs + TAIL_MS + 30_000,
       );
     } finally {
       clearInterval(rssTimer);

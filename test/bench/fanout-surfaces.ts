@@ -24,6 +24,7 @@ import {
   fmtMs,
   measure,
   medianSample,
+  warmLabel,
   type FanoutSample,
   type MeasureSpec,
 } from './fanout-measure.js';
@@ -109,7 +110,7 @@ export const benchSurfaces = async (runs: number): Promise<Figure[]> => {
     `\n# BeeOS / Flue SSE fan-out vs native: subscribers spread over ${shape.conversations} conversations of ` +
       `one capsule (tasks of ${shape.chunksPerTask} chunks of ${shape.textBytes} bytes), every subscriber ` +
       `receiving the same chunks/s on each surface; server on core ${SERVER_CORE}, publisher + ` +
-      `${clientProcs} ${fanoutClientKind()} processes on core ${CLIENT_CORE}; ${windowMs / 1000} s window; median of ${runs} runs`,
+      `${clientProcs} ${fanoutClientKind()} processes on core ${CLIENT_CORE}; ${windowMs / 1000} s window after ${warmLabel()}; median of ${runs} runs`,
   );
   spawnSync('taskset', ['-p', '-c', String(CLIENT_CORE), String(process.pid)], { stdio: 'ignore' });
   const figures: Figure[] = [];
@@ -131,6 +132,7 @@ export const benchSurfaces = async (runs: number): Promise<Figure[]> => {
               subs,
               rate: perSub * n,
               share: 1 / n,
+              warmRate: perSub,
               windowMs,
               clientProcs,
               acceptance: 'queue',

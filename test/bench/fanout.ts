@@ -9,7 +9,8 @@
  *
  * `npm run bench -- fanout` runs only this; `npx tsx test/bench/fanout.ts` too. Returns the summary
  * rows of run.ts's table (gateway beside the anchor). Env: BENCH_FANOUT_RUNS or BENCH_RUNS (3),
- * BENCH_FANOUT_SECONDS (window, default 5), BENCH_WARM_SECONDS (load before it, 2),
+ * BENCH_FANOUT_SECONDS (window, default 5), BENCH_WARM_SECONDS (load before it; default 5,000 events,
+ * 2-10 s: fanout-measure.ts),
  * BENCH_FANOUT_LOADS (e.g. `1000x40,100x500`; default the issue's three plus the 1000x1000 overload),
  * BENCH_FANOUT_TARGETS (`anchor,embedded,redis`), BENCH_FANOUT_CLIENTS (subscriber processes, 4).
  */
@@ -21,7 +22,7 @@ import {
   fmtMs as ms,
   measure,
   medianSample,
-  WARM_MS,
+  warmLabel,
   type FanoutSample,
   type Target,
 } from './fanout-measure.js';
@@ -113,7 +114,7 @@ export const benchFanout = async (runs: number, opts: { loads?: string } = {}): 
   console.log(
     `\n# fan-out vs nginx + nchan + Redis: server (process + redis-server) on core ${SERVER_CORE}, ` +
       `publisher + ${clientProcs} ${fanoutClientKind()} processes on core ${CLIENT_CORE}; ~200-byte events; ` +
-      `${windowMs / 1000} s window after ${WARM_MS / 1000} s warm-up; median of ${runs} runs`,
+      `${windowMs / 1000} s window after ${warmLabel()}; median of ${runs} runs`,
   );
   // This process only relays IPC; keep it off the server core too.
   spawnSync('taskset', ['-p', '-c', String(CLIENT_CORE), String(process.pid)], { stdio: 'ignore' });
