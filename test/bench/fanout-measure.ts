@@ -81,13 +81,14 @@ const WARM_EVENTS = 5000;
  * Load before the window opens at `rate` events/s. V8 tiers code up by how often it runs, not by
  * time, and the code run once per published event (the watch, the append and its Redis round trip,
  * the hub's wake) runs `rate` times a second: 2 s into a 500 ev/s run it was still being compiled
- * (perf, Redis store: compiler samples 224/s in the 2nd second, 20-46/s up to the 8th, under 10/s from
- * the 10th; ioredis's share fell from ~85 to ~57 samples/s by the 11th), so a 2 s warm-up measured
- * the JIT as much as the gateway. The window opens after WARM_EVENTS published events, at least 2 s
- * and at most 10 s in; BENCH_WARM_SECONDS fixes it instead. nginx has nothing to warm: the anchor
- * gets the same warm-up and its figures do not move with it. (Earlier, with 12 s instead of 2 s, the
- * BeeOS and Flue figures came out ~8 % lower and native's did not move: the surfaces' three runs of a
- * load share one warm-up, set by the chunk rate of one subscriber.)
+ * (perf, Redis store: compiler samples 224/s in the 2nd second, 19-46/s up to the 8th, 8-13/s in
+ * the next three, 2-6/s from the 12th; ioredis's share fell from ~85 to ~57 samples/s by the 11th),
+ * so a 2 s warm-up measured the JIT as much as the gateway. The window opens after WARM_EVENTS
+ * published events, at least 2 s and at most 10 s in; BENCH_WARM_SECONDS fixes it instead. nginx
+ * has nothing to warm: the anchor gets the same warm-up and its figures do not move with it.
+ * (Earlier, with 12 s instead of 2 s, the BeeOS and Flue figures came out ~8 % lower and native's
+ * did not move: the surfaces' three runs of a load share one warm-up, set by the chunk rate of one
+ * subscriber.)
  */
 export const warmMsAt = (rate: number): number =>
   process.env.BENCH_WARM_SECONDS
