@@ -150,12 +150,15 @@ export class CapsuleFeed {
     for (let i = 0; i < records.length; i += UPDATES_PAGE) {
       const page = records.slice(i, i + UPDATES_PAGE);
       const last = i + UPDATES_PAGE >= records.length;
-      this.cycle(page, last && page.length < UPDATES_PAGE);
+      this.cycle(page, last && page.length < UPDATES_PAGE, !last);
     }
   }
 
-  /** One read cycle: project each record once into the projections it concerns, then advance all. */
-  private cycle(records: readonly LogRecord[], upToDate: boolean): void {
+  /**
+   * One read cycle: project each record once into the projections it concerns, then advance all.
+   * `more`: another page of the same delivery follows (see SharedProjection.advance).
+   */
+  private cycle(records: readonly LogRecord[], upToDate: boolean, more: boolean): void {
     const start = this.cursor;
     const end = records[records.length - 1]!.offset;
     const produced = new Map<SharedProjection, FlueChunk[]>();
@@ -204,6 +207,7 @@ export class CapsuleFeed {
         chunks
           ? new Slice(start, end, upToDate, chunks, control, controlText)
           : (empty ??= new Slice(start, end, upToDate, [], control, controlText)),
+        more,
       );
     }
   }

@@ -115,15 +115,23 @@ export class SharedProjection {
   /** Whether the last slice advanced reached the head (see advance). */
   upToDate = false;
 
-  /** The slice is complete: advance and hand it to every follower it concerns. */
-  advance(slice: Slice): void {
+  /**
+   * The slice is complete: advance and hand it to every follower it concerns. `more`: further
+   * slices of the same delivery follow in this turn (the feed pages a delivery of many records).
+   */
+  advance(slice: Slice, more = false): void {
     if (!this.projector) return;
     this.through = slice.end;
     // Nothing of this conversation and still up to date: every follower already holds what this
     // slice would tell it (SSE followers were told upToDate, long-polls keep waiting), so none is
     // visited: on a busy capsule that was every follower of every conversation per batch. Where the
     // offset matters (an idle control, a long-poll's timeout) followers take `through`.
-    if (slice.chunks.length === 0 && slice.upToDate && this.upToDate) return;
+    // Nor when nothing of it is in a slice of the middle of a delivery: those are never up to date
+    // (a full page), and the delivery's last slice comes in the same turn. Telling every follower
+    // of every conversation "not up to date" and, a page later, "up to date" again was two writes
+    // per follower per delivery of a page or more: a busy capsule's Flue fan-out that fell a page
+    // behind once (a GC pause) paid them on every delivery after, and stayed behind.
+    if (slice.chunks.length === 0 && (more || (slice.upToDate && this.upToDate))) return;
     this.upToDate = slice.upToDate;
     for (const follower of this.followers) {
       if (slice.end <= follower.after) continue;

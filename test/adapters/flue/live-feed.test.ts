@@ -18,7 +18,7 @@ import { ConversationProjector } from '../../../adapters/flue/projection.js';
 import { SnapshotCache } from '../../../adapters/flue/snapshot-cache.js';
 import type { LogRecord } from '../../../src/log/record.js';
 import { EPOCH, logCore } from './log-core.js';
-import { prng, randomWorkload } from './records.js';
+import { numbered, prng, randomWorkload, status, submission, text } from './records.js';
 
 const CONVERSATIONS = ['conv-1', 'ctx_other'];
 
@@ -112,5 +112,74 @@ describe('live feed projections = whole-capsule projection', () => {
       feed.end('shutdown');
     }
     expect(followersChecked).toBeGreaterThan(100);
+  });
+
+  it('a delivery of several pages visits a quiet conversation once, at its end, and only to say what changed', async () => {
+    // conv-1 has one settled turn; then 250 records of another context arrive in one delivery (three
+    // pages), then a delivery whose first page carries a turn of conv-1 among 150 others.
+    const other = (n: number, task: string) => [
+      status(task, 'ctx_other', 'working', 'inference turn 1'),
+      ...Array.from({ length: n - 1 }, (_, i) => text(task, `o${i} `)),
+    ];
+    const turn = (sub: string) => [
+      submission('conv-1', sub, `hi ${sub}`),
+      status(`tsk_${sub}`, 'conv-1', 'working', 'inference turn 1'),
+      text(`tsk_${sub}`, 'hello '),
+      text(`tsk_${sub}`, '', true),
+      status(`tsk_${sub}`, 'conv-1', 'completed', 'session ended', 'hello'),
+    ];
+    const first = turn('s1');
+    const quiet = other(250, 'tsk_o1');
+    const busy = [...other(10, 'tsk_o2'), ...turn('s2'), ...other(145, 'tsk_o3')];
+    const records = numbered([...first, ...quiet, ...busy]);
+    const log = logCore(records);
+    log.append(first.length);
+    const feed = new CapsuleFeed(
+      {
+        core: log.core,
+        logger: pino({ level: 'silent' }),
+        seed: (capsule, conv, epoch, through) =>
+          rebuild({ core: log.core, cache: new SnapshotCache() }, capsule, conv, epoch, through),
+        lingerMs: 60_000,
+        retryMs: 1_000,
+      },
+      'cap',
+      EPOCH,
+      first.length,
+      () => undefined,
+    );
+    const projection = feed.projection('conv-1');
+    await projection.ready;
+    const seen: { chunks: number; upToDate: boolean; end: number }[] = [];
+    projection.follow({
+      after: projection.through,
+      onSlice: (slice, partial) => {
+        seen.push({ chunks: (partial ?? slice.chunks).length, upToDate: slice.upToDate, end: slice.end });
+        return true;
+      },
+      onEnd: () => undefined,
+    });
+    // One small delivery first: the projection has told its followers it is up to date.
+    let delivered = first.length;
+    log.append(1);
+    delivered = await log.deliver(delivered);
+    expect(seen).toEqual([{ chunks: 0, upToDate: true, end: first.length + 1 }]);
+    seen.length = 0;
+    log.append(quiet.length - 1);
+    delivered = await log.deliver(delivered);
+    // Nothing for conv-1 and up to date at the end: no visit (it was three: "not up to date" twice,
+    // then "up to date", a control write each).
+    expect(seen).toEqual([]);
+    expect(projection.through).toBe(first.length + quiet.length);
+    log.append(busy.length);
+    await log.deliver(delivered);
+    const head = records.length;
+    // Its turn in the first page (more follows: not up to date), then "up to date" at the end.
+    expect(seen).toEqual([
+      { chunks: expect.any(Number), upToDate: false, end: first.length + quiet.length + 100 },
+      { chunks: 0, upToDate: true, end: head },
+    ]);
+    expect(seen[0]!.chunks).toBeGreaterThan(0);
+    feed.end('shutdown');
   });
 });
