@@ -12,7 +12,8 @@
  * BENCH_FANOUT_SECONDS (window, default 5), BENCH_WARM_SECONDS (load before it; default 5,000 events,
  * 2-10 s: fanout-measure.ts),
  * BENCH_FANOUT_LOADS (e.g. `1000x40,100x500`; default the issue's three plus the 1000x1000 overload),
- * BENCH_FANOUT_TARGETS (`anchor,embedded,redis`), BENCH_FANOUT_CLIENTS (subscriber processes, 4).
+ * BENCH_FANOUT_TARGETS (`anchor,embedded,redis`), BENCH_FANOUT_CLIENTS (subscriber processes, 4),
+ * BENCH_FANOUT_PERCENTILES=1 (print each run's latency percentiles, p50 to the maximum).
  */
 import { spawnSync } from 'node:child_process';
 import { pathToFileURL } from 'node:url';
