@@ -99,7 +99,6 @@ export const receivedIso = (ms: number): string => {
 
 /** What starts a frame in the compact encoding (below): `f` and a tab. JSON always starts with `{`. */
 const COMPACT_FRAME = 'f\t';
-const TAB = 9;
 
 /**
  * A frame's fields travel as they are when that round-trips: no tab in the event or the id (the
@@ -152,14 +151,14 @@ export const frameRecord = (entry: FrameEntry, offset: number): LogRecord => ({
 
 /** Inverse of encodeEntry (either form: logs written before the compact one read as they were). */
 export const decodeRecord = (raw: string, offset: number): LogRecord => {
-  if (raw.charCodeAt(0) === 0x66 && raw.charCodeAt(1) === TAB) {
-    const endEvent = raw.indexOf('\t', 2);
+  if (raw.startsWith(COMPACT_FRAME)) {
+    const endEvent = raw.indexOf('\t', COMPACT_FRAME.length);
     const endId = raw.indexOf('\t', endEvent + 1);
     const endAt = raw.indexOf('\t', endId + 1);
     // The same literal (fields and their order) as frameRecord: one hidden class for every frame.
     return {
       kind: 'frame',
-      event: raw.slice(2, endEvent),
+      event: raw.slice(COMPACT_FRAME.length, endEvent),
       upstreamId: endId === endEvent + 1 ? null : raw.slice(endEvent + 2, endId),
       data: raw.slice(endAt + 1),
       receivedAt: Number(raw.slice(endId + 1, endAt)),

@@ -10,7 +10,8 @@
  * with the same Redis commands in each. This floor moves the same way (8.2–15.7 µs per write from
  * run to run, within minutes) while a pure compute loop does not: the machine's cost of a write, not
  * the gateway's code, sets the figure, and a ratio is only as good as the anchor and target runs
- * being in the same state. The PING pairs show what one awaited round trip per frame adds to a fan-out's writes.
+ * being in the same state. The PING pairs show what one awaited round trip per frame adds to a
+ * fan-out's writes.
  */
 import { buildBenchBinary } from './bench-binaries.js';
 import {
