@@ -49,6 +49,13 @@ export class CapsuleFeed {
    * projection is added, since it may own them.
    */
   private readonly unowned = new Set<string>();
+  /**
+   * Projections whose followers were last told "not up to date" (and those still seeding): an
+   * up-to-date cycle with nothing of theirs must still visit them. Every other projection a cycle
+   * brings nothing is left alone (see SharedProjection.advance), so a cycle costs its own
+   * conversations, not every conversation followed.
+   */
+  private readonly behind = new Set<SharedProjection>();
   private subscription: Subscription | null = null;
   private retry: NodeJS.Timeout | null = null;
   ended: FollowEnd | null = null;
@@ -74,11 +81,14 @@ export class CapsuleFeed {
         .then((projector) => ({ projector, through }));
       projection = new SharedProjection(conversationId, seed, () => this.cursor);
       this.projections.set(conversationId, projection);
+      this.behind.add(projection);
       this.unowned.clear();
       const created = projection;
       // A failed rebuild (store down) is its waiters' error; the next reader tries afresh.
       created.ready.catch(() => {
-        if (this.projections.get(conversationId) === created) this.projections.delete(conversationId);
+        if (this.projections.get(conversationId) !== created) return;
+        this.projections.delete(conversationId);
+        this.behind.delete(created);
       });
     }
     projection.lastUsed = Date.now();
@@ -96,6 +106,7 @@ export class CapsuleFeed {
     for (const [id, projection] of this.projections)
       if (!projection.followed && now - projection.lastUsed >= this.deps.lingerMs) {
         this.projections.delete(id);
+        this.behind.delete(projection);
         projection.end('shutdown');
       }
     return this.projections.size === 0;
@@ -109,6 +120,7 @@ export class CapsuleFeed {
     this.subscription = null;
     for (const projection of this.projections.values()) projection.end(reason);
     this.projections.clear();
+    this.behind.clear();
     this.onEnded(this);
   }
 
@@ -199,16 +211,36 @@ export class CapsuleFeed {
     this.cursor = end;
     const controlText = encodeControlEvent(formatOffset(this.epoch, end), upToDate);
     const control = Buffer.from(controlText);
-    // Most conversations of a busy capsule have nothing in a given cycle: they share one empty slice.
+    // Most conversations of a busy capsule have nothing in a given cycle: those visited share one
+    // empty slice, and most are not visited at all.
     let empty: Slice | null = null;
-    for (const projection of this.projections.values()) {
-      const chunks = produced.get(projection);
-      projection.advance(
-        chunks
-          ? new Slice(start, end, upToDate, chunks, control, controlText)
-          : (empty ??= new Slice(start, end, upToDate, [], control, controlText)),
-        more,
-      );
+    if (!more && !upToDate) {
+      // The delivery ended on a full page: every follower is told it is not up to date (rare).
+      for (const projection of this.projections.values()) {
+        const chunks = produced.get(projection);
+        this.advance(
+          projection,
+          chunks
+            ? new Slice(start, end, upToDate, chunks, control, controlText)
+            : (empty ??= new Slice(start, end, upToDate, [], control, controlText)),
+          more,
+        );
+      }
+      return;
     }
+    for (const [projection, chunks] of produced)
+      this.advance(projection, new Slice(start, end, upToDate, chunks, control, controlText), more);
+    // The end of a delivery: whoever was told "behind" hears it is up to date again.
+    if (more) return;
+    for (const projection of this.behind)
+      if (!produced.has(projection))
+        this.advance(projection, (empty ??= new Slice(start, end, upToDate, [], control, controlText)), more);
+  }
+
+  /** Hand a projection its slice; keep `behind` to what its followers were last told. */
+  private advance(projection: SharedProjection, slice: Slice, more: boolean): void {
+    projection.advance(slice, more);
+    if (projection.upToDate) this.behind.delete(projection);
+    else this.behind.add(projection);
   }
 }

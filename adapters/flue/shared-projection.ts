@@ -59,8 +59,6 @@ export interface Follower {
 }
 
 export class SharedProjection {
-  /** The state's offset (meaningful once `projector` is set). */
-  through = 0;
   /** Null while the state is being rebuilt from the log; `backlog` holds what arrives meanwhile. */
   projector: ConversationProjector | null = null;
   private backlog: LogRecord[] = [];
@@ -75,17 +73,25 @@ export class SharedProjection {
   constructor(
     readonly conversationId: string,
     seed: Promise<{ projector: ConversationProjector; through: number }>,
-    /** The feed's cursor when the seed resolves (records after the seed's `through` are in backlog). */
-    cursor: () => number,
+    /** The feed's cursor (records after the seed's `through` are in backlog until it resolves). */
+    private readonly cursor: () => number,
   ) {
     this.ready = seed.then(({ projector, through }) => {
       for (const record of this.backlog) if (record.offset > through) projector.project(record);
       this.backlog = [];
       this.projector = projector;
-      this.through = Math.max(through, cursor());
     });
     // Failures reach whoever awaits `ready`; this keeps an unawaited one from being unhandled.
     this.ready.catch(() => undefined);
+  }
+
+  /**
+   * The state's offset (meaningful once `projector` is set): the feed's cursor. The feed projects
+   * every record of this conversation into it as it passes, so the state is always at the cursor;
+   * a cycle with nothing of this conversation need not visit it to say so.
+   */
+  get through(): number {
+    return this.projector ? this.cursor() : 0;
   }
 
   get followed(): boolean {
@@ -121,7 +127,6 @@ export class SharedProjection {
    */
   advance(slice: Slice, more = false): void {
     if (!this.projector) return;
-    this.through = slice.end;
     // Nothing of this conversation and still up to date: every follower already holds what this
     // slice would tell it (SSE followers were told upToDate, long-polls keep waiting), so none is
     // visited: on a busy capsule that was every follower of every conversation per batch. Where the

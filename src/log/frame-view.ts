@@ -29,8 +29,6 @@ export interface FrameView {
     exit_code: number | null;
     truncated: boolean;
   } | null;
-  /** The parsed data object, or null when the data line is not valid JSON (e.g. some `error` frames). */
-  json: Record<string, unknown> | null;
 }
 
 const cache = new WeakMap<LogRecord, FrameView | null>();
@@ -65,8 +63,10 @@ export const viewFrame = (record: LogRecord): FrameView | null => {
       record.event === 'artifact' && json && typeof json.artifact === 'object' && json.artifact
         ? (json.artifact as FrameView['artifact'])
         : null,
-    json,
   };
+  // The parsed object itself is not kept: a busy capsule's recent records stay in memory for
+  // seconds (the hub's record memory), and every object they hold is copied by each scavenge then
+  // promoted; the view keeps only the fields the surfaces read.
   cache.set(record, view);
   return view;
 };

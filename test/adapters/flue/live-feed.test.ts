@@ -8,7 +8,7 @@
  * must be the encoding of its chunks. The core here is a plain in-memory log (no store involved)
  * whose readContext answers a context's records plus the unattributed ones, as the core's does.
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import pino from 'pino';
 import type { FlueChunk } from '../../../adapters/flue/chunks.js';
 import { encodeDataEvent } from '../../../adapters/flue/codec.js';
@@ -180,6 +180,67 @@ describe('live feed projections = whole-capsule projection', () => {
       { chunks: 0, upToDate: true, end: head },
     ]);
     expect(seen[0]!.chunks).toBeGreaterThan(0);
+    feed.end('shutdown');
+  });
+
+  it("a cycle visits only the conversations it concerns (and those told they were behind); the others' offset still moves", async () => {
+    const turn = (conv: string, sub: string, n: number) => [
+      submission(conv, sub, `hi ${sub}`),
+      status(`tsk_${sub}`, conv, 'working', 'inference turn 1'),
+      ...Array.from({ length: n }, (_, i) => text(`tsk_${sub}`, `t${i} `)),
+    ];
+    const start = [...turn('conv-1', 'a1', 2), ...turn('conv-2', 'b1', 2)];
+    // Small deliveries of conv-1 only; then one of exactly a full page (101 records after the 4
+    // below: the delivery's last page is full, so every conversation is told it is behind); then
+    // one small delivery again.
+    const more = turn('conv-1', 'a2', 110);
+    const records = numbered([...start, ...more]);
+    const log = logCore(records);
+    log.append(start.length);
+    const feed = new CapsuleFeed(
+      {
+        core: log.core,
+        logger: pino({ level: 'silent' }),
+        seed: (capsule, conv, epoch, through) =>
+          rebuild({ core: log.core, cache: new SnapshotCache() }, capsule, conv, epoch, through),
+        lingerMs: 60_000,
+        retryMs: 1_000,
+      },
+      'cap',
+      EPOCH,
+      start.length,
+      () => undefined,
+    );
+    const one = feed.projection('conv-1');
+    const two = feed.projection('conv-2');
+    await Promise.all([one.ready, two.ready]);
+    const told: boolean[] = [];
+    two.follow({
+      after: two.through,
+      onSlice: (slice) => (told.push(slice.upToDate), true),
+      onEnd: () => undefined,
+    });
+    let delivered = start.length;
+    // The first delivery after joining tells both they are up to date.
+    log.append(1);
+    delivered = await log.deliver(delivered);
+    expect(told).toEqual([true]);
+    const visits = vi.spyOn(two, 'advance');
+    for (let i = 0; i < 3; i++) {
+      log.append(1);
+      delivered = await log.deliver(delivered);
+    }
+    // Three cycles of conv-1's records: conv-2 was never visited, and its offset kept up.
+    expect(visits).not.toHaveBeenCalled();
+    expect(two.through).toBe(delivered);
+    log.append(100);
+    delivered = await log.deliver(delivered);
+    expect(told).toEqual([true, false]);
+    log.append(1);
+    delivered = await log.deliver(delivered);
+    expect(told).toEqual([true, false, true]);
+    expect(visits).toHaveBeenCalledTimes(2);
+    expect(two.through).toBe(delivered);
     feed.end('shutdown');
   });
 });
