@@ -13,6 +13,8 @@ import { writeFileSync } from 'node:fs';
 const delayMs = Number(process.env.ALLOC_PROBE_DELAY_MS ?? 7000);
 const windowMs = Number(process.env.ALLOC_PROBE_MS ?? 5000);
 const out = process.env.ALLOC_PROBE_OUT ?? `/tmp/alloc-probe-${process.pid}.txt`;
+// ALLOC_PROBE_SURVIVORS=1: only what outlived a scavenge (what each one copies, then promotes).
+const survivors = process.env.ALLOC_PROBE_SURVIVORS === '1';
 
 const session = new Session();
 session.connect();
@@ -49,7 +51,7 @@ setTimeout(() => {
   void post('HeapProfiler.startSampling', {
     samplingInterval: 1024,
     includeObjectsCollectedByMajorGC: true,
-    includeObjectsCollectedByMinorGC: true,
+    includeObjectsCollectedByMinorGC: !survivors,
   }).then(() => {
     const startedAt = Date.now();
     setTimeout(() => {
