@@ -38,6 +38,23 @@ const oracle = (
   return JSON.parse(JSON.stringify(out)) as FlueChunk[];
 };
 
+/** A feed over `log` from `head`, each conversation's state rebuilt from the log on first use. */
+const feedOver = (log: ReturnType<typeof logCore>, head: number, cache = new SnapshotCache()): CapsuleFeed =>
+  new CapsuleFeed(
+    {
+      core: log.core,
+      logger: pino({ level: 'silent' }),
+      seed: (capsule, conv, epoch, through) =>
+        rebuild({ core: log.core, cache }, capsule, conv, epoch, through),
+      lingerMs: 60_000,
+      retryMs: 1_000,
+    },
+    'cap',
+    EPOCH,
+    head,
+    () => undefined,
+  );
+
 describe('live feed projections = whole-capsule projection', () => {
   it('holds over random workloads, batches, start points and joins', async () => {
     let followersChecked = 0;
@@ -46,21 +63,7 @@ describe('live feed projections = whole-capsule projection', () => {
       const rand = prng(seed * 31);
       const log = logCore(records);
       log.append(Math.floor(rand() * records.length * 0.5));
-      const cache = new SnapshotCache();
-      const feed = new CapsuleFeed(
-        {
-          core: log.core,
-          logger: pino({ level: 'silent' }),
-          seed: (capsule, conv, epoch, through) =>
-            rebuild({ core: log.core, cache }, capsule, conv, epoch, through),
-          lingerMs: 60_000,
-          retryMs: 1_000,
-        },
-        'cap',
-        EPOCH,
-        records[log.visible - 1]?.offset ?? 0,
-        () => undefined,
-      );
+      const feed = feedOver(log, records[log.visible - 1]?.offset ?? 0);
       let delivered = log.visible;
       const followers: { conv: string; after: number; chunks: FlueChunk[] }[] = [];
       const pending: Promise<void>[] = [];
@@ -134,20 +137,7 @@ describe('live feed projections = whole-capsule projection', () => {
     const records = numbered([...first, ...quiet, ...busy]);
     const log = logCore(records);
     log.append(first.length);
-    const feed = new CapsuleFeed(
-      {
-        core: log.core,
-        logger: pino({ level: 'silent' }),
-        seed: (capsule, conv, epoch, through) =>
-          rebuild({ core: log.core, cache: new SnapshotCache() }, capsule, conv, epoch, through),
-        lingerMs: 60_000,
-        retryMs: 1_000,
-      },
-      'cap',
-      EPOCH,
-      first.length,
-      () => undefined,
-    );
+    const feed = feedOver(log, first.length);
     const projection = feed.projection('conv-1');
     await projection.ready;
     const seen: { chunks: number; upToDate: boolean; end: number }[] = [];
@@ -190,27 +180,13 @@ describe('live feed projections = whole-capsule projection', () => {
       ...Array.from({ length: n }, (_, i) => text(`tsk_${sub}`, `t${i} `)),
     ];
     const start = [...turn('conv-1', 'a1', 2), ...turn('conv-2', 'b1', 2)];
-    // Small deliveries of conv-1 only; then one of exactly a full page (101 records after the 4
-    // below: the delivery's last page is full, so every conversation is told it is behind); then
-    // one small delivery again.
+    // Small deliveries of conv-1's records; then one of exactly a full page (its last page is full,
+    // so every conversation is told it is behind); then one small delivery again.
     const more = turn('conv-1', 'a2', 110);
     const records = numbered([...start, ...more]);
     const log = logCore(records);
     log.append(start.length);
-    const feed = new CapsuleFeed(
-      {
-        core: log.core,
-        logger: pino({ level: 'silent' }),
-        seed: (capsule, conv, epoch, through) =>
-          rebuild({ core: log.core, cache: new SnapshotCache() }, capsule, conv, epoch, through),
-        lingerMs: 60_000,
-        retryMs: 1_000,
-      },
-      'cap',
-      EPOCH,
-      start.length,
-      () => undefined,
-    );
+    const feed = feedOver(log, start.length);
     const one = feed.projection('conv-1');
     const two = feed.projection('conv-2');
     await Promise.all([one.ready, two.ready]);
