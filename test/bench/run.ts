@@ -14,7 +14,8 @@
  *   floor      what a socket write costs on this machine, with no gateway in it (write-floor.ts)
  *   all        the default run plus `extras`
  * The default run (no selector) is every issue-11 figure. Env: BENCH_RUNS (store and ingest runs, 5),
- * BENCH_FANOUT_RUNS (fan-out and surface runs, 3), and each bench's own (see its header).
+ * BENCH_FANOUT_RUNS (fan-out runs, 3), BENCH_SURFACES_RUNS (surface runs, 5; BENCH_FANOUT_RUNS when
+ * only that is set), and each bench's own (see its header).
  */
 import { cpus, loadavg } from 'node:os';
 import { spawnSync } from 'node:child_process';
@@ -27,6 +28,11 @@ import { num } from './bench-env.js';
 
 const runs = num('BENCH_RUNS', 5);
 const fanoutRuns = num('BENCH_FANOUT_RUNS', 3);
+/**
+ * The surfaces' ratio sits near its bound and swings ±0.15 between runs (README, eighth session):
+ * five interleaved runs by default, BENCH_FANOUT_RUNS when only that is set (older commands).
+ */
+const surfaceRuns = num('BENCH_SURFACES_RUNS', process.env.BENCH_FANOUT_RUNS ? fanoutRuns : 5);
 
 interface Ctx {
   redisUrl: string | undefined;
@@ -75,7 +81,7 @@ const BENCHES: Record<string, { target: string; run: (c: Ctx) => Promise<Figure[
   },
   surfaces: {
     target: '≤ 1.5× native',
-    run: async () => (await import('./fanout-surfaces.js')).benchSurfaces(fanoutRuns),
+    run: async () => (await import('./fanout-surfaces.js')).benchSurfaces(surfaceRuns),
   },
   overload: {
     target: '< 400 MB, p99 < 1 s',
