@@ -15,7 +15,8 @@
  * `npm run bench -- surfaces`. Env: BENCH_SURFACES_LOADS (`1000x40`: subscribers × chunks/s each),
  * BENCH_SURFACES_STORES (`redis`, or `embedded,redis`), BENCH_SURFACES_CONVERSATIONS (100),
  * BENCH_SURFACES_CHUNKS (chunks per task, 20: BeeOS envelopes carry the cumulative reply),
- * BENCH_SURFACES_TEXT (chunk text bytes, 64), BENCH_FANOUT_SECONDS, BENCH_FANOUT_CLIENTS.
+ * BENCH_SURFACES_TEXT (chunk text bytes, 64), BENCH_FANOUT_SECONDS, BENCH_FANOUT_CLIENTS; the number
+ * of interleaved runs is run.ts's BENCH_SURFACES_RUNS (5).
  */
 import { spawnSync, type ChildProcess } from 'node:child_process';
 import {
