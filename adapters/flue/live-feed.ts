@@ -214,27 +214,18 @@ export class CapsuleFeed {
     // Most conversations of a busy capsule have nothing in a given cycle: those visited share one
     // empty slice, and most are not visited at all.
     let empty: Slice | null = null;
-    if (!more && !upToDate) {
-      // The delivery ended on a full page: every follower is told it is not up to date (rare).
-      for (const projection of this.projections.values()) {
-        const chunks = produced.get(projection);
-        this.advance(
-          projection,
-          chunks
-            ? new Slice(start, end, upToDate, chunks, control, controlText)
-            : (empty ??= new Slice(start, end, upToDate, [], control, controlText)),
-          more,
-        );
-      }
-      return;
-    }
-    for (const [projection, chunks] of produced)
-      this.advance(projection, new Slice(start, end, upToDate, chunks, control, controlText), more);
+    const sliceOf = (chunks: FlueChunk[] | undefined): Slice =>
+      chunks
+        ? new Slice(start, end, upToDate, chunks, control, controlText)
+        : (empty ??= new Slice(start, end, upToDate, [], control, controlText));
+    // A delivery that ended on a full page tells every follower it is not up to date (rare).
+    const everyone = !more && !upToDate;
+    for (const projection of everyone ? this.projections.values() : produced.keys())
+      this.advance(projection, sliceOf(produced.get(projection)), more);
+    if (everyone || more) return;
     // The end of a delivery: whoever was told "behind" hears it is up to date again.
-    if (more) return;
     for (const projection of this.behind)
-      if (!produced.has(projection))
-        this.advance(projection, (empty ??= new Slice(start, end, upToDate, [], control, controlText)), more);
+      if (!produced.has(projection)) this.advance(projection, sliceOf(undefined), more);
   }
 
   /** Hand a projection its slice; keep `behind` to what its followers were last told. */
