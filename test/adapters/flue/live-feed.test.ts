@@ -39,8 +39,9 @@ const oracle = (
 };
 
 /** A feed over `log` from `head`, each conversation's state rebuilt from the log on first use. */
-const feedOver = (log: ReturnType<typeof logCore>, head: number, cache = new SnapshotCache()): CapsuleFeed =>
-  new CapsuleFeed(
+const feedOver = (log: ReturnType<typeof logCore>, head: number): CapsuleFeed => {
+  const cache = new SnapshotCache();
+  return new CapsuleFeed(
     {
       core: log.core,
       logger: pino({ level: 'silent' }),
@@ -54,6 +55,7 @@ const feedOver = (log: ReturnType<typeof logCore>, head: number, cache = new Sna
     head,
     () => undefined,
   );
+};
 
 describe('live feed projections = whole-capsule projection', () => {
   it('holds over random workloads, batches, start points and joins', async () => {
