@@ -3,7 +3,9 @@
  * capsule process → watch → reconcile → durable append; store-append.ts: LogWriter → store) beside
  * raw pipelined `XADD` of the same kind of payload (an encoded ~200-byte text frame record, field
  * `r` as the store writes it) with ioredis on the same redis-server, in the same run. Targets:
- * ≥ 50,000 frames/s per capsule end to end, and ≥ 0.5× the raw XADD rate.
+ * ≥ 50,000 frames/s per capsule end to end, and ≥ 0.5× the raw XADD rate. Every process (this one,
+ * the capsule simulator, redis-server) floats on both cores for both paths (run.ts leaves this bench
+ * unpinned): the capsule is a third busy process that a deployment would run on another machine.
  *
  * `npm run bench -- ingest`. Env: BENCH_XADD_FRAMES (100000), BENCH_XADD_PIPELINE (1000).
  */
