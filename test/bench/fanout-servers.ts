@@ -1,8 +1,8 @@
 /**
  * The two servers the fan-out bench compares, each pinned to the server core with its own
  * redis-server: nginx + nchan (the anchor: pub/sub location backed by Redis, EventSource
- * subscribers) and the gateway as a user runs it (`node dist/src/cli.js`, built first: gateway-build.ts; embedded or Redis
- * store) watching a simulated capsule. Nothing is installed: nginx/nchan are used when present.
+ * subscribers) and the gateway as a user runs it (`dist/bin/murmur-gateway`, built first: gateway-build.ts;
+ * embedded or Redis store) watching a simulated capsule. Nothing is installed: nginx/nchan are used when present.
  */
 import { spawnSync } from 'node:child_process';
 import { openSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../support/redis-server.js';
 import { SERVER_CORE, spawnPinned, startPinnedRedis, stopProcess, waitForPort } from './fanout-procs.js';
-import { gatewayArgs } from './gateway-build.js';
+import { gatewayLaunch } from './gateway-build.js';
 
 export const NCHAN_MODULE = '/usr/lib/nginx/modules/ngx_nchan_module.so';
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
@@ -135,12 +135,13 @@ export const startGateway = async (capsuleUrl: string, redis: boolean): Promise<
   const extra = JSON.parse(process.env.BENCH_GATEWAY_CONFIG ?? '{}') as Record<string, unknown>;
   const settings = { logLevel: 'warn', capsules: [{ id: 'bench', url: capsuleUrl }], ...extra };
   writeFileSync(config, JSON.stringify(settings));
-  const args = [...gatewayArgs(), '--config', config, '--host', '127.0.0.1', '--port', String(port)];
+  const args = ['--config', config, '--host', '127.0.0.1', '--port', String(port)];
   if (redis) args.push('--redis', `redis://127.0.0.1:${redisPort}`);
-  const gw = spawnPinned(SERVER_CORE, process.execPath, args, {
+  const launch = gatewayLaunch();
+  const gw = spawnPinned(SERVER_CORE, launch.cmd, args, {
     cwd: REPO,
     stdio: ['ignore', gatewayStdout(), 'inherit'],
-    env: { ...process.env, REDIS_URL: '', NODE_ENV: 'production' },
+    env: { ...process.env, ...launch.env, REDIS_URL: '', NODE_ENV: 'production' },
   });
   const stop = async (): Promise<void> => {
     await stopProcess(gw, 5000);

@@ -1,7 +1,7 @@
 /**
  * Process plumbing for the scale benches (scale-*.ts): the gateway as a user runs it
- * (`node dist/src/cli.js --config …`, built first: gateway-build.ts) with any capsule list and store, pinned to the server
- * core like the fan-out bench's (fanout-servers.ts), and a pinned redis-server. The fd limit of the
+ * (`dist/bin/murmur-gateway --config …`, built first: gateway-build.ts) with any capsule list and
+ * store, pinned to the server core like the fan-out bench's (fanout-servers.ts), and a pinned redis-server. The fd limit of the
  * gateway is raised to the hard limit: 10,000 connections need more than the usual 1,024.
  */
 import type { ChildProcess } from 'node:child_process';
@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../support/redis-server.js';
 import { SERVER_CORE, spawnPinned, startPinnedRedis, stopProcess, waitForPort } from './fanout-procs.js';
-import { gatewayArgs } from './gateway-build.js';
+import { gatewayLaunch } from './gateway-build.js';
 
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -35,7 +35,8 @@ export interface BenchGateway {
 }
 
 /**
- * `bash -c 'ulimit -n <hard> && exec node …'` under taskset: exec keeps the pid the node process's own.
+ * `bash -c 'ulimit -n <hard> && exec dist/bin/murmur-gateway …'` under taskset: exec (there and in the
+ * launcher) keeps the pid the node process's own.
  * `config` is written as the gateway's JSON config file (capsules, heartbeatSeconds, …).
  */
 export const startBenchGateway = async (
@@ -46,11 +47,11 @@ export const startBenchGateway = async (
   const port = await freePort();
   const file = join(dir, 'gateway.json');
   writeFileSync(file, JSON.stringify({ logLevel: 'warn', ...config }));
+  const launch = gatewayLaunch();
   const cmd = [
     'ulimit -n $(ulimit -Hn) &&',
     'exec',
-    JSON.stringify(process.execPath),
-    ...gatewayArgs(),
+    JSON.stringify(launch.cmd),
     '--config',
     JSON.stringify(file),
     '--host 127.0.0.1 --port',
@@ -60,7 +61,7 @@ export const startBenchGateway = async (
   const gw = spawnPinned(SERVER_CORE, 'bash', ['-c', cmd], {
     cwd: REPO,
     stdio: ['ignore', 'ignore', 'inherit'],
-    env: { ...process.env, REDIS_URL: '', NODE_ENV: 'production' },
+    env: { ...process.env, ...launch.env, REDIS_URL: '', NODE_ENV: 'production' },
   });
   const stop = async (): Promise<void> => {
     await stopProcess(gw, 5000);

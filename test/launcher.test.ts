@@ -1,0 +1,51 @@
+/**
+ * The launcher (src/bin/murmur-gateway, the package's bin and `npm start`): confined to one core it
+ * starts node with --single-threaded-gc, with more it leaves V8's GC threads on; the env overrides
+ * force either way and GATEWAY_NODE_FLAGS adds flags. Run against a stand-in cli.js in a copy of the
+ * dist layout (bin/ beside src/) that prints the node flags it was started with and its arguments.
+ */
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+const dist = mkdtempSync(join(tmpdir(), 'mg-launcher-'));
+mkdirSync(join(dist, 'bin'));
+mkdirSync(join(dist, 'src'));
+const launcher = join(dist, 'bin', 'murmur-gateway');
+copyFileSync('src/bin/murmur-gateway', launcher);
+writeFileSync(
+  join(dist, 'src', 'cli.js'),
+  'console.log(JSON.stringify({ flags: process.execArgv, args: process.argv.slice(2) }));\n',
+);
+
+const launch = (env: Record<string, string> = {}, pinned = false): { flags: string[]; args: string[] } => {
+  const [cmd, args] = pinned ? ['taskset', ['-c', '0', 'sh', launcher]] : ['sh', [launcher]];
+  const out = execFileSync(cmd, [...args, '--port', '1'], {
+    env: { PATH: process.env.PATH, NODE: process.execPath, ...env },
+    encoding: 'utf8',
+  });
+  return JSON.parse(out) as { flags: string[]; args: string[] };
+};
+
+describe('launcher', () => {
+  it('starts node with --single-threaded-gc when confined to one core, passing the arguments on', () => {
+    expect(launch({}, true)).toEqual({ flags: ['--single-threaded-gc'], args: ['--port', '1'] });
+  });
+
+  it.runIf(availableParallelism() > 1)('leaves the GC threads on with more than one core', () => {
+    expect(launch().flags).toEqual([]);
+  });
+
+  it('follows GATEWAY_SINGLE_THREADED_GC either way and adds GATEWAY_NODE_FLAGS', () => {
+    expect(launch({ GATEWAY_SINGLE_THREADED_GC: '0' }, true).flags).toEqual([]);
+    expect(launch({ GATEWAY_SINGLE_THREADED_GC: '1' }).flags).toEqual(['--single-threaded-gc']);
+    expect(
+      launch({
+        GATEWAY_SINGLE_THREADED_GC: '0',
+        GATEWAY_NODE_FLAGS: '--max-old-space-size=512 --no-warnings',
+      }).flags,
+    ).toEqual(['--max-old-space-size=512', '--no-warnings']);
+  });
+});
