@@ -216,14 +216,16 @@ export const measure = async (spec: MeasureSpec): Promise<FanoutSample> => {
       );
     }
     const [a, b] = marks as [(typeof marks)[0], (typeof marks)[0]];
-    // The whole latency distribution of this run: where p99 comes from (a shifted body or a tail).
+    // The whole latency distribution of this run (where p99 comes from: a shifted body or a tail)
+    // and its CPU figure (the tables show medians).
     if (process.env.BENCH_FANOUT_PERCENTILES === '1')
       console.log(
         `${spec.label}: ` +
           [50, 90, 95, 98, 99, 99.5, 99.9, 100]
             .map((q) => `p${q} ${percentile(hist, q).toFixed(2)}`)
             .join(', ') +
-          ' ms',
+          ` ms; ${delivered > 0 ? ((b.cpu - a.cpu) / delivered).toFixed(2) : '–'} µs/ev (redis-server ` +
+          `${(((b.redisCpu - a.redisCpu) / 1000 / (b.at - a.at)) * 100).toFixed(1)} % of a core)`,
       );
     return {
       usPerEvent: delivered > 0 ? (b.cpu - a.cpu) / delivered : NaN,
