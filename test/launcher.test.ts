@@ -1,7 +1,7 @@
 /**
  * The launcher (src/bin/murmur-gateway, the package's bin and `npm start`): confined to one core it
- * starts node with --single-threaded-gc, with more it leaves V8's GC threads on; the env overrides
- * force either way and GATEWAY_NODE_FLAGS adds flags. Run against a stand-in cli.js in a copy of the
+ * starts node with --no-concurrent-marking, with more it leaves V8's concurrent marker on; the env
+ * overrides force either way and GATEWAY_NODE_FLAGS adds flags. Run against a stand-in cli.js in a copy of the
  * dist layout (bin/ beside src/) that prints the node flags it was started with and its arguments.
  */
 import { execFileSync } from 'node:child_process';
@@ -30,22 +30,22 @@ const launch = (env: Record<string, string> = {}, pinned = false): { flags: stri
 };
 
 describe('launcher', () => {
-  it('starts node with --single-threaded-gc when confined to one core, passing the arguments on', () => {
-    expect(launch({}, true)).toEqual({ flags: ['--single-threaded-gc'], args: ['--port', '1'] });
+  it('starts node with --no-concurrent-marking when confined to one core, passing the arguments on', () => {
+    expect(launch({}, true)).toEqual({ flags: ['--no-concurrent-marking'], args: ['--port', '1'] });
   });
 
-  it.runIf(availableParallelism() > 1)('leaves the GC threads on with more than one core', () => {
+  it.runIf(availableParallelism() > 1)('leaves the concurrent marker on with more than one core', () => {
     expect(launch().flags).toEqual([]);
   });
 
-  it('follows GATEWAY_SINGLE_THREADED_GC either way and adds GATEWAY_NODE_FLAGS', () => {
-    expect(launch({ GATEWAY_SINGLE_THREADED_GC: '0' }, true).flags).toEqual([]);
-    expect(launch({ GATEWAY_SINGLE_THREADED_GC: '1' }).flags).toEqual(['--single-threaded-gc']);
+  it('follows GATEWAY_CONCURRENT_MARKING either way and adds GATEWAY_NODE_FLAGS', () => {
+    expect(launch({ GATEWAY_CONCURRENT_MARKING: 'on' }, true).flags).toEqual([]);
+    expect(launch({ GATEWAY_CONCURRENT_MARKING: 'off' }).flags).toEqual(['--no-concurrent-marking']);
     expect(
-      launch({
-        GATEWAY_SINGLE_THREADED_GC: '0',
-        GATEWAY_NODE_FLAGS: '--max-old-space-size=512 --no-warnings',
-      }).flags,
-    ).toEqual(['--max-old-space-size=512', '--no-warnings']);
+      launch(
+        { GATEWAY_CONCURRENT_MARKING: 'off', GATEWAY_NODE_FLAGS: '--max-old-space-size=512 --no-warnings' },
+        true,
+      ).flags,
+    ).toEqual(['--no-concurrent-marking', '--max-old-space-size=512', '--no-warnings']);
   });
 });
