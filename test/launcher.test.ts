@@ -1,14 +1,15 @@
 /**
  * The launcher (src/bin/murmur-gateway, the package's bin and `npm start`): confined to one core it
  * starts node with --no-concurrent-marking, with more it leaves V8's concurrent marker on; the env
- * overrides force either way and GATEWAY_NODE_FLAGS adds flags. Run against a stand-in cli.js in a copy of the
- * dist layout (bin/ beside src/) that prints the node flags it was started with and its arguments.
+ * overrides force either way (anything else stops it) and GATEWAY_NODE_FLAGS adds flags. Run against
+ * a stand-in cli.js in a copy of the dist layout (bin/ beside src/) that prints the node flags it was
+ * started with and its arguments.
  */
-import { execFileSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 
 const dist = mkdtempSync(join(tmpdir(), 'mg-launcher-'));
 mkdirSync(join(dist, 'bin'));
@@ -30,6 +31,8 @@ const launch = (env: Record<string, string> = {}, pinned = false): { flags: stri
 };
 
 describe('launcher', () => {
+  afterAll(() => rmSync(dist, { recursive: true, force: true }));
+
   it('starts node with --no-concurrent-marking when confined to one core, passing the arguments on', () => {
     expect(launch({}, true)).toEqual({ flags: ['--no-concurrent-marking'], args: ['--port', '1'] });
   });
@@ -47,5 +50,17 @@ describe('launcher', () => {
         true,
       ).flags,
     ).toEqual(['--no-concurrent-marking', '--max-old-space-size=512', '--no-warnings']);
+  });
+
+  it('refuses any other GATEWAY_CONCURRENT_MARKING with exit 2, starting nothing', () => {
+    const out = spawnSync('sh', [launcher], {
+      env: { PATH: process.env.PATH, NODE: process.execPath, GATEWAY_CONCURRENT_MARKING: 'yes' },
+      encoding: 'utf8',
+    });
+    expect(out.status).toBe(2);
+    expect(out.stdout).toBe('');
+    expect(out.stderr).toBe(
+      "murmur-gateway: GATEWAY_CONCURRENT_MARKING must be on, off or auto, not 'yes'\n",
+    );
   });
 });
