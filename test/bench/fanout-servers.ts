@@ -1,8 +1,9 @@
 /**
  * The two servers the fan-out bench compares, each pinned to the server core with its own
  * redis-server: nginx + nchan (the anchor: pub/sub location backed by Redis, EventSource
- * subscribers) and the gateway as a user runs it (`dist/bin/murmur-gateway`, built first: gateway-build.ts;
- * embedded or Redis store) watching a simulated capsule. Nothing is installed: nginx/nchan are used when present.
+ * subscribers) and the gateway as a user runs it (`dist/bin/murmur-gateway`, built first:
+ * gateway-build.ts; embedded or Redis store) watching a simulated capsule. Nothing is installed:
+ * nginx/nchan are used when present.
  */
 import { spawnSync } from 'node:child_process';
 import { openSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';

@@ -64,10 +64,7 @@ const SCALE: Record<string, Bench> = {
     target: '≤ 1 MB each',
     run: async () => (await import('./scale-capsules.js')).benchCapsules({ redis: redisServerAvailable() }),
   },
-  // Unpinned: here this process IS the gateway (its ingest path runs in it), beside the capsule
-  // simulator it spawns and redis-server. Pinned to the clients' core it shared that core with the
-  // capsule (a separate machine in any deployment) while raw XADD's client had the core to itself:
-  // every process floats on both cores instead, the raw XADD anchor included (same scheduling).
+  // Unpinned: here this process runs the gateway's ingest path itself (scale-ingest.ts says why).
   ingest: {
     target: '≥ 50,000 frames/s, ≥ 0.5× XADD',
     unpinned: true,

@@ -1,8 +1,9 @@
 /**
  * Process plumbing for the scale benches (scale-*.ts): the gateway as a user runs it
  * (`dist/bin/murmur-gateway --config …`, built first: gateway-build.ts) with any capsule list and
- * store, pinned to the server core like the fan-out bench's (fanout-servers.ts), and a pinned redis-server. The fd limit of the
- * gateway is raised to the hard limit: 10,000 connections need more than the usual 1,024.
+ * store, pinned to the server core like the fan-out bench's (fanout-servers.ts), and a pinned
+ * redis-server. The fd limit of the gateway is raised to the hard limit: 10,000 connections need
+ * more than the usual 1,024.
  */
 import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';

@@ -5,7 +5,9 @@
  * `r` as the store writes it) with ioredis on the same redis-server, in the same run. Targets:
  * ≥ 50,000 frames/s per capsule end to end, and ≥ 0.5× the raw XADD rate. Every process (this one,
  * the capsule simulator, redis-server) floats on both cores for both paths (run.ts leaves this bench
- * unpinned): the capsule is a third busy process that a deployment would run on another machine.
+ * unpinned): this process runs the gateway's ingest path, and pinned to the clients' core it shared
+ * that core with the capsule (a third busy process a deployment runs elsewhere) while raw XADD's
+ * client had a core to itself.
  *
  * `npm run bench -- ingest`. Env: BENCH_XADD_FRAMES (100000), BENCH_XADD_PIPELINE (1000).
  */
