@@ -23,6 +23,14 @@ type NodeEnv = { outgoing?: ServerResponse } | undefined;
 
 /** More chunks than this in one batch are copied into one Buffer (a held backlog), fewer corked. */
 const COALESCE_OVER = 16;
+/**
+ * A batch of at most this many bytes is copied into one Buffer and written plainly, however many
+ * chunks it holds. A busy capsule's BeeOS and Flue followers get a few slices per turn each (a
+ * conversation's chunks arrive together): corked, each batch went through the stream's buffered
+ * list and a writev, which cost more CPU than the send itself; a copy of a kilobyte or two costs
+ * next to nothing. Bigger batches (a storm's catch-up pages) are still corked, not copied.
+ */
+const COPY_UNDER = 16 * 1024;
 
 /** The transport's own headers; the surface's options.headers and the context's headers join them. */
 const BASE_HEADERS: Readonly<Record<string, string>> = {
@@ -136,9 +144,9 @@ class NodeSseStream extends SseStreamBase {
 
   /**
    * One turn's bytes (the head first, if it is still due) in one batch: a single Buffer is one plain
-   * write (the fan-out case: the same event bytes for every client); a few are corked into one
-   * writev, not copied (a storm's catch-up writes pages of hundreds of KB per client); a held
-   * backlog of many small ones is copied into one Buffer (COALESCE_OVER).
+   * write (the fan-out case: the same event bytes for every client); a few small ones, or a held
+   * backlog of many, are copied into one Buffer (COPY_UNDER, COALESCE_OVER); a few big ones are
+   * corked into one writev, not copied (a storm's catch-up writes pages of hundreds of KB per client).
    */
   private writeBatch(chunks: Buffer[], end: boolean): void {
     const head = this.head;
@@ -150,10 +158,12 @@ class NodeSseStream extends SseStreamBase {
       socket.write(chunks[0]!);
       return;
     }
-    if (chunks.length > COALESCE_OVER) {
-      // A backlog held while the client did not read (many small events): one Buffer, so the
-      // socket keeps one entry however long the client takes to drain it.
-      const all = Buffer.concat(chunks);
+    let bytes = 0;
+    for (const chunk of chunks) bytes += chunk.length;
+    if (chunks.length > COALESCE_OVER || bytes <= COPY_UNDER) {
+      // One Buffer: a few small slices cost less copied than corked, and a backlog held while the
+      // client did not read keeps one socket entry however long the client takes to drain it.
+      const all = Buffer.concat(chunks, bytes);
       if (end) socket.end(all);
       else socket.write(all);
       return;
