@@ -16,6 +16,7 @@ import type { Context } from 'hono';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { SseStreamBase, type SseOptions, type SseStream } from './sse-stream.js';
 import { startWebSse } from './sse-web-stream.js';
+import { writeToSocket } from './socket-write.js';
 
 export { SSE_DEFAULTS, sseStats, type SseOptions, type SseStream } from './sse-stream.js';
 
@@ -155,7 +156,7 @@ class NodeSseStream extends SseStreamBase {
     const socket = this.socket;
     if (!socket.writable) return;
     if (chunks.length === 1 && !end) {
-      socket.write(chunks[0]!);
+      writeToSocket(socket, chunks[0]!);
       return;
     }
     let bytes = 0;
@@ -165,7 +166,7 @@ class NodeSseStream extends SseStreamBase {
       // client did not read keeps one socket entry however long the client takes to drain it.
       const all = Buffer.concat(chunks, bytes);
       if (end) socket.end(all);
-      else socket.write(all);
+      else writeToSocket(socket, all);
       return;
     }
     socket.cork();
@@ -180,7 +181,7 @@ class NodeSseStream extends SseStreamBase {
 
   protected sinkWriteOne(chunk: Buffer): void {
     if (this.head) this.writeBatch([chunk], false);
-    else if (this.socket.writable) this.socket.write(chunk);
+    else if (this.socket.writable) writeToSocket(this.socket, chunk);
   }
 
   protected sinkEnd(chunks: Buffer[]): void {
