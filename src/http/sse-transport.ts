@@ -22,7 +22,7 @@ export { SSE_DEFAULTS, sseStats, type SseOptions, type SseStream } from './sse-s
 
 type NodeEnv = { outgoing?: ServerResponse } | undefined;
 
-/** More chunks than this in one batch are copied into one Buffer (a held backlog), fewer corked. */
+/** More chunks than this in one batch are copied into one Buffer (a held backlog), however many bytes. */
 const COALESCE_OVER = 16;
 /**
  * A batch of at most this many bytes is copied into one Buffer and written plainly, however many
