@@ -25,7 +25,7 @@ import { createAbuseBounds } from './abuse-bounds.js';
 import { LogWriter } from './log/log-writer.js';
 import { MemoryStore } from './log/memory-store.js';
 import { RedisStore } from './log/redis-store.js';
-import { RedisClaims } from './log/claims.js';
+import { RedisClaims } from './fleet/claims.js';
 import type { LogStore } from './log/store.js';
 import { CapsuleUpstream } from './upstream/capsule-upstream.js';
 import { LocalOwnership } from './fleet/local-ownership.js';

@@ -6,7 +6,7 @@ import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { FactEntry, LogEntry, SubmissionEntry } from '../log/record.js';
 import type { LogPosition } from '../log/store.js';
-import { MemoryClaims, type ClaimStore, type HeldClaim } from '../log/claims.js';
+import { MemoryClaims, type ClaimStore, type HeldClaim } from '../fleet/claims.js';
 import { AckFromLog } from './ack-from-log.js';
 import type {
   CancelOutcome,

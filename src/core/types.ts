@@ -5,9 +5,9 @@
  */
 import type { LogPosition } from '../log/store.js';
 import type { LogRecord, SubmissionEntry } from '../log/record.js';
-import type { HeldClaim } from '../log/claims.js';
+import type { HeldClaim } from '../fleet/claims.js';
 
-export type { HeldClaim } from '../log/claims.js';
+export type { HeldClaim } from '../fleet/claims.js';
 
 /** Why a subscription ended. A subscriber resumes from the last offset it saw, whatever the reason. */
 export type SubscriptionEnd =
