@@ -14,6 +14,7 @@ import type {
   ContextPage,
   CursorStatus,
   GatewayCore,
+  HubPort,
   RpcForwardResult,
   SubmitOutcome,
   SubmitRequest,
@@ -25,13 +26,7 @@ import type {
 } from './types.js';
 
 /** The read side the hub provides: exactly these methods of the core, answered by `src/hub`. */
-export type HubPort = Pick<
-  GatewayCore,
-  'position' | 'cursorStatus' | 'read' | 'readContext' | 'contextFirst' | 'waitAfter' | 'subscribe'
-> & {
-  /** The log's count of frames-possibly-missing facts. */
-  possiblyMissing(capsule: string): Promise<number>;
-};
+export type { HubPort } from './types.js';
 
 /**
  * The log writer: enqueue without blocking, resolve when durable. When `signal` aborts before the

@@ -169,3 +169,12 @@ export interface GatewayCore {
   /** Aborted when the gateway starts draining: every live stream ends cleanly. */
   readonly shutdownSignal: AbortSignal;
 }
+
+/** What the core reads the log through: the hub's read side. */
+export type HubPort = Pick<
+  GatewayCore,
+  'position' | 'cursorStatus' | 'read' | 'readContext' | 'contextFirst' | 'waitAfter' | 'subscribe'
+> & {
+  /** The log's count of frames-possibly-missing facts. */
+  possiblyMissing(capsule: string): Promise<number>;
+};

@@ -6,10 +6,9 @@
  */
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
-import type { Appended } from './log-writer.js';
 import type { LogEntry } from './record.js';
 import type { QueueBounds } from './writer-options.js';
-import { approxBytes, type Lane, type MissingFact, type Pending } from './writer-lane.js';
+import { approxBytes, type Appended, type Lane, type MissingFact, type Pending } from './writer-lane.js';
 
 export const noop = (): void => {};
 
