@@ -99,6 +99,7 @@ export class ConversationProjector {
   project(record: LogRecord): FlueChunk[] {
     this.lastContext = null;
     if (record.kind === 'fact' && record.fact === 'submission-failed') return this.forget(record);
+    if (record.kind === 'fact' && record.fact === 'submission-withdrawn') return this.withdrawn(record);
     const context = this.tracker.contextOf(record);
     this.lastContext = context;
     let bodies: ChunkBody[] = [];
@@ -134,6 +135,28 @@ export class ConversationProjector {
     if (i >= 0) this.pending.splice(i, 1);
     this.state.messages = this.state.messages.filter((m) => m.id !== record.messageId);
     return this.reset(record.offset);
+  }
+
+  /**
+   * Taken out of the submission queue (abort, or it could not run): settled with its outcome. A
+   * queued one leaves the waiting list, so the next task's frames are never taken for its reply.
+   */
+  private withdrawn(record: LogRecord & { kind: 'fact'; fact: 'submission-withdrawn' }): FlueChunk[] {
+    if (record.contextId !== this.conversationId) return [];
+    const submissionId = this.bySubmissionMessage.get(record.messageId);
+    if (submissionId === undefined) return [];
+    const i = this.pending.indexOf(submissionId);
+    if (i >= 0) this.pending.splice(i, 1);
+    const bodies = this.settle(submissionId, record.outcome, { message: record.reason }, record.receivedAt);
+    const chunks: FlueChunk[] = [];
+    for (let index = 0; index < bodies.length; index++) {
+      const chunk = bodies[index] as FlueChunk;
+      chunk.conversationId = this.clientId;
+      chunk.position = { batch: record.offset, index };
+      chunks.push(chunk);
+    }
+    for (const chunk of chunks) applyChunk(this.state, chunk);
+    return chunks;
   }
 
   /** §conversation-reset: creation is a structural boundary; the reset subsumes its batch. */

@@ -8,6 +8,7 @@ import type { FactEntry, LogEntry, SubmissionEntry } from '../log/record.js';
 import type { LogPosition } from '../log/store.js';
 import { MemoryClaims, type ClaimStore, type HeldClaim } from '../log/claims.js';
 import { AckFromLog } from './ack-from-log.js';
+import type { SubmissionQueues } from './submission-queue.js';
 import type {
   CancelOutcome,
   CapsuleStatus,
@@ -76,6 +77,8 @@ export interface GatewayCoreDeps {
   logger?: Logger;
   /** Claims shared by the replicas (Redis); default: this process alone (memory). */
   claims?: ClaimStore;
+  /** The submission queues (`SubmitRequest.queue`); without them every submission is sent at once. */
+  queues?: SubmissionQueues;
 }
 
 export const DEFAULT_SUBMIT_STORE_TIMEOUT_MS = 5_000;
@@ -173,6 +176,24 @@ export class GatewayCoreImpl implements GatewayCore {
   async submit(capsule: string, request: SubmitRequest): Promise<SubmitResult> {
     const upstream = this.upstream(capsule);
     if (this.shutdownSignal.aborted) throw new GatewayError('shutting_down', 'the gateway is shutting down');
+    const queues = this.deps.queues;
+    if (request.queue && queues && request.rawBody === undefined) {
+      const fold = await queues.current(capsule);
+      // `task_acceptance: none` (learned from a hand-off): refused at admission, as without a queue.
+      if (!fold.acceptsNone) {
+        queues.checkRoom(fold, request.record.owner);
+        const recorded = await this.record(capsule, {
+          kind: 'submission',
+          ...request.record,
+          contextId: request.contextId,
+          messageId: request.messageId,
+          text: request.text,
+          queued: true,
+          receivedAt: Date.now(),
+        });
+        return { outcome: { kind: 'queued' }, recorded };
+      }
+    }
     // Recorded before forwarding, so the submission precedes every frame of its task in the log.
     // A submission the store cannot record in time fails, and is then never forwarded.
     const recorded = await this.record(capsule, {
@@ -196,6 +217,16 @@ export class GatewayCoreImpl implements GatewayCore {
 
   cancel(capsule: string, taskId: string): Promise<CancelOutcome> {
     return this.upstream(capsule).cancel(taskId);
+  }
+
+  async withdrawContext(
+    capsule: string,
+    contextId: string,
+    outcome: 'aborted' | 'failed',
+    reason: string,
+  ): Promise<number> {
+    this.upstream(capsule);
+    return this.deps.queues ? this.deps.queues.withdrawContext(capsule, contextId, outcome, reason) : 0;
   }
 
   forwardRpc(capsule: string, body: string): Promise<RpcForwardResult> {
@@ -317,6 +348,7 @@ export class GatewayCoreImpl implements GatewayCore {
       url: upstream.url,
       ...s,
       conversationMode: this.conversationMode(capsule),
+      queue: this.deps.queues?.stats(capsule) ?? { depth: 0, oldestMs: 0 },
       position,
       possiblyMissing,
     };
