@@ -273,9 +273,7 @@ export class ChannelProjector {
    * cancel or DELETE, whose close record already says so. Failed: it never ran (or its outcome is
    * unknown), and the channel says why, as for an unreachable agent.
    */
-  private withdrawn(
-    record: LogRecord & { kind: 'fact'; fact: 'submission-withdrawn' },
-  ): ProjectionStep {
+  private withdrawn(record: LogRecord & { kind: 'fact'; fact: 'submission-withdrawn' }): ProjectionStep {
     const at = this.unpaired.indexOf(record.messageId);
     if (at < 0) return { envelopes: [] };
     this.unpaired.splice(at, 1);

@@ -38,7 +38,10 @@ export const submitMessage = async (
   return { result, messageId, receivedAt };
 };
 
-const OUTCOME_ERROR: Record<Exclude<SubmitOutcome['kind'], 'accepted' | 'queued'>, [BeeosErrorCode, string]> = {
+const OUTCOME_ERROR: Record<
+  Exclude<SubmitOutcome['kind'], 'accepted' | 'queued'>,
+  [BeeosErrorCode, string]
+> = {
   rejected: ['conflict', 'agent is busy and refused the message'],
   'method-not-found': ['conflict', 'agent does not accept tasks'],
   unreachable: ['agent_service_unavailable', 'agent service is unavailable'],

@@ -195,9 +195,14 @@ export class SubmissionQueues {
     return ids.length;
   }
 
-  /** Depth and oldest wait, from what this replica has folded (no store round trip). */
+  /**
+   * Depth and oldest wait, from what this replica has folded (no store round trip). The owner always
+   * folds its capsules; another replica only those it admitted to or aborted on (a status read does
+   * not start a fold of the whole log).
+   */
   stats(capsule: string, now = Date.now()): { depth: number; oldestMs: number } {
-    const fold = this.queue(capsule).fold;
+    const fold = this.queues.get(capsule)?.fold;
+    if (!fold) return { depth: 0, oldestMs: 0 };
     return { depth: fold.depth(), oldestMs: fold.oldestMs(now) };
   }
 

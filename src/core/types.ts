@@ -166,7 +166,12 @@ export interface GatewayCore {
    * Withdraw every queued or running queued-submission of a context: queued ones never reach the
    * capsule, a running one's task is canceled. Settled with `outcome` on every surface. Returns how many.
    */
-  withdrawContext(capsule: string, contextId: string, outcome: 'aborted' | 'failed', reason: string): Promise<number>;
+  withdrawContext(
+    capsule: string,
+    contextId: string,
+    outcome: 'aborted' | 'failed',
+    reason: string,
+  ): Promise<number>;
   /** Forward a JSON-RPC body the gateway does not interpret (tasks/get, message/send, …). */
   forwardRpc(capsule: string, body: string): Promise<RpcForwardResult>;
   /** Append a record made by a surface (e.g. a BeeOS channel close) and return its offset. */
