@@ -181,6 +181,11 @@ export class GatewayCoreImpl implements GatewayCore {
       const fold = await queues.current(capsule);
       // `task_acceptance: none` (learned from a hand-off): refused at admission, as without a queue.
       if (!fold.acceptsNone) {
+        // An unreachable capsule refuses at admission, as without a queue (clients retry a 503);
+        // what was queued before waits and runs once it is back.
+        const watch = upstream.state().state;
+        if (watch === 'stopped' ? fold.upstreamLost : watch !== 'connected')
+          throw new GatewayError('upstream_unreachable', 'the capsule is unreachable');
         queues.checkRoom(fold, request.record.owner);
         const recorded = await this.record(capsule, {
           kind: 'submission',

@@ -38,6 +38,8 @@ export class QueueFold {
   readonly running = new Set<string>();
   /** The capsule answered a hand-off with "accepts no tasks" (until its next session). */
   acceptsNone = false;
+  /** The log's last word on the owner's watch: lost (until it connects again). */
+  upstreamLost = false;
   /** Offset of the last record folded. */
   through = 0;
   private readonly ended = new Set<string>();
@@ -85,6 +87,12 @@ export class QueueFold {
 
   private fact(record: LogRecord & { kind: 'fact' }): void {
     switch (record.fact) {
+      case 'upstream-lost':
+        this.upstreamLost = true;
+        return;
+      case 'upstream-connected':
+        this.upstreamLost = false;
+        return;
       case 'capsule-session-started':
         // The old session's tasks are gone (their submissions settle failed on every surface).
         this.running.clear();
