@@ -71,6 +71,8 @@ export class Dispatcher {
       const next = this.nextToSend();
       if (!next) {
         await this.queue.changed(this.waitMs());
+        // An idle queue holds no subscription: a cheap look at the head finds new admissions.
+        if (!this.queue.isOpen) await this.queue.poll().catch(() => undefined);
         continue;
       }
       await this.handOver(next);

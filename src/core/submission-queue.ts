@@ -38,12 +38,26 @@ export interface SubmissionQueuesDeps {
   dispatch?: DispatchTuning;
 }
 
-/** One capsule's fold, kept current by a subscription from the start of the log. */
+/**
+ * A hub subscription keeps a store reader per capsule (a blocking XREAD on its own connection) and
+ * the capsule's recent records in memory: an idle queue holds none (the hub lingers on its own).
+ * Idle: nothing queued, and every hand-off has started its task (its end matters only to a next one).
+ */
+const idle = (fold: QueueFold): boolean => {
+  if (fold.queue.length > 0) return false;
+  for (const h of fold.handed.values()) if (h.taskId === null || h.withdrawn) return false;
+  return true;
+};
+
+/**
+ * One capsule's fold, kept current by a subscription from the start of the log while the queue has
+ * something in it; closed when idle, it resumes from the last folded offset (nothing skipped).
+ */
 export class CapsuleQueue {
   readonly fold = new QueueFold();
   private readonly waiters = new Set<() => void>();
   private sub: Subscription | null = null;
-  private ended = false;
+  private idleTimer: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly capsule: string,
@@ -53,17 +67,16 @@ export class CapsuleQueue {
 
   open(): void {
     if (this.sub) return;
-    this.ended = false;
     this.sub = this.hub.subscribe(this.capsule, {
       after: this.fold.through,
       onRecords: (records) => {
         for (const r of records) this.fold.apply(r);
+        this.closeWhenIdle();
         this.notify();
       },
       // Resumed from the last folded offset: nothing is folded twice, nothing skipped.
       onEnd: (reason) => {
         this.sub = null;
-        this.ended = true;
         this.notify();
         if (reason !== 'closed' && reason !== 'shutdown') {
           this.logger?.warn(
@@ -74,9 +87,37 @@ export class CapsuleQueue {
         }
       },
     });
+    this.closeWhenIdle();
+  }
+
+  get isOpen(): boolean {
+    return this.sub !== null;
+  }
+
+  private closeWhenIdle(): void {
+    if (!idle(this.fold)) {
+      if (this.idleTimer) clearTimeout(this.idleTimer);
+      this.idleTimer = null;
+      return;
+    }
+    // Not from inside the subscription's own callback.
+    this.idleTimer ??= setTimeout(() => {
+      this.idleTimer = null;
+      if (idle(this.fold)) this.close();
+    }, 0);
+    this.idleTimer.unref();
+  }
+
+  /** Closed: reopen when the log moved on (a submission admitted through another replica). */
+  async poll(): Promise<void> {
+    if (this.sub) return;
+    const position = await this.hub.position(this.capsule);
+    if (position.head > this.fold.through) this.open();
   }
 
   close(): void {
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+    this.idleTimer = null;
     this.sub?.close();
     this.sub = null;
     this.notify();
@@ -99,7 +140,7 @@ export class CapsuleQueue {
   async through(offset: number, timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     while (this.fold.through < offset) {
-      if (this.ended && !this.sub) this.open();
+      if (!this.sub) this.open();
       const left = deadline - Date.now();
       if (left <= 0)
         throw new GatewayError('store_unavailable', 'the submission queue could not be read in time');
