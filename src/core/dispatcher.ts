@@ -188,6 +188,14 @@ export class Dispatcher {
           await this.upstream.cancel(outcome.taskId).catch(() => undefined);
         }
         handed.taskId ??= outcome.taskId;
+        await this.append({
+          kind: 'fact',
+          fact: 'submission-started',
+          messageId: handed.messageId,
+          contextId: handed.contextId,
+          taskId: outcome.taskId,
+          receivedAt: Date.now(),
+        }).catch(() => undefined);
         return;
       case 'rejected':
         return this.giveBack(handed, 'capsule busy');

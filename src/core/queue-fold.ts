@@ -118,6 +118,11 @@ export class QueueFold {
         this.handed.set(record.messageId, { ...q!, handedAt: record.offset, taskId: null, withdrawn: false });
         return;
       }
+      case 'submission-started': {
+        const h = this.handed.get(record.messageId);
+        if (h && h.taskId === null && !this.ended.has(record.taskId)) h.taskId = record.taskId;
+        return;
+      }
       case 'submission-returned': {
         const h = this.handed.get(record.messageId);
         if (!h || h.taskId !== null) return;

@@ -67,6 +67,15 @@ export type FactEntry =
    */
   | { kind: 'fact'; fact: 'submission-handed'; messageId: string; contextId: string; receivedAt: number }
   | { kind: 'fact'; fact: 'submission-returned'; messageId: string; reason: string; receivedAt: number }
+  /** The capsule took a handed submission as this task: a reader whose log lost the task's first frame still links it. */
+  | {
+      kind: 'fact';
+      fact: 'submission-started';
+      messageId: string;
+      contextId: string;
+      taskId: string;
+      receivedAt: number;
+    }
   | {
       kind: 'fact';
       fact: 'submission-withdrawn';
