@@ -108,6 +108,12 @@ export class ConversationProjector {
     } else if (context === this.conversationId) {
       bodies = record.kind === 'submission' ? this.submission(record) : this.frame(record);
     }
+    const chunks = this.apply(bodies, record.offset);
+    return this.createdAt === record.offset ? this.reset(record.offset) : chunks;
+  }
+
+  /** Make one record's bodies its chunks and apply them to `state`. */
+  private apply(bodies: ChunkBody[], offset: number): FlueChunk[] {
     // Each body is made for this call: it becomes its chunk (same keys, same order as a spread). A
     // spread of a dozen body shapes went through V8's generic clone, and `map` made a holey array
     // that JSON.stringify serialises on its slow path: both showed in a busy capsule's profile.
@@ -115,11 +121,11 @@ export class ConversationProjector {
     for (let index = 0; index < bodies.length; index++) {
       const chunk = bodies[index] as FlueChunk;
       chunk.conversationId = this.clientId;
-      chunk.position = { batch: record.offset, index };
+      chunk.position = { batch: offset, index };
       chunks.push(chunk);
     }
     for (const chunk of chunks) applyChunk(this.state, chunk);
-    return this.createdAt === record.offset ? this.reset(record.offset) : chunks;
+    return chunks;
   }
 
   /**
@@ -147,16 +153,10 @@ export class ConversationProjector {
     if (submissionId === undefined) return [];
     const i = this.pending.indexOf(submissionId);
     if (i >= 0) this.pending.splice(i, 1);
-    const bodies = this.settle(submissionId, record.outcome, { message: record.reason }, record.receivedAt);
-    const chunks: FlueChunk[] = [];
-    for (let index = 0; index < bodies.length; index++) {
-      const chunk = bodies[index] as FlueChunk;
-      chunk.conversationId = this.clientId;
-      chunk.position = { batch: record.offset, index };
-      chunks.push(chunk);
-    }
-    for (const chunk of chunks) applyChunk(this.state, chunk);
-    return chunks;
+    return this.apply(
+      this.settle(submissionId, record.outcome, { message: record.reason }, record.receivedAt),
+      record.offset,
+    );
   }
 
   /** §conversation-reset: creation is a structural boundary; the reset subsumes its batch. */

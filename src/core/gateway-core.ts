@@ -96,6 +96,16 @@ const conversationModeOf = (ack: string | null): 'stateless' | 'threaded' => {
   }
 };
 
+/** The submission record a request makes (queued or sent at once). */
+const submissionOf = (request: SubmitRequest): SubmissionEntry => ({
+  kind: 'submission',
+  ...request.record,
+  contextId: request.contextId,
+  messageId: request.messageId,
+  text: request.text,
+  receivedAt: Date.now(),
+});
+
 export class GatewayCoreImpl implements GatewayCore {
   readonly shutdownSignal: AbortSignal;
   private readonly claims: ClaimStore;
@@ -187,28 +197,13 @@ export class GatewayCoreImpl implements GatewayCore {
         if (watch === 'stopped' ? fold.upstreamLost : watch !== 'connected')
           throw new GatewayError('upstream_unreachable', 'the capsule is unreachable');
         queues.checkRoom(fold, request.record.owner);
-        const recorded = await this.record(capsule, {
-          kind: 'submission',
-          ...request.record,
-          contextId: request.contextId,
-          messageId: request.messageId,
-          text: request.text,
-          queued: true,
-          receivedAt: Date.now(),
-        });
+        const recorded = await this.record(capsule, { ...submissionOf(request), queued: true });
         return { outcome: { kind: 'queued' }, recorded };
       }
     }
     // Recorded before forwarding, so the submission precedes every frame of its task in the log.
     // A submission the store cannot record in time fails, and is then never forwarded.
-    const recorded = await this.record(capsule, {
-      kind: 'submission',
-      ...request.record,
-      contextId: request.contextId,
-      messageId: request.messageId,
-      text: request.text,
-      receivedAt: Date.now(),
-    });
+    const recorded = await this.record(capsule, submissionOf(request));
     const outcome = await upstream.submit({
       text: request.text,
       contextId: request.contextId,

@@ -87,10 +87,9 @@ describe.each(['memory', 'redis'] as const)('shared Flue projection (%s store)',
       follow(conv, head);
       follow(conv, '-1');
     }
-    // While all follow: one hub subscription for the whole surface (and one for the capsule's
-    // submission queue, docs/submission-queue.md), no per-connection waits.
+    // While all follow: one hub subscription for the whole surface, no per-connection waits.
     const stats = gw.gateway.hub.capsuleStats(capsule);
-    expect(stats.subscribers).toBe(2);
+    expect(stats.subscribers).toBe(1);
     await round(1);
     // Group 3: one more per conversation, joining while the last round runs.
     const last = round(2);
