@@ -7,8 +7,11 @@ import { createServer, type Server } from 'node:http';
 import { getRequestListener } from '@hono/node-server';
 import type { Logger } from 'pino';
 import { createBeeosRoutes } from '../adapters/beeos/index.js';
+import { beeosMalformedPath } from '../adapters/beeos/malformed-path.js';
 import { createFlueRoutes } from '../adapters/flue/index.js';
+import { flueMalformedPath } from '../adapters/flue/malformed-path.js';
 import { createMurmurRoutes } from '../adapters/murmur/index.js';
+import { murmurMalformedPath } from '../adapters/murmur/malformed-path.js';
 import type { GatewayConfig } from './config/schema.js';
 import { GatewayCoreImpl } from './core/gateway-core.js';
 import { SubmissionQueues } from './core/submission-queue.js';
@@ -248,6 +251,11 @@ export const startGateway = async (
     auth: { authenticator, tickets, posture: posture.posture, clientIp: bounds.clientIp },
     limits: bounds.limits,
     bodyTimeoutMs: bounds.bodyTimeoutMs,
+    malformedPath: [
+      { prefix: '/murmur/', render: murmurMalformedPath },
+      { prefix: '/api/v1/agents/', render: beeosMalformedPath },
+      { prefix: '/flue/', render: flueMalformedPath },
+    ],
     core,
     logger,
     corsOrigins: config.cors.origins,

@@ -1,5 +1,5 @@
 /**
- * Pure projection of a capsule's log records into one BeeOS channel's v3 envelopes (MAPPING.md).
+ * Pure projection of a capsule's log records into one BeeOS channel's v3 envelopes (docs/surfaces/beeos.md).
  * Stateful per reader: feed every record from the channel's first record on, in offset order; the
  * cumulative `body`/`parts` of a reply are rebuilt from the log, never kept per client.
  */

@@ -1,6 +1,6 @@
 /**
  * Pure projection of one capsule log into one Flue conversation's update chunks (table in
- * MAPPING.md). Feed every record of the capsule log in offset order; records of other contexts
+ * docs/surfaces/flue.md). Feed every record of the capsule log in offset order; records of other contexts
  * project to nothing. No I/O: reading the log and serving HTTP are conversation-reader.ts / routes.ts.
  */
 import { clientContext } from '../../src/auth/namespace.js';
