@@ -8,9 +8,17 @@
  */
 import type { Logger } from 'pino';
 import type { FactEntry } from '../log/record.js';
-import type { UpstreamPort, WriterPort } from './gateway-core.js';
+import type { UpstreamPort, WriterPort } from './types.js';
+
+/** What the dispatcher reads of its capsule's queue (submission-queue.ts's CapsuleQueue). */
+export interface QueueView {
+  readonly fold: QueueFold;
+  readonly isOpen: boolean;
+  poll(): Promise<void>;
+  changed(ms: number): Promise<void>;
+  through(offset: number, timeoutMs: number): Promise<void>;
+}
 import { NO_TASKS, type HandedSubmission, type QueueFold, type QueuedSubmission } from './queue-fold.js';
-import type { CapsuleQueue } from './submission-queue.js';
 
 export interface DispatchTuning {
   /** After (re)connecting, how long the capsule's replay may take to show a task an earlier hand-off started. */
@@ -43,7 +51,7 @@ export class Dispatcher {
 
   constructor(
     private readonly capsule: string,
-    private readonly queue: CapsuleQueue,
+    private readonly queue: QueueView,
     private readonly upstream: UpstreamPort,
     private readonly writer: WriterPort,
     private readonly options: DispatcherOptions,

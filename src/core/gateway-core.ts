@@ -4,7 +4,7 @@
  */
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
-import type { FactEntry, LogEntry, SubmissionEntry } from '../log/record.js';
+import type { FactEntry, SubmissionEntry } from '../log/record.js';
 import type { LogPosition } from '../log/store.js';
 import { MemoryClaims, type ClaimStore, type HeldClaim } from '../fleet/claims.js';
 import { AckFromLog } from './ack-from-log.js';
@@ -16,48 +16,18 @@ import type {
   CursorStatus,
   GatewayCore,
   HubPort,
+  UpstreamPort,
+  WriterPort,
   RpcForwardResult,
-  SubmitOutcome,
   SubmitRequest,
   SubmitResult,
   Subscription,
   SubscribeOptions,
-  UpstreamStateName,
   WaitResult,
 } from './types.js';
 
-/** The read side the hub provides: exactly these methods of the core, answered by `src/hub`. */
-export type { HubPort } from './types.js';
-
-/**
- * The log writer: enqueue without blocking, resolve when durable. When `signal` aborts before the
- * entry's batch was first sent to the store the entry is withdrawn (never appended) and the promise
- * rejects with `store_unavailable` `{withdrawn: true}`; once sent it settles by the store's answer.
- */
-export interface WriterPort {
-  append(
-    capsule: string,
-    entry: LogEntry,
-    options?: { signal?: AbortSignal },
-  ): Promise<{ offset: number; epoch: number }>;
-}
-
-/** What the upstream room offers for one capsule. */
-export interface UpstreamPort {
-  readonly url: string;
-  state(): { state: UpstreamStateName; lastFrameAt: number | null; reconnects: number; ack: string | null };
-  submit(request: {
-    text: string;
-    contextId: string;
-    messageId: string;
-    rawBody?: string;
-    rpcId?: string | number;
-    /** The log offset of the submission's record: the task's frames come after it. */
-    after?: number;
-  }): Promise<SubmitOutcome>;
-  cancel(taskId: string): Promise<CancelOutcome>;
-  forward(body: string): Promise<RpcForwardResult>;
-}
+/** The ports the core is built on (types.ts), for the composition that provides them. */
+export type { HubPort, UpstreamPort, WriterPort } from './types.js';
 
 export interface GatewayCoreDeps {
   hub: HubPort;

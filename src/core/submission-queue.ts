@@ -7,7 +7,7 @@
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { FactEntry } from '../log/record.js';
-import type { HubPort, UpstreamPort, WriterPort } from './gateway-core.js';
+import type { HubPort, UpstreamPort, WriterPort } from './types.js';
 import { Dispatcher, type DispatchTuning } from './dispatcher.js';
 import { QueueFold } from './queue-fold.js';
 import type { Subscription } from './types.js';

@@ -4,7 +4,7 @@
  * Implemented by `src/core/gateway-core.ts`.
  */
 import type { LogPosition } from '../log/store.js';
-import type { LogRecord, SubmissionEntry } from '../log/record.js';
+import type { LogEntry, LogRecord, SubmissionEntry } from '../log/record.js';
 import type { HeldClaim } from '../fleet/claims.js';
 
 export type { HeldClaim } from '../fleet/claims.js';
@@ -197,3 +197,33 @@ export type HubPort = Pick<
   /** The log's count of frames-possibly-missing facts. */
   possiblyMissing(capsule: string): Promise<number>;
 };
+
+/**
+ * The log writer: enqueue without blocking, resolve when durable. When `signal` aborts before the
+ * entry's batch was first sent to the store the entry is withdrawn (never appended) and the promise
+ * rejects with `store_unavailable` `{withdrawn: true}`; once sent it settles by the store's answer.
+ */
+export interface WriterPort {
+  append(
+    capsule: string,
+    entry: LogEntry,
+    options?: { signal?: AbortSignal },
+  ): Promise<{ offset: number; epoch: number }>;
+}
+
+/** What the upstream room offers for one capsule. */
+export interface UpstreamPort {
+  readonly url: string;
+  state(): { state: UpstreamStateName; lastFrameAt: number | null; reconnects: number; ack: string | null };
+  submit(request: {
+    text: string;
+    contextId: string;
+    messageId: string;
+    rawBody?: string;
+    rpcId?: string | number;
+    /** The log offset of the submission's record: the task's frames come after it. */
+    after?: number;
+  }): Promise<SubmitOutcome>;
+  cancel(taskId: string): Promise<CancelOutcome>;
+  forward(body: string): Promise<RpcForwardResult>;
+}
