@@ -28,7 +28,7 @@ export const DEFAULT_QUEUE_LIMITS: QueueLimits = {
 };
 
 export interface SubmissionQueuesDeps {
-  hub: Pick<HubPort, 'subscribe' | 'position'>;
+  hub: Pick<HubPort, 'subscribe' | 'position' | 'read'>;
   writer: WriterPort;
   upstreams: Map<string, UpstreamPort>;
   limits?: Partial<QueueLimits>;
@@ -140,6 +140,10 @@ export class CapsuleQueue {
   async through(offset: number, timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     while (this.fold.through < offset) {
+      // A head with no record after what was folded (a store that lost its counter reports a new
+      // epoch's head before anything is appended in it) is reached already: no record will come.
+      if ((await this.hub.read(this.capsule, this.fold.through, 1)).records.length === 0) return;
+      if (this.fold.through >= offset) return;
       if (!this.sub) this.open();
       const left = deadline - Date.now();
       if (left <= 0)
