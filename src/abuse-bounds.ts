@@ -1,5 +1,5 @@
 /**
- * Composition of the abuse bounds (issue 10), kept out of gateway.ts: the counters on the store
+ * Composition of the abuse bounds, kept out of gateway.ts: the counters on the store
  * (Redis, shared by replicas; or memory), the limits, each surface's 429, the client IP resolver
  * (trustProxy) and the Node server's header/body timeouts.
  */

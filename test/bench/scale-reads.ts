@@ -1,5 +1,5 @@
 /**
- * Reads scale with what is read (issue 11): one capsule's log holding N conversations × 50 turns
+ * Reads scale with what is read: one capsule's log holding N conversations × 50 turns
  * (half Flue, half BeeOS; scale-reads-log.ts), and the latency of one conversation's read over
  * HTTP, a Flue `GET ?view=history` and a BeeOS `GET …/conversations/{id}/messages`, for a log of 10
  * vs 1,000 conversations. The read conversation is the same size in both (50 turns); only the
