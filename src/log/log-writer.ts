@@ -3,7 +3,8 @@
  * flight per capsule, idempotent retries while the store is away, a queue bounded in bytes whose
  * overflow is recorded in the log as one `frames-possibly-missing` fact per run, and a floor (the
  * highest offset seen durable) passed with every append so a store that lost records starts a new
- * epoch instead of re-using offsets, and the capsule owner's fencing token (* src/fleet): a batch the store refuses as fenced comes from a replica that lost the capsule, so its
+ * epoch instead of re-using offsets, and the capsule owner's fencing token (src/fleet): a batch the
+ * store refuses as fenced comes from a replica that lost the capsule, so its
  * frames and facts are dropped (the new owner's replay restores them), its submissions re-sent
  * unfenced (any replica may record one), and `onFenced` listeners stop the ingestion. Reads are the hub's.
  *
