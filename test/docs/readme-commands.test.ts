@@ -1,0 +1,87 @@
+/**
+ * The README's own commands, as a newcomer types them (ports moved to free ones, Redis to the
+ * suite's): `npm run demo`, `npm start -- --capsule … --redis …` (the built launcher, as `npx murmur-gateway` is where the
+ * package is installed) and `npm run simulate`.
+ * Each runs as its own process and must answer on its port as the README says. `npm test` and
+ * `npm install` are what .ci/run runs; `docker compose up` needs a Docker engine these machines lack.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { afterEach, describe, expect, inject, it } from 'vitest';
+import { freePort } from '../support/redis-server.js';
+
+const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+const root = new URL('../..', import.meta.url).pathname;
+
+/** The README line that starts with `prefix`, inside a bash block. */
+const commandOf = (prefix: string): string => {
+  const blocks = [...readme.matchAll(/```bash\n([\s\S]*?)```/g)].flatMap((m) => m[1]!.split('\n'));
+  const line = blocks.find((l) => l.startsWith(prefix));
+  if (!line) throw new Error(`README has no command starting with "${prefix}"`);
+  return line;
+};
+
+const running: ChildProcess[] = [];
+afterEach(() => {
+  // Each command's whole process group (npm starts node as a child).
+  for (const p of running.splice(0)) if (p.pid) process.kill(-p.pid, 'SIGTERM');
+});
+
+const start = (command: string): ChildProcess => {
+  const child = spawn('bash', ['-c', `exec ${command}`], { cwd: root, stdio: 'ignore', detached: true });
+  running.push(child);
+  return child;
+};
+
+/** Poll `url` until `ok(body)` (a process starting up), bounded. */
+const until = async (url: string, ok: (body: string) => boolean, timeoutMs = 45_000): Promise<string> => {
+  const deadline = Date.now() + timeoutMs;
+  let last = '';
+  while (Date.now() < deadline) {
+    try {
+      const res = await fetch(url, { signal: AbortSignal.timeout(2_000) });
+      last = await res.text();
+      if (res.ok && ok(last)) return last;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`${url} never answered as expected; last answer: ${last.slice(0, 300)}`);
+};
+
+describe('README commands', () => {
+  it('npm run demo serves two simulated capsules', async () => {
+    const port = await freePort();
+    expect(commandOf('npm install && npm run demo')).toBe('npm install && npm run demo');
+    start(`npm run demo -- --port ${port}`);
+    const body = await until(`http://127.0.0.1:${port}/capsules`, (b) =>
+      b.includes('"upstream":"connected"'),
+    );
+    const ids = (JSON.parse(body) as { capsules: { id: string }[] }).capsules.map((c) => c.id);
+    expect(ids).toEqual(['demo-alpha', 'demo-beta']);
+  }, 60_000);
+
+  it('the simulator and one capsule with Redis, as "Running it for real" says', async () => {
+    const redisUrl = inject('redisUrl');
+    if (!redisUrl) return; // no redis-server: the suite's global setup says so (REQUIRE_REDIS fails there)
+    const [simPort, gwPort] = [await freePort(), await freePort()];
+    const simulateCmd = commandOf('npm run simulate').replace('52222', String(simPort));
+    expect(simulateCmd).toMatch(/^npm run simulate -- --port \d+ --workload$/);
+    start(simulateCmd);
+    await until(`http://127.0.0.1:${simPort}/.well-known/agent-card.json`, (b) => b.includes('session'));
+    const gateway = commandOf('npm start -- --capsule')
+      .replace('52222', String(simPort))
+      .replace('redis://127.0.0.1:6379', redisUrl);
+    start(`${gateway} --port ${gwPort}`);
+    const body = await until(`http://127.0.0.1:${gwPort}/capsules`, (b) =>
+      b.includes('"upstream":"connected"'),
+    );
+    const [alpha] = (JSON.parse(body) as { capsules: { id: string; head_offset: number }[] }).capsules;
+    expect(alpha!.id).toBe('alpha');
+    // The workload writes: the log grows.
+    await until(`http://127.0.0.1:${gwPort}/murmur/alpha/poll?after=0&limit=50`, (b) =>
+      b.includes('"kind":"frame"'),
+    );
+  }, 90_000);
+});
