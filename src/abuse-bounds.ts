@@ -1,5 +1,5 @@
 /**
- * Composition of the abuse bounds (issue 10), kept out of gateway.ts: the counters on the store
+ * Composition of the abuse bounds, kept out of gateway.ts: the counters on the store
  * (Redis, shared by replicas; or memory), the limits, each surface's 429, the client IP resolver
  * (trustProxy) and the Node server's header/body timeouts.
  */
@@ -12,7 +12,7 @@ import { clientIpResolver } from './auth/client-ip.js';
 import { AbuseLimits } from './auth/limits.js';
 import type { GatewayConfig } from './config/schema.js';
 import type { SurfaceRejection } from './http/limits-middleware.js';
-import { MemoryLimitCounters, RedisLimitCounters } from './log/limit-counters.js';
+import { MemoryLimitCounters, RedisLimitCounters } from './auth/limit-counters.js';
 import { RedisStore } from './log/redis-store.js';
 import type { LogStore } from './log/store.js';
 

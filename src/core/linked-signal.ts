@@ -1,7 +1,7 @@
 /**
  * One request's abort signal tied to a long-lived one (the gateway's shutdown signal), undone when the
  * request ends. `AbortSignal.any` on Node 20 keeps every composite it ever made in the source signal's
- * dependant set, so one long-lived shutdown signal grew by one entry per long-poll, forever (issue 8).
+ * dependant set, so one long-lived shutdown signal grew by one entry per long-poll, forever.
  */
 export interface LinkedSignal {
   /** Aborts as soon as any of the linked signals does. */

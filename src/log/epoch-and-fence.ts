@@ -1,7 +1,7 @@
 /**
  * The two answers that make queued entries untrue. A store that lost records begins a new epoch
- * (issue 8): frames queued here came after the lost ones, so they are discarded and the capsule's
- * replay re-delivers what it still holds. A store that refuses a batch as fenced (issue 9, src/fleet)
+ *: frames queued here came after the lost ones, so they are discarded and the capsule's
+ * replay re-delivers what it still holds. A store that refuses a batch as fenced (src/fleet)
  * says another replica owns the capsule: this term's frames and facts will never be appended. In both
  * cases submissions stay queued, in order, because any replica may record one.
  */

@@ -3,8 +3,7 @@
  * flight per capsule, idempotent retries while the store is away, a queue bounded in bytes whose
  * overflow is recorded in the log as one `frames-possibly-missing` fact per run, and a floor (the
  * highest offset seen durable) passed with every append so a store that lost records starts a new
- * epoch instead of re-using offsets (issue 8), and the capsule owner's fencing token (issue 9,
- * src/fleet): a batch the store refuses as fenced comes from a replica that lost the capsule, so its
+ * epoch instead of re-using offsets, and the capsule owner's fencing token (* src/fleet): a batch the store refuses as fenced comes from a replica that lost the capsule, so its
  * frames and facts are dropped (the new owner's replay restores them), its submissions re-sent
  * unfenced (any replica may record one), and `onFenced` listeners stop the ingestion. Reads are the hub's.
  *
@@ -21,18 +20,13 @@ import { LaneRoom, noop, withdrawnError } from './lane-room.js';
 import type { LogEntry } from './record.js';
 import { RetentionSweeper } from './retention-sweeper.js';
 import type { LogStore } from './store.js';
-import { approxBytes, newLane, type Lane, type Pending } from './writer-lane.js';
+import { approxBytes, newLane, type Appended, type Lane, type Pending } from './writer-lane.js';
 import { writerSettings, type LogWriterOptions, type WriterSettings } from './writer-options.js';
 import { laneStats, totalStats, type WriterStats } from './writer-stats.js';
 
 export type { LogWriterOptions } from './writer-options.js';
 export type { WriterStats } from './writer-stats.js';
-
-/** Where an appended entry landed. */
-export interface Appended {
-  offset: number;
-  epoch: number;
-}
+export type { Appended } from './writer-lane.js';
 
 export class LogWriter {
   readonly writerId = randomUUID();

@@ -1,7 +1,7 @@
 /**
  * Age retention for every capsule the log room knows, on a timer: the stores apply count retention
  * on append, but a capsule that stops receiving frames would otherwise keep records past their age
- * forever (issue 8, "Housekeeping"). One capsule at a time, so a sweep never bursts the store.
+ * forever ("Housekeeping"). One capsule at a time, so a sweep never bursts the store.
  */
 import type { Logger } from 'pino';
 import type { LogStore } from './store.js';

@@ -7,7 +7,7 @@ import { GatewayError } from '../errors.js';
 import type { FactEntry, LogEntry, LogRecord } from './record.js';
 
 /**
- * Where a log stands. `epoch` changes only when the store lost records (issue 8): offsets of a new
+ * Where a log stands. `epoch` changes only when the store lost records: offsets of a new
  * epoch continue above every offset handed out before (see AppendOptions.floor and `timeFloor`), so
  * a bare numeric cursor from an old epoch is never answered with other content.
  */

@@ -1,5 +1,5 @@
 /**
- * BeeOS and Flue SSE fan-out against native (issue 11: within 1.5× of native per delivered
+ * BeeOS and Flue SSE fan-out against native (within 1.5× of native per delivered
  * envelope/chunk). One busy capsule (fanout-workload.ts) keeps 100 conversations streaming at once;
  * 1,000 subscribers are spread evenly over them, 10 per conversation, on BeeOS
  * `GET /api/v1/agents/{a}/conversations/{id}/events` or Flue `?view=updates&live=sse`, each

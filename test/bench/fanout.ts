@@ -1,5 +1,5 @@
 /**
- * Native fan-out against the nginx + nchan + Redis anchor (issue 11), measured in one run on two
+ * Native fan-out against the nginx + nchan + Redis anchor, measured in one run on two
  * cores: every server process (nginx or the gateway, and its redis-server) pinned to core 0; the
  * publisher and several subscriber processes pinned to core 1. Per load (subscribers × events/s,
  * ~200-byte events) and per target, over a steady window after a warm-up: server CPU per delivered

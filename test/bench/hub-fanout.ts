@@ -1,5 +1,5 @@
 /**
- * Hub fan-out to N long-pollers (issue 2): one capsule, F frames appended at the log writer while N
+ * Hub fan-out to N long-pollers: one capsule, F frames appended at the log writer while N
  * clients follow the log with `GET /murmur/{capsule}/poll?after=…&wait=…`. Prints delivered records/s
  * and the hub's store readers (which must stay at one per capsule), medians of several runs.
  */

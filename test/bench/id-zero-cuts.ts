@@ -1,5 +1,5 @@
 /**
- * Id-0 frames lost to connection cuts (issue 8, fault 4). A busy capsule (tasks back to back) is cut
+ * Id-0 frames lost to connection cuts (fault 4). A busy capsule (tasks back to back) is cut
  * 12 times, 0.3–0.7 s apart; every task's id-0 `working` frame written while the gateway was away is
  * lost for good (a replay from 0 never holds it). Reported: written id-0 frames missing from the log,
  * `id-zero-unreplayable` facts, per cut. Default ingestor settings, in-process simulator, memory store.

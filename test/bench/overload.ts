@@ -1,5 +1,5 @@
 /**
- * Overload is bounded (issue 11): 1,000 native SSE subscribers at 1,000 events/s (~200-byte events),
+ * Overload is bounded: 1,000 native SSE subscribers at 1,000 events/s (~200-byte events),
  * of which 10 % stop reading (overload-slow-clients.ts: 64 KB, then nothing for 30 s, then reading
  * until caught up, reopening with Last-Event-ID whenever the gateway ended them). Figures, per store:
  * the gateway process's peak RSS over the run (target < 400 MB), p99 publish → receipt latency of the

@@ -1,5 +1,5 @@
 /**
- * `npm run bench`: the issue-11 figures, bounded, ending with ONE table: figure | target | anchor
+ * `npm run bench`: the headline figures, bounded, ending with ONE table: figure | target | anchor
  * (same run) | measured | met? (scale-summary.ts), preceded by each bench's own detail table.
  * Starts its own redis-server(s) when installed; nginx + nchan for the fan-out anchor when installed.
  * Figures are noisy on shared machines: compare ratios within one run, not absolutes across runs.
@@ -10,10 +10,10 @@
  *   overload   1,000 × 1,000 ev/s native with slow readers (overload.ts)
  *   idle | resume | capsules | ingest | reads, or `scale` for those five (scale-*.ts)
  *   extras     store append, end-to-end ingest, id-0 cuts, hub fan-out to long-pollers, the write
- *              floor (not issue 11)
+ *              floor (not a headline figure)
  *   floor      what a socket write costs on this machine, with no gateway in it (write-floor.ts)
  *   all        the default run plus `extras`
- * The default run (no selector) is every issue-11 figure. Env: BENCH_RUNS (store and ingest runs, 5),
+ * The default run (no selector) is every headline figure. Env: BENCH_RUNS (store and ingest runs, 5),
  * BENCH_FANOUT_RUNS (fan-out runs, 3), BENCH_SURFACES_RUNS (surface runs, 5; BENCH_FANOUT_RUNS when
  * only that is set), and each bench's own (see its header).
  */
@@ -29,7 +29,7 @@ import { num } from './bench-env.js';
 const runs = num('BENCH_RUNS', 5);
 const fanoutRuns = num('BENCH_FANOUT_RUNS', 3);
 /**
- * The surfaces' ratio sits near its bound and swings ±0.15 between runs (README, eighth session):
+ * The surfaces' ratio sits near its bound and swings ±0.15 between runs (docs/benchmarks.md):
  * five interleaved runs by default, BENCH_FANOUT_RUNS when only that is set (older commands).
  */
 const surfaceRuns = num('BENCH_SURFACES_RUNS', process.env.BENCH_FANOUT_RUNS ? fanoutRuns : 5);
@@ -50,7 +50,7 @@ interface Bench {
   unpinned?: boolean;
 }
 
-/** The issue-11 scale benches (scale-*.ts), each returning its summary rows. */
+/** The scale benches (scale-*.ts), each returning its summary rows. */
 const SCALE: Record<string, Bench> = {
   idle: {
     target: '≤ 300 MB',

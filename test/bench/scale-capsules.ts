@@ -1,5 +1,5 @@
 /**
- * Scale per replica (issue 11): 1,000 idle capsules on one gateway process, each a real HTTP SSE
+ * Scale per replica: 1,000 idle capsules on one gateway process, each a real HTTP SSE
  * door (scale-fake-doors.ts: connection-ack and heartbeats) in a helper process. The figure is the
  * gateway's RSS per capsule once every capsule's watch is open (target ≤ 1 MB): its whole RSS over
  * the capsule count, and the marginal cost against the same gateway fronting one capsule.

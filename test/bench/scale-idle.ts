@@ -1,5 +1,5 @@
 /**
- * Scale per replica (issue 11): 10,000 idle SSE connections on one gateway process, spread over the
+ * Scale per replica: 10,000 idle SSE connections on one gateway process, spread over the
  * three surfaces (native `GET /murmur/{c}/events`, BeeOS conversation events, Flue
  * `?view=updates&live=sse&offset=-1`), embedded store and Redis. The figure is the gateway process's
  * RSS with every connection open (target ≤ 300 MB), beside its RSS before and per connection.

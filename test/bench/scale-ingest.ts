@@ -1,5 +1,5 @@
 /**
- * Ingest into Redis against its own ceiling (issue 11): the gateway's ingest figures (ingest.ts:
+ * Ingest into Redis against its own ceiling: the gateway's ingest figures (ingest.ts:
  * capsule process → watch → reconcile → durable append; store-append.ts: LogWriter → store) beside
  * raw pipelined `XADD` of the same kind of payload (an encoded ~200-byte text frame record, field
  * `r` as the store writes it) with ioredis on the same redis-server, in the same run. Targets:

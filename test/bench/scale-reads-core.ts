@@ -1,5 +1,5 @@
 /**
- * Reads scale with what is read, at the core (issue 11): GatewayCore.readContext's path (Hub over
+ * Reads scale with what is read, at the core: GatewayCore.readContext's path (Hub over
  * RedisStore, in this process) for one conversation of T turns in a capsule of N conversations × T
  * turns, N = 10 vs 1,000: the read's latency must not depend on the others. The log is synthetic
  * but shaped like a capsule's (a submission, a status naming the context, thinking, text chunks that

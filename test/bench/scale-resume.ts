@@ -1,5 +1,5 @@
 /**
- * Resume storm (issue 11): on Redis, 10,000 clients each 1,000 records behind reconnect at once with
+ * Resume storm: on Redis, 10,000 clients each 1,000 records behind reconnect at once with
  * their cursor, and the figure is the time from the storm's start until the last of them has the
  * head record (target ≤ 5 s). Two ways to resume: native SSE with `Last-Event-ID` (the client holds
  * the stream open afterwards, as EventSource does) and the JSON long-poll `GET …/poll?after=`

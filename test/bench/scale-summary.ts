@@ -1,5 +1,5 @@
 /**
- * The one table `npm run bench` ends with (issue 11): one row per figure, beside its target and,
+ * The one table `npm run bench` ends with: one row per figure, beside its target and,
  * where one exists, the anchor measured in the same run (nginx + nchan for native fan-out, the
  * native surface for BeeOS and Flue, raw pipelined XADD for ingest, the 10-conversation log for
  * reads), with whether it was met (null: not judged here, e.g. skipped, failed or flagged).
@@ -22,7 +22,7 @@ export const summaryRows = (figures: Figure[]): Record<string, string>[] =>
     'met?': f.met === null ? '–' : f.met ? 'yes' : 'NO',
   }));
 
-/** A Markdown table of the same rows, to paste into the README's Benchmarks section. */
+/** A Markdown table of the same rows, to paste into docs/benchmarks.md. */
 export const summaryMarkdown = (figures: Figure[]): string => {
   const rows = summaryRows(figures);
   const cols = ['figure', 'target', 'anchor (same run)', 'measured', 'met?'];
@@ -34,7 +34,7 @@ export const summaryMarkdown = (figures: Figure[]): string => {
 
 export const printSummary = (figures: Figure[], header?: string): void => {
   if (figures.length === 0) return;
-  console.log('\n# summary (issue 11 targets)');
+  console.log('\n# summary: each figure beside its target');
   if (header) console.log(header);
   console.table(summaryRows(figures));
   console.log('\nthe same, as Markdown:\n');

@@ -1,5 +1,5 @@
 /**
- * The client's credentials against the real gateway's auth (issue 10): a Bearer key on long-polls and
+ * The client's credentials against the real gateway's auth: a Bearer key on long-polls and
  * streamed-fetch SSE; tickets (`POST /auth/tickets`, `?ticket=`) for an EventSource (the `eventsource`
  * package, a WHATWG EventSource, stands in for the browser's); refusals that close the subscription
  * without a retry storm; and a cached ticket that a restarted gateway (new signing key) refuses,

@@ -1,5 +1,5 @@
 /**
- * Capsules added and removed live across a fleet (issue 9, "Done when"), one body for every Redis
+ * Capsules added and removed live across a fleet ("Done when"), one body for every Redis
  * kind (admin-fleet.test.ts on one redis-server, cluster-fleet.test.ts on a 3-master Cluster): three
  * replicas as processes with the default lease and registry timing; `PUT /admin/capsules/{id}` on
  * one → some replica ingests it (its /capsules row names an owner whose upstream is connected, the

@@ -1,5 +1,5 @@
 /**
- * A partitioned owner's appends that reach Redis late (issue 9): the owner's traffic to Redis is held
+ * A partitioned owner's appends that reach Redis late: the owner's traffic to Redis is held
  * in the network (a proxy that buffers it) while the capsule keeps writing; its lease expires, the
  * other replica takes over with a newer token and replays the capsule from the stored tail; then the
  * held commands are delivered. append.lua must refuse them by the fencing token: the log equals what

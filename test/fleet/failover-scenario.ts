@@ -1,5 +1,5 @@
 /**
- * Fleet failover (issue 9, "Done when"), one body for every Redis kind (failover.test.ts on one
+ * Fleet failover ("Done when"), one body for every Redis kind (failover.test.ts on one
  * redis-server, cluster-failover.test.ts on a 3-master Cluster): three replicas with the default lease (5 s TTL,
  * 1 s renew), one busy capsule behind a proxy that cuts connections, the owner SIGKILLed twice (both
  * victims restarted after, rejoining under the workload), and a reader that long-polls a different replica each time with

@@ -1,5 +1,5 @@
 /**
- * The classic GC-pause split brain (issue 9): two replicas on one Redis, the owner SIGSTOPped past its
+ * The classic GC-pause split brain: two replicas on one Redis, the owner SIGSTOPped past its
  * lease while the capsule keeps writing, the other replica takes the capsule over with a newer token,
  * then the stale owner wakes up (SIGCONT) with frames still in its socket. Its appends must be refused
  * by the fence and its watch closed: the log equals what the capsule wrote, nothing duplicated.

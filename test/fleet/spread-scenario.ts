@@ -1,5 +1,5 @@
 /**
- * Spread and bounded handovers (issue 9), one body for every Redis kind (spread.test.ts on one
+ * Spread and bounded handovers, one body for every Redis kind (spread.test.ts on one
  * redis-server, cluster-fleet.test.ts on a 3-master Cluster): nine capsules over three replicas (rendezvous hashing on
  * the live replica set) → every replica owns some; a fourth replica joins → only the capsules it now
  * ranks first for move (graceful handovers, counted); one replica stops with SIGTERM → it releases

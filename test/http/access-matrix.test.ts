@@ -1,5 +1,5 @@
 /**
- * The access matrix (issue 10): every route of every surface on a real gateway × every kind of
+ * The access matrix: every route of every surface on a real gateway × every kind of
  * credential → the expected status in that surface's own error grammar; and for reads, no record of
  * another owner in the body.
  */

@@ -1,5 +1,5 @@
 /**
- * `/capsules` with an `ops` key limited to some capsules (issue 10: a key limited to some capsules
+ * `/capsules` with an `ops` key limited to some capsules (a key limited to some capsules
  * gets 404 for the others): it lists those capsules only, never the others' ids or upstream URLs.
  */
 import { createHash } from 'node:crypto';

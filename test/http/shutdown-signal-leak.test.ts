@@ -1,7 +1,7 @@
 /**
  * Long-polls and Flue live reads tie each request to the gateway's shutdown signal. That link must be
  * undone when the request ends: `AbortSignal.any` on Node 20 kept one dependant per request on the
- * long-lived shutdown signal, forever (issue 8). Counted on the signal itself after many requests.
+ * long-lived shutdown signal, forever. Counted on the signal itself after many requests.
  */
 import { getEventListeners } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,5 +1,5 @@
 /**
- * The hub's memory serves catch-up too (issue 11's resume storm): on a gateway that starts cold, the
+ * The hub's memory serves catch-up too (the resume storm): on a gateway that starts cold, the
  * log before its tail loop started is only in the store; what one reader's catch-up brings from it
  * is kept, so the next readers of that range get the same record objects with no store read. Memory
  * never stands in for what the store no longer holds: a new epoch clears it, a read from before a

@@ -1,7 +1,7 @@
 /**
  * The LogStore contract, one suite run against every store (memory-store.test.ts, redis-store.test.ts):
  * offsets (from the time floor, never from 1), concurrency, paging, retention, waiting, idempotent
- * batches, isolation, and the epoch fence when a writer's floor is above the store (issue 8).
+ * batches, isolation, and the epoch fence when a writer's floor is above the store.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import type { FrameEntry, LogEntry, LogRecord } from '../../src/log/record.js';

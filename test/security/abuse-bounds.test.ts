@@ -1,5 +1,5 @@
 /**
- * Abuse bounds (issue 10) on real gateways: rate limits, open-request caps and submissions per owner
+ * Abuse bounds on real gateways: rate limits, open-request caps and submissions per owner
  * shared by two replicas on one Redis; each surface's 429 with Retry-After; trust proxy. Each test
  * uses its own client address through X-Forwarded-For (trustProxy: 1), so tests sharing the Redis
  * never share a bucket.

@@ -1,5 +1,5 @@
 /**
- * Bad input never reaches a 5xx (issue 10): generated requests (every method, known and wrong, ×
+ * Bad input never reaches a 5xx: generated requests (every method, known and wrong, ×
  * every route with generated segments, malformed percent-escapes, huge and negative query numbers,
  * invalid and oversized JSON, unknown fields, Last-Event-ID) against a running gateway with a
  * simulator capsule, twice: on the embedded store with no auth (loopback: every caller is `open`),

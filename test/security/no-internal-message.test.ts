@@ -1,5 +1,5 @@
 /**
- * No internal message is echoed (issue 10): with Redis frozen (SIGSTOP), every surface's reads and
+ * No internal message is echoed: with Redis frozen (SIGSTOP), every surface's reads and
  * submissions fail with a 503 whose body is that surface's fixed text for the error code, never the
  * core error's own message (`redis: Command timed out`, `log store unavailable: submission not
  * recorded`, …), which goes to the log only. Bodies are asserted exactly.

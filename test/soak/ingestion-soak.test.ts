@@ -1,5 +1,5 @@
 /**
- * Ingestion soak (issue 8, "Done when"): one busy capsule, the gateway in its own process on real
+ * Ingestion soak ("Done when"): one busy capsule, the gateway in its own process on real
  * Redis, and every fault the log must survive, injected for real, one after another:
  *   30 network cuts between gateway and capsule (a TCP proxy that drops both sides),
  *   Redis restarted from an older snapshot (records the gateway already made durable are gone),

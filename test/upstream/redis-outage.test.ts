@@ -1,5 +1,5 @@
 /**
- * Ingestion while Redis is unreachable (issue 2): a simulated capsule bursts while the store's Redis
+ * Ingestion while Redis is unreachable: a simulated capsule bursts while the store's Redis
  * is frozen for several seconds; the upstream read never stalls (the capsule drops frames from a
  * reader that lags, so a stall would show as loss), frames wait in the writer's queue, and once Redis
  * answers again the log equals what the capsule wrote — nothing lost, nothing duplicated.

@@ -1,6 +1,6 @@
 -- append.lua: mint offsets and append entries to one capsule's log in ONE atomic step, so two
 -- writers can never produce a duplicate or a hole, and fence every regression of the store with a
--- new epoch (issue 8). Called by redis-store.ts. Stands alone: lines shared with read.lua are
+-- new epoch. Called by redis-store.ts. Stands alone: lines shared with read.lua are
 -- duplicated on purpose (an EVAL script cannot include another).
 local logKey = KEYS[1] -- stream <prefix>:{capsule}:log, entry ids <offset>-0, field r = encodeEntry (record.ts)
 local metaKey = KEYS[2] -- hash <prefix>:{capsule}:meta: epoch, offset (the counter), minted, fence
@@ -70,7 +70,7 @@ end
 local meta = redis.call('HMGET', metaKey, 'epoch', 'offset', 'minted', 'rid', 'fence')
 local epoch, counter, minted, lastRun = meta[1], tonumber(meta[2] or '0'), meta[3], meta[4]
 
--- Fenced (issue 9): a batch stamped with a token older than the capsule's current one comes from a
+-- Fenced: a batch stamped with a token older than the capsule's current one comes from a
 -- replica that lost its lease (paused, partitioned) after another took over: refused, nothing written.
 -- After the dedup check on purpose: a retry of a batch applied while its token was current is answered.
 if fence ~= '' then

@@ -1,7 +1,7 @@
 /**
  * An updates offset whose following records were trimmed by retention: the deltas from it would
  * silently miss them, so every read mode answers 416 stream_offset_gone (the SDK restarts from -1),
- * never `200 []` with a new Stream-Next-Offset (issue 8).
+ * never `200 []` with a new Stream-Next-Offset.
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createFlueClient } from '@flue/sdk';

@@ -1,7 +1,7 @@
 /**
  * Resume: an EventSource client and a raw client watch a busy simulated capsule through a proxy that
  * cuts their connections again and again; every frame the gateway logged arrives exactly once, in
- * order (gateway offsets as ids make Last-Event-ID exact, issue 3).
+ * order (gateway offsets as ids make Last-Event-ID exact).
  */
 import { EventSource } from 'eventsource';
 import { describe, expect, it } from 'vitest';
