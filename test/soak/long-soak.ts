@@ -5,6 +5,7 @@
  * against what its simulator wrote (soak-checks.ts). Exit status 1 when any run found a problem.
  */
 import { RedisStore } from '../../src/log/redis-store.js';
+import { prng } from '../../src/simulator/workload.js';
 import { startCutProxy, type CutProxy } from '../adapters/murmur/cut-proxy.js';
 import { freePort, startRedisServer } from '../support/redis-server.js';
 import { forkCapsule, type CapsuleProcess } from './capsule-fleet.js';
@@ -26,18 +27,6 @@ if (![runs, firstSeed, seconds, capsuleCount].every((n) => Number.isInteger(n) &
   );
   process.exit(2);
 }
-
-/** mulberry32: a small seeded PRNG, so a seed replays the same schedule. */
-const prng = (seed: number): (() => number) => {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-};
 
 type FaultKind = 'cut' | 'capsule-restart' | 'redis-stop' | 'gateway-kill' | 'burst';
 interface Fault {
