@@ -21,7 +21,8 @@ import {
   startRedisServer,
   type RedisServer,
 } from '../support/redis-server.js';
-import { compareLog, readAll, isFinalStatusOf } from '../upstream/log-vs-written.js';
+import { compareLog, readAll } from '../upstream/log-vs-written.js';
+import { aroundLosses, waitForFinal } from './soak-checks.js';
 import { gatewayProcess, type GatewayProcess } from './gateway-process.js';
 
 /** One line per phase on stderr: a soak that stalls says where. */
@@ -179,28 +180,13 @@ describe.skipIf(!haveRedis)('ingestion soak: cuts, Redis rollback and outage, st
       await sim.idle();
       const last = sim.submit('sentinel');
       await last.done;
-      const deadline = Date.now() + 30_000;
-      for (let after = 0; Date.now() < deadline;) {
-        const { records } = await store.waitAfter(CAPSULE, after, 1000, 1000);
-        if (records.some((r) => isFinalStatusOf(r, last.taskId))) break;
-        if (records.length > 0) after = records[records.length - 1]!.offset;
-      }
+      expect(await waitForFinal(store, CAPSULE, last.taskId)).toBe(true);
 
       phase('comparing');
       const records = await readAll(store, CAPSULE);
       const result = compareLog(records, sim.written);
       // On failure, show the log around every loss fact: what was stored before it and after it.
-      const around = records
-        .flatMap((r, i) =>
-          r.kind === 'fact' && r.fact === 'frames-possibly-missing' && r.reason !== 'id-zero-unreplayable'
-            ? records.slice(Math.max(0, i - 3), i + 4)
-            : [],
-        )
-        .map(
-          (r) =>
-            `${r.offset} ${r.kind} ${r.kind === 'frame' ? `${r.event} ${r.upstreamId} ${r.data.slice(0, 70)}` : JSON.stringify(r).slice(0, 120)}`,
-        )
-        .join('\n');
+      const around = aroundLosses(records);
       expect(result.problems, around).toEqual([]);
       // Only id-0 frames may be missing (a replay from 0 never carries them): everything else was
       // restored by a replay, however it was lost on the way.

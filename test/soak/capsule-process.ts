@@ -1,0 +1,77 @@
+/**
+ * One soak capsule in its own process: the simulator (src/simulator) with a busy workload, driven
+ * over the IPC channel (`fork`), so it keeps writing while the soak's own process is busy, and so it
+ * can report exactly what it wrote (`written`), restart its session, and write a burst on request.
+ * Started by capsule-fleet.ts; the long soak (long-soak.ts) is its only user.
+ *
+ * Messages in (`CapsuleCommand`) each get one answer `{ seq, ok, value | error }`.
+ */
+import { startSimulator, type SimulatorOptions, type WrittenFrame } from '../../src/simulator/index.js';
+
+export type CapsuleCommand =
+  | { seq: number; op: 'restart' }
+  | { seq: number; op: 'burst'; frames: number }
+  /** Stop the workload, wait for the queue to drain, run one last task; answers its task id. */
+  | { seq: number; op: 'settle' }
+  | { seq: number; op: 'written' }
+  | { seq: number; op: 'stop' };
+
+export type CapsuleAnswer =
+  { seq: number; ok: true; value: unknown } | { seq: number; ok: false; error: string };
+
+const send = (answer: CapsuleAnswer): void => void process.send?.(answer);
+
+const main = async (): Promise<void> => {
+  const release = process.env.SOAK_RELEASE ?? 'spec';
+  const options: SimulatorOptions & { release?: string } = { taskAcceptance: 'queue' };
+  // The release line is the simulator's to know (SimulatorOptions.release, `simulate --release`).
+  if (release !== 'spec') options.release = release;
+  const sim = await startSimulator(options);
+  let stopping = false;
+  // A busy capsule: tasks back to back, each ~25 frames over ~0.8 s, every fifth reopened (its
+  // attempt repeats the previous one byte for byte). Bounded: the soak settles long before the cap.
+  const workload = (async () => {
+    for (let i = 0; !stopping && i < 100_000; i++) {
+      const reopen = i % 5 === 4;
+      await sim.submit(`#sim ${JSON.stringify({ chunks: 20, thinking: 2, delayMs: 35, reopen })}`).done;
+    }
+  })();
+
+  process.on('message', (raw: CapsuleCommand) => {
+    void (async (): Promise<unknown> => {
+      switch (raw.op) {
+        case 'restart':
+          await sim.restart();
+          return sim.session;
+        case 'burst':
+          // Queued behind the running task: one task writing `frames` chunks back to back.
+          void sim.submit(`#sim ${JSON.stringify({ chunks: raw.frames, burst: true })}`).done;
+          return null;
+        case 'settle': {
+          stopping = true;
+          await workload;
+          await sim.idle();
+          const last = sim.submit('sentinel');
+          await last.done;
+          return last.taskId;
+        }
+        case 'written':
+          return sim.written satisfies WrittenFrame[];
+        case 'stop':
+          stopping = true;
+          await sim.stop();
+          setImmediate(() => process.exit(0));
+          return null;
+      }
+    })().then(
+      (value) => send({ seq: raw.seq, ok: true, value }),
+      (err: unknown) => send({ seq: raw.seq, ok: false, error: String(err) }),
+    );
+  });
+  send({ seq: 0, ok: true, value: { url: sim.url, port: sim.port } });
+};
+
+void main().catch((err: unknown) => {
+  send({ seq: 0, ok: false, error: String(err) });
+  process.exit(1);
+});

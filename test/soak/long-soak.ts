@@ -1,0 +1,166 @@
+/**
+ * `npm run soak -- --runs N [--seed S] [--seconds 150] [--capsules 3] [--release spec|0.4]`: the long
+ * randomized soak (docs/soak.md). Several capsule processes behind cut proxies, one gateway process
+ * on real Redis, a seeded schedule of faults, then every capsule's log checked frame by frame
+ * against what its simulator wrote (soak-checks.ts). Exit status 1 when any run found a problem.
+ */
+import { RedisStore } from '../../src/log/redis-store.js';
+import { prng } from '../../src/simulator/workload.js';
+import { startCutProxy, type CutProxy } from '../adapters/murmur/cut-proxy.js';
+import { freePort, startRedisServer } from '../support/redis-server.js';
+import { forkCapsule, type CapsuleProcess } from './capsule-fleet.js';
+import { gatewayProcess } from './gateway-process.js';
+import { aroundLosses, checkLog, checkReaders, waitForFinal } from './soak-checks.js';
+
+const arg = (name: string, fallback: string): string => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 && process.argv[i + 1] !== undefined ? process.argv[i + 1]! : fallback;
+};
+const runs = Number(arg('runs', '1'));
+const firstSeed = Number(arg('seed', String(Date.now() % 1_000_000)));
+const seconds = Number(arg('seconds', '150'));
+const capsuleCount = Number(arg('capsules', '3'));
+const release = arg('release', 'spec');
+if (![runs, firstSeed, seconds, capsuleCount].every((n) => Number.isInteger(n) && n > 0)) {
+  process.stderr.write(
+    'usage: npm run soak -- --runs N [--seed S] [--seconds 150] [--capsules 3] [--release spec|0.4]\n',
+  );
+  process.exit(2);
+}
+
+type FaultKind = 'cut' | 'capsule-restart' | 'redis-stop' | 'gateway-kill' | 'burst';
+interface Fault {
+  at: number;
+  kind: FaultKind;
+  capsule: number;
+}
+
+/** The run's schedule: about 18 cuts, 6 session restarts, 6 Redis stops, 2-7 kills, 6 bursts. */
+export const schedule = (seed: number, secs: number, capsules: number): Fault[] => {
+  const rand = prng(seed);
+  const count = (mean: number): number => Math.max(1, Math.round(mean * (0.8 + 0.4 * rand())));
+  const out: Fault[] = [];
+  const add = (kind: FaultKind, n: number): void => {
+    for (let i = 0; i < n; i++)
+      out.push({ at: (0.03 + 0.94 * rand()) * secs * 1000, kind, capsule: Math.floor(rand() * capsules) });
+  };
+  const scale = secs / 150;
+  add('cut', count(18 * scale));
+  add('capsule-restart', count(6 * scale));
+  add('redis-stop', count(6 * scale));
+  add('gateway-kill', Math.min(7, 2 + Math.floor(rand() * 6 * scale)));
+  add('burst', count(6 * scale));
+  return out.sort((a, b) => a.at - b.at);
+};
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, Math.max(0, ms)));
+const log = (line: string): void => void process.stdout.write(`${line}\n`);
+
+const oneRun = async (seed: number): Promise<boolean> => {
+  const faults = schedule(seed, seconds, capsuleCount);
+  const redis = await startRedisServer();
+  const capsules: CapsuleProcess[] = [];
+  const proxies: CutProxy[] = [];
+  for (let i = 0; i < capsuleCount; i++) {
+    const c = await forkCapsule(release);
+    capsules.push(c);
+    proxies.push(await startCutProxy(c.port));
+  }
+  const names = capsules.map((_, i) => `soak-${i}`);
+  const gw = gatewayProcess(
+    await freePort(),
+    ['--redis', redis.url, ...names.flatMap((n, i) => ['--capsule', `${n}=${proxies[i]!.url}/`])],
+    { REPLICA_ID: 'soak-1' },
+  );
+  const store = new RedisStore(redis.url, { commandTimeoutMs: 2000 });
+  const done: Record<FaultKind, number> = {
+    cut: 0,
+    'capsule-restart': 0,
+    'redis-stop': 0,
+    'gateway-kill': 0,
+    burst: 0,
+  };
+  let ok = true;
+  try {
+    await gw.start();
+    const t0 = Date.now();
+    for (const f of faults) {
+      await sleep(t0 + f.at - Date.now());
+      switch (f.kind) {
+        case 'cut':
+          proxies[f.capsule]!.cutAll();
+          break;
+        case 'capsule-restart':
+          await capsules[f.capsule]!.restart();
+          break;
+        case 'redis-stop':
+          redis.pause();
+          await sleep(2000);
+          redis.resume();
+          break;
+        case 'gateway-kill':
+          await gw.kill();
+          await gw.start();
+          break;
+        case 'burst':
+          await capsules[f.capsule]!.burst(400);
+          break;
+      }
+      done[f.kind]++;
+    }
+    await sleep(t0 + seconds * 1000 - Date.now());
+    for (let i = 0; i < capsuleCount; i++) {
+      const last = await capsules[i]!.settle();
+      if (!(await waitForFinal(store, names[i]!, last, 60_000))) {
+        ok = false;
+        log(`  ${names[i]}: the last task's final status never reached the log`);
+      }
+    }
+    const faultLine = Object.entries(done)
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ');
+    log(`seed ${seed}: ${seconds} s, faults: ${faultLine}`);
+    for (let i = 0; i < capsuleCount; i++) {
+      const check = await checkLog(store, names[i]!, await capsules[i]!.written());
+      const readers = await checkReaders(gw.url, names[i]!, check.records);
+      const problems = [...check.problems, ...readers];
+      const missing =
+        Object.entries(check.missingByKind)
+          .map(([k, n]) => `${k}: ${n}`)
+          .join(', ') || 'none';
+      log(
+        `  ${names[i]}: written ${check.written}, logged ${check.matched}, missing ${missing}, problems ${problems.length}`,
+      );
+      if (problems.length > 0) {
+        ok = false;
+        for (const p of problems.slice(0, 20)) log(`    ${p}`);
+        log(
+          aroundLosses(check.records)
+            .split('\n')
+            .slice(0, 40)
+            .map((l) => `    | ${l}`)
+            .join('\n'),
+        );
+      }
+    }
+  } catch (err) {
+    ok = false;
+    log(`seed ${seed}: run failed: ${String(err)}\n${gw.output.slice(-15).join('\n')}`);
+  } finally {
+    await gw.kill();
+    await store.close();
+    for (const p of proxies) await p.close();
+    for (const c of capsules) await c.stop();
+    await redis.stop();
+  }
+  log(`seed ${seed}: ${ok ? 'exact' : 'FAILED'}`);
+  return ok;
+};
+
+let failed = 0;
+log(
+  `soak: ${runs} run(s) from seed ${firstSeed}, ${seconds} s, ${capsuleCount} capsules, release ${release}`,
+);
+for (let r = 0; r < runs; r++) if (!(await oneRun(firstSeed + r))) failed++;
+log(`soak: ${runs - failed} of ${runs} run(s) exact`);
+process.exit(failed > 0 ? 1 : 0);
