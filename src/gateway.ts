@@ -7,6 +7,7 @@ import { createServer, type Server } from 'node:http';
 import { getRequestListener } from '@hono/node-server';
 import type { Logger } from 'pino';
 import { createBeeosRoutes } from '../adapters/beeos/index.js';
+import { createDurableStreamsRoutes } from '../adapters/durable-streams/index.js';
 import { createFlueRoutes } from '../adapters/flue/index.js';
 import { createMurmurRoutes } from '../adapters/murmur/index.js';
 import type { GatewayConfig } from './config/schema.js';
@@ -244,6 +245,7 @@ export const startGateway = async (
       createMurmurRoutes(deps),
       createBeeosRoutes(deps),
       createFlueRoutes(deps),
+      createDurableStreamsRoutes(deps),
     ],
   });
 
