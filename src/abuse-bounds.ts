@@ -12,7 +12,7 @@ import { clientIpResolver } from './auth/client-ip.js';
 import { AbuseLimits } from './auth/limits.js';
 import type { GatewayConfig } from './config/schema.js';
 import type { SurfaceRejection } from './http/limits-middleware.js';
-import { MemoryLimitCounters, RedisLimitCounters } from './log/limit-counters.js';
+import { MemoryLimitCounters, RedisLimitCounters } from './auth/limit-counters.js';
 import { RedisStore } from './log/redis-store.js';
 import type { LogStore } from './log/store.js';
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * Command line: `murmur-gateway [flags]` runs the gateway; `murmur-gateway simulate [flags]` runs a
- * standalone capsule simulator. Flags are documented in the README and gateway-contract.md.
+ * standalone capsule simulator. Flags are documented in docs/configuration.md and gateway-contract.md.
  */
 import { homedir } from 'node:os';
 import { join } from 'node:path';

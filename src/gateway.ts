@@ -7,11 +7,16 @@ import { createServer, type Server } from 'node:http';
 import { getRequestListener } from '@hono/node-server';
 import type { Logger } from 'pino';
 import { createBeeosRoutes } from '../adapters/beeos/index.js';
+import { beeosMalformedPath } from '../adapters/beeos/malformed-path.js';
 import { createDurableStreamsRoutes } from '../adapters/durable-streams/index.js';
 import { createFlueRoutes } from '../adapters/flue/index.js';
+import { flueMalformedPath } from '../adapters/flue/malformed-path.js';
 import { createMurmurRoutes } from '../adapters/murmur/index.js';
+import { murmurMalformedPath } from '../adapters/murmur/malformed-path.js';
 import type { GatewayConfig } from './config/schema.js';
 import { GatewayCoreImpl } from './core/gateway-core.js';
+import { SubmissionQueues } from './core/submission-queue.js';
+import type { DispatchTuning } from './core/dispatcher.js';
 import { logFrameSource } from './core/log-frames.js';
 import type { GatewayCore } from './core/types.js';
 import { Hub } from './hub/hub.js';
@@ -23,7 +28,7 @@ import { createAbuseBounds } from './abuse-bounds.js';
 import { LogWriter } from './log/log-writer.js';
 import { MemoryStore } from './log/memory-store.js';
 import { RedisStore } from './log/redis-store.js';
-import { RedisClaims } from './log/claims.js';
+import { RedisClaims } from './fleet/claims.js';
 import type { LogStore } from './log/store.js';
 import { CapsuleUpstream } from './upstream/capsule-upstream.js';
 import { LocalOwnership } from './fleet/local-ownership.js';
@@ -94,6 +99,8 @@ export interface GatewayTuning {
   fleet?: { registryKey?: string; registryResyncMs?: number; discoveryRescanMs?: number };
   /** Where the kernel's backlog cap is read (a test stands in a low one). */
   listen?: { somaxconnFile?: string };
+  /** The submission queue's dispatcher (e.g. a short orphan grace in failover tests). */
+  queue?: DispatchTuning;
 }
 
 export const startGateway = async (
@@ -131,10 +138,14 @@ export const startGateway = async (
       // The new term seeds from the stored tail: what is still queued for the capsule settles first
       // (appended, or refused by the fence), or the seed would miss it and the replay repeat it.
       void writer.flush(capsule).then(() => {
-        if (ownership.owns(capsule)) upstreams.get(capsule)?.start();
+        if (!ownership.owns(capsule)) return;
+        upstreams.get(capsule)?.start();
+        // The owner hands the capsule's queued submissions over, fenced like its appends.
+        queues.startDispatch(capsule);
       });
     },
     stop: async (capsule) => {
+      queues.stopDispatch(capsule);
       await upstreams.get(capsule)?.stopIngesting();
     },
     flush: async (capsule, timeoutMs) => {
@@ -189,6 +200,15 @@ export const startGateway = async (
     },
     logger: logger.child({ room: 'fleet' }),
   });
+  const queues = new SubmissionQueues({
+    hub,
+    writer,
+    upstreams,
+    limits: config.queue,
+    storeTimeoutMs: config.submitStoreTimeoutSeconds * 1000,
+    logger: logger.child({ room: 'queue' }),
+    ...(tuning.queue ? { dispatch: tuning.queue } : {}),
+  });
   const registry: CapsuleRegistry =
     store instanceof RedisStore
       ? new RedisCapsuleRegistry(store.connection, {
@@ -215,6 +235,7 @@ export const startGateway = async (
     shutdownSignal: shutdown.signal,
     logger: logger.child({ room: 'core' }),
     submitStoreTimeoutMs: config.submitStoreTimeoutSeconds * 1000,
+    queues,
     // Once-only decisions across replicas (same idempotency key on two replicas at once).
     ...(store instanceof RedisStore ? { claims: new RedisClaims(store.connection.client) } : {}),
     ...tuning.core,
@@ -231,6 +252,11 @@ export const startGateway = async (
     auth: { authenticator, tickets, posture: posture.posture, clientIp: bounds.clientIp },
     limits: bounds.limits,
     bodyTimeoutMs: bounds.bodyTimeoutMs,
+    malformedPath: [
+      { prefix: '/murmur/', render: murmurMalformedPath },
+      { prefix: '/api/v1/agents/', render: beeosMalformedPath },
+      { prefix: '/flue/', render: flueMalformedPath },
+    ],
     core,
     logger,
     corsOrigins: config.cors.origins,
@@ -295,6 +321,7 @@ export const startGateway = async (
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       // Streams end with each protocol's own end signal, then their sockets close.
       shutdown.abort();
+      queues.close();
       await hub.close();
       server.closeIdleConnections();
       await discovery?.close();

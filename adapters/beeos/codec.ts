@@ -11,7 +11,7 @@ import {
   KEEPALIVE_COMMENT,
 } from './constants.js';
 import type { EndReason } from './constants.js';
-import type { Envelope } from './projection.js';
+import type { Envelope } from './envelope.js';
 
 /** What follows `id: <offset>` in every `event: message` frame (reply-bytes.ts writes it too). */
 export const MESSAGE_HEAD = `\nevent: ${EVENT_MESSAGE}\ndata: `;

@@ -1,6 +1,6 @@
 /**
  * The durable facts the BeeOS surface writes into a capsule's log, as SubmissionEntry records with
- * protocol 'beeos' and `meta.beeos` (MAPPING.md "Durable records"). The registry and the projection
+ * protocol 'beeos' and `meta.beeos` (docs/surfaces/beeos.md "Durable records"). The registry and the projection
  * read them back; nothing else interprets them.
  */
 import type { LogRecord, SubmissionEntry } from '../../src/log/record.js';

@@ -1,6 +1,6 @@
 /**
  * Pure encodings of the Flue wire: offsets (§Offsets, with the store epoch as the first component,
- * see MAPPING.md) and SSE frames (§live=sse). Decisions about what to send live in live.ts/routes.ts.
+ * see docs/surfaces/flue.md) and SSE frames (§live=sse). Decisions about what to send live in live.ts/routes.ts.
  */
 import { encodeComment, encodeSse } from '../../src/http/sse.js';
 import type { FlueChunk } from './chunks.js';

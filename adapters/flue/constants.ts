@@ -53,8 +53,8 @@ export const MAX_IDEMPOTENCY_KEY = 256;
 /** §POST signal `tagName`. */
 export const TAG_NAME = /^[A-Za-z_][A-Za-z0-9_.-]*$/;
 
-/** Data-part name under which capsule input waits are shown (see MAPPING.md). */
+/** Data-part name under which capsule input waits are shown (see docs/surfaces/flue.md). */
 export const INPUT_PART = 'input-required';
 
-/** `meta.flue` values of the surface's own submission records (see MAPPING.md). */
+/** `meta.flue` values of the surface's own submission records (see docs/surfaces/flue.md). */
 export const RECORD_KIND = { message: 'message', settlement: 'settlement' } as const;

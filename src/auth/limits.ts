@@ -7,7 +7,7 @@
  * down with Redis.
  */
 import type { Logger } from 'pino';
-import type { BucketSpec, LimitCounters } from '../log/limit-counters.js';
+import type { BucketSpec, LimitCounters } from './limit-counters.js';
 import type { Principal } from './principal.js';
 
 export interface BucketConfig {

@@ -7,7 +7,7 @@
 export type TokenInput = string | (() => string | Promise<string>);
 
 /**
- * One record of a capsule's log, exactly as `GET /murmur/{capsule}/poll` returns it (README). Both
+ * One record of a capsule's log, exactly as `GET /murmur/{capsule}/poll` returns it (docs/surfaces/native.md). Both
  * transports deliver the same objects: the SSE transport reads `GET /murmur/{capsule}/records`, whose
  * events carry the poll's JSON for each record.
  */

@@ -5,7 +5,7 @@
  * updated by records the core reads anyway. Answers synchronously with what it knows (null first).
  */
 import type { LogRecord } from '../log/record.js';
-import type { HubPort } from './gateway-core.js';
+import type { HubPort } from './types.js';
 
 /** How far back from the head the scan looks for the last ack. */
 const TAIL_WINDOW = 1000;

@@ -6,7 +6,7 @@
  * knows nothing of the hub; records are turned back into the frames they were.
  */
 import type { LogRecord } from '../log/record.js';
-import type { HubPort } from './gateway-core.js';
+import type { HubPort } from './types.js';
 import type { SubscriptionEnd } from './types.js';
 
 /** One upstream frame, as the capsule wrote it (the shape `src/upstream` reads). */

@@ -17,6 +17,7 @@ import { createAuthMiddleware } from './auth-middleware.js';
 import { createAuthRoutes, redactTicket } from './auth-routes.js';
 import type { AbuseLimits } from '../auth/limits.js';
 import { createBodyTimeout, createLimitsMiddleware, type SurfaceRejection } from './limits-middleware.js';
+import { createMalformedPathGuard, type MalformedPathRenderer } from './malformed-path.js';
 
 /** Headers browsers must be allowed to read cross-origin (Flue and BeeOS coordination headers). */
 export const EXPOSED_HEADERS = [
@@ -47,6 +48,8 @@ export interface HttpAppOptions {
   /** Abuse bounds (off when absent) and each surface's 429; the body receipt timeout. */
   limits?: { limits: AbuseLimits; surfaces: SurfaceRejection[] };
   bodyTimeoutMs?: number;
+  /** Each surface's 400 for a path segment that does not percent-decode (ops grammar elsewhere). */
+  malformedPath?: MalformedPathRenderer[];
   /** Each adapter's routes, with full paths (each adapter may carry its own context variables). */
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   surfaces: Hono<any, any, any>[];
@@ -108,6 +111,9 @@ export const createHttpApp = (options: HttpAppOptions): HttpApp => {
       }),
     );
   }
+
+  // Bad input in the path itself, before credentials are read: no route can make sense of it.
+  app.use('*', createMalformedPathGuard(options.malformedPath ?? []));
 
   // From the headers' arrival: a body that never completes is cut (slow-loris), streams are not.
   if (options.bodyTimeoutMs) app.use('*', createBodyTimeout(options.bodyTimeoutMs));

@@ -3,8 +3,7 @@
  * Buffer per connection per event; through `socket.write` each one walks Node's Writable (a write
  * request object, the state machine, a nextTick after it) before the same write(2): about a fifth
  * of the server's CPU per delivered event in `perf`, and a bare sender measured 0.6–1.2 µs less per
- * 200-byte write with `fs.writeSync` on the descriptor (9.5 against 8.6 µs at 1,000 × 40; the
- * eleventh session's notes in test/bench/HISTORY.md).
+ * 200-byte write with `fs.writeSync` on the descriptor (9.5 against 8.6 µs at 1,000 × 40).
  *
  * So when Node holds nothing for the socket (nothing buffered, nothing in flight, not corked) the
  * bytes go to its descriptor directly; what the kernel does not take (a full send buffer, a partial

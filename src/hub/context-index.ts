@@ -1,10 +1,17 @@
 /**
  * Which offsets of one capsule's log belong to which context (Flue conversation, BeeOS channel), so
  * a read of one context costs O(that context) instead of O(the capsule). Fed records in log order,
- * each once, by `context-reads.ts`; attribution is the surfaces' own (`ContextTracker`), and every
- * record it cannot attribute (facts, frames of tasks not seen with a context yet) is kept in a list
- * that every context read includes: a projector reading one context then sees every record it would
- * have used from a whole-capsule read. Pure and synchronous; one instance per capsule and epoch.
+ * each once, by `context-reads.ts`. Attribution is the surfaces' own (`ContextTracker`: a frame belongs
+ * to its task's context, learnt from the task's frames that name it, or from a submission that names
+ * the task). Three kinds of list:
+ * - one per context: its submissions and its tasks' frames;
+ * - one per task whose context is not known yet (a task that was running when the gateway attached,
+ *   or whose first frames were lost): read by nobody until a later record names its context, when the
+ *   list joins that context's, in offset order;
+ * - one for the records that concern every context (facts: loss, store resets, capsule restarts;
+ *   frames of no task), which every context read includes.
+ * A read visits its own list and the shared one, whatever else the log holds. Pure and synchronous;
+ * one instance per capsule and epoch.
  */
 import { viewFrame } from '../log/frame-view.js';
 import type { LogRecord } from '../log/record.js';
@@ -46,6 +53,25 @@ export class OffsetList {
     return this.items[i];
   }
 
+  /** The offsets kept, ascending. */
+  values(): number[] {
+    return this.items.slice(this.start);
+  }
+
+  /** Take every offset of `other` into this list, keeping the order (other is left as it was). */
+  mergeFrom(other: OffsetList): void {
+    const a = this.values();
+    const b = other.values();
+    const merged: number[] = new Array<number>(a.length + b.length);
+    let i = 0;
+    let j = 0;
+    for (let k = 0; k < merged.length; k++) {
+      merged[k] = j >= b.length || (i < a.length && a[i]! < b[j]!) ? a[i++]! : b[j++]!;
+    }
+    this.items = merged;
+    this.start = 0;
+  }
+
   /** Forget offsets below `first` (trimmed by retention). */
   dropBelow(first: number): void {
     const head = this.items[this.start];
@@ -59,11 +85,18 @@ export class OffsetList {
 }
 
 export interface ContextSelection {
-  /** Offsets of the context and of unattributed records, > after, ascending, at most `limit`. */
+  /** Offsets of the context and of the records of every context, > after, ascending, at most `limit`. */
   offsets: number[];
   /** The offset the selection is complete through (see GatewayCore.readContext). */
   next: number;
 }
+
+/** Where a record is listed. */
+type Listing = { context: string } | { task: string } | null;
+
+/** A submission that names the capsule task it became (BeeOS's accepted outcome): the task's link. */
+const linkedTask = (meta: Record<string, unknown> | undefined): string | null =>
+  meta?.op === 'outcome' && typeof meta.taskId === 'string' ? meta.taskId : null;
 
 export class ContextIndex {
   /** Highest offset fed (records up to it are indexed). 0 before the first record. */
@@ -72,9 +105,15 @@ export class ContextIndex {
   /** Offsets below this were swept from every list (see trim). */
   private trimmedTo = 0;
   private readonly contexts = new Map<string, OffsetList>();
-  private readonly unattributed = new OffsetList();
-  /** Context of each task still running (ContextTracker keeps every task ever: see attribute). */
-  private readonly openTasks = new Map<string, string>();
+  /** Records that concern every context. */
+  private readonly everyContext = new OffsetList();
+  /** Frames of tasks whose context no record has named yet. */
+  private readonly unknownTasks = new Map<string, OffsetList>();
+  /**
+   * Each task's context and its last offset, as ContextTracker keeps it (every task, so the frames the
+   * spec lets follow a final status stay with their context); swept with retention (see trim).
+   */
+  private readonly taskContext = new Map<string, { context: string; last: number }>();
 
   constructor(readonly epoch: number) {}
 
@@ -87,50 +126,65 @@ export class ContextIndex {
     if (after > this.through) return false;
     for (const record of records) {
       if (record.offset <= this.through) continue;
-      const context = this.attribute(record);
-      let list = this.unattributed;
-      if (context !== null) {
-        const known = this.contexts.get(context);
-        list = known ?? new OffsetList();
-        if (!known) this.contexts.set(context, list);
-      }
-      list.push(record.offset);
+      const listing = this.listing(record);
+      this.listOf(listing).push(record.offset);
       this.through = record.offset;
       this.records++;
     }
     return true;
   }
 
-  /**
-   * ContextTracker's attribution, except that a task is forgotten at its final status, so memory is
-   * per running task rather than per task ever run. The frames the spec lets follow a final status
-   * (an `input-timeout` failure's artifact; a reopened attempt, which starts with a status naming its
-   * context again) then count as unattributed, which every context's read includes: a superset of
-   * what ContextTracker gives that context, never less.
-   */
-  private attribute(record: LogRecord): string | null {
-    if (record.kind === 'submission') return record.contextId;
-    const view = viewFrame(record);
-    if (!view || !view.taskId) return null;
-    const context = view.contextId ?? this.openTasks.get(view.taskId) ?? null;
-    if (view.event === 'status' && view.final) this.openTasks.delete(view.taskId);
-    else if (view.contextId) this.openTasks.set(view.taskId, view.contextId);
-    return context;
+  private listOf(listing: Listing): OffsetList {
+    if (listing === null) return this.everyContext;
+    const [map, key] =
+      'context' in listing ? [this.contexts, listing.context] : [this.unknownTasks, listing.task];
+    let list = map.get(key);
+    if (!list) map.set(key, (list = new OffsetList()));
+    return list;
   }
 
+  /** ContextTracker's attribution, with a task of no known context listed under its own id. */
+  private listing(record: LogRecord): Listing {
+    if (record.kind === 'submission') {
+      const task = linkedTask(record.meta);
+      if (task !== null) this.link(task, record.contextId, record.offset);
+      return { context: record.contextId };
+    }
+    // The capsule took a queued submission as this task: the link even when its frames name no context.
+    if (record.kind === 'fact' && record.fact === 'submission-started') {
+      this.link(record.taskId, record.contextId, record.offset);
+      return null;
+    }
+    const view = viewFrame(record);
+    if (!view || !view.taskId) return null;
+    if (view.contextId) this.link(view.taskId, view.contextId, record.offset);
+    const known = this.taskContext.get(view.taskId);
+    if (!known) return { task: view.taskId };
+    known.last = record.offset;
+    return { context: known.context };
+  }
+
+  /** The task belongs to `context` from now on; what was listed under the task joins the context. */
+  private link(task: string, context: string, offset: number): void {
+    this.taskContext.set(task, { context, last: offset });
+    const pending = this.unknownTasks.get(task);
+    if (!pending) return;
+    this.unknownTasks.delete(task);
+    this.listOf({ context }).mergeFrom(pending);
+  }
   /** Nothing exists after `through` up to `head` (an empty read): indexed through `head`. */
   reachedHead(head: number): void {
     if (head > this.through) this.through = head;
   }
 
   /**
-   * The context's offsets and the unattributed ones after `after`, at most `limit`, merged in order.
+   * The context's offsets and every context's after `after`, at most `limit`, merged in order.
    * Offsets below `first` (trimmed) are dropped from the index on the way.
    */
   select(contextId: string, after: number, limit: number, first: number): ContextSelection {
     this.trim(first);
     const own = this.contexts.get(contextId);
-    const shared = this.unattributed;
+    const shared = this.everyContext;
     const offsets: number[] = [];
     // Trimmed offsets may still be listed (trim is amortised): start at `first` at the lowest.
     const from = Math.max(after, first - 1);
@@ -161,8 +215,8 @@ export class ContextIndex {
     return list?.first() ?? null;
   }
 
-  stats(): { contexts: number; records: number } {
-    return { contexts: this.contexts.size, records: this.records };
+  stats(): { contexts: number; records: number; unknownTasks: number } {
+    return { contexts: this.contexts.size, records: this.records, unknownTasks: this.unknownTasks.size };
   }
 
   /**
@@ -174,15 +228,18 @@ export class ContextIndex {
     const span = this.through - this.trimmedTo;
     if (first <= this.trimmedTo || (first - this.trimmedTo) * 4 < span) return;
     this.trimmedTo = first;
-    let kept = this.unattributed.size;
-    this.unattributed.dropBelow(first);
-    let dropped = kept - this.unattributed.size;
-    for (const [context, list] of this.contexts) {
-      kept = list.size;
-      list.dropBelow(first);
-      dropped += kept - list.size;
-      if (list.size === 0) this.contexts.delete(context);
+    let kept = this.everyContext.size;
+    this.everyContext.dropBelow(first);
+    let dropped = kept - this.everyContext.size;
+    for (const lists of [this.contexts, this.unknownTasks]) {
+      for (const [key, list] of lists) {
+        kept = list.size;
+        list.dropBelow(first);
+        dropped += kept - list.size;
+        if (list.size === 0) lists.delete(key);
+      }
     }
+    for (const [task, { last }] of this.taskContext) if (last < first) this.taskContext.delete(task);
     this.records -= dropped;
   }
 }

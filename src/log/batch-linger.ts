@@ -7,7 +7,6 @@
  * a core on calls alone. Below the rate (every ordinary capsule) a frame goes out at once: only a
  * capsule already paying that cost pays the wait.
  */
-import type { Lane } from './writer-lane.js';
 
 /** The busy test looks at the entries sent over windows of this length. */
 const RATE_WINDOW_MS = 100;
@@ -43,21 +42,26 @@ export const newLingerState = (): LingerState => ({
  * How long the lane's next batch should wait, 0 = send now. A lane with a full batch waiting never
  * waits; a lane idle for a window is not busy, so the first frame after a pause goes at once.
  */
-export const lingerFor = (lane: Lane, bounds: LingerBounds, maxBatch: number, now: number): number => {
+export const lingerFor = (
+  state: LingerState,
+  queued: number,
+  bounds: LingerBounds,
+  maxBatch: number,
+  now: number,
+): number => {
   if (bounds.ms <= 0) return 0;
-  const state = lane.linger;
   const elapsed = now - state.windowAt;
   if (elapsed >= RATE_WINDOW_MS) {
     state.busy = state.windowSent * 1000 >= bounds.aboveRate * elapsed;
     state.windowAt = now;
     state.windowSent = 0;
   }
-  if (!state.busy || lane.waiting.length - lane.start >= maxBatch) return 0;
+  if (!state.busy || queued >= maxBatch) return 0;
   return Math.max(0, state.sentAt + bounds.ms - now);
 };
 
 /** Count a batch taken now. */
-export const noteSent = (lane: Lane, entries: number, now: number): void => {
-  lane.linger.sentAt = now;
-  lane.linger.windowSent += entries;
+export const noteSent = (state: LingerState, entries: number, now: number): void => {
+  state.sentAt = now;
+  state.windowSent += entries;
 };

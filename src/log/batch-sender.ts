@@ -64,7 +64,9 @@ export class BatchSender {
     const { batch: bounds, linger } = this.deps.settings;
     const at = performance.now();
     const wait =
-      force || lane.waiting.length === lane.start ? 0 : lingerFor(lane, linger, bounds.maxBatch, at);
+      force || lane.waiting.length === lane.start
+        ? 0
+        : lingerFor(lane.linger, lane.waiting.length - lane.start, linger, bounds.maxBatch, at);
     if (wait > 0) {
       lane.linger.timer = setTimeout(() => {
         lane.linger.timer = null;
@@ -74,7 +76,7 @@ export class BatchSender {
     }
     const batch = takeBatch(lane, bounds, () => ({ writerId: this.deps.writerId, seq: ++this.seq }));
     if (!batch) return;
-    noteSent(lane, batch.items.length, at);
+    noteSent(lane.linger, batch.items.length, at);
     lane.inFlight = batch;
     this.attempt(lane);
   }

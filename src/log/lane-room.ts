@@ -6,10 +6,9 @@
  */
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
-import type { Appended } from './log-writer.js';
 import type { LogEntry } from './record.js';
 import type { QueueBounds } from './writer-options.js';
-import { approxBytes, type Lane, type MissingFact, type Pending } from './writer-lane.js';
+import { approxBytes, type Appended, type Lane, type MissingFact, type Pending } from './writer-lane.js';
 
 export const noop = (): void => {};
 
@@ -33,7 +32,11 @@ export class LaneRoom {
   }
 
   push(lane: Lane, pending: Pending): void {
-    if (pending.entry.kind !== 'submission' && lane.fence !== undefined) pending.fence = lane.fence;
+    // Submissions and withdrawals come from any replica (a client's request): never fenced.
+    const fromAnyReplica =
+      pending.entry.kind === 'submission' ||
+      (pending.entry.kind === 'fact' && pending.entry.fact === 'submission-withdrawn');
+    if (!fromAnyReplica && lane.fence !== undefined) pending.fence = lane.fence;
     lane.waiting.push(pending);
     lane.count++;
     lane.bytes += pending.bytes;

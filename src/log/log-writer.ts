@@ -21,18 +21,13 @@ import { LaneRoom, noop, withdrawnError } from './lane-room.js';
 import type { LogEntry } from './record.js';
 import { RetentionSweeper } from './retention-sweeper.js';
 import type { LogStore } from './store.js';
-import { approxBytes, newLane, type Lane, type Pending } from './writer-lane.js';
+import { approxBytes, newLane, type Appended, type Lane, type Pending } from './writer-lane.js';
 import { writerSettings, type LogWriterOptions, type WriterSettings } from './writer-options.js';
 import { laneStats, totalStats, type WriterStats } from './writer-stats.js';
 
 export type { LogWriterOptions } from './writer-options.js';
 export type { WriterStats } from './writer-stats.js';
-
-/** Where an appended entry landed. */
-export interface Appended {
-  offset: number;
-  epoch: number;
-}
+export type { Appended } from './writer-lane.js';
 
 export class LogWriter {
   readonly writerId = randomUUID();

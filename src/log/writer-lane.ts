@@ -5,7 +5,12 @@
 import { newLingerState, type LingerState } from './batch-linger.js';
 import type { FactEntry, LogEntry } from './record.js';
 import type { BatchId } from './store.js';
-import type { Appended } from './log-writer.js';
+
+/** Where an appended entry landed. */
+export interface Appended {
+  offset: number;
+  epoch: number;
+}
 
 export type MissingFact = Extract<FactEntry, { fact: 'frames-possibly-missing' }>;
 

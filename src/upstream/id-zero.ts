@@ -3,7 +3,7 @@
  * from 0 (spec "Replay"), so an attempt that began while we were away is only revealed by a later
  * frame of it. These rules find such attempts so the log can say a frame is possibly missing there.
  */
-import type { AlignFrame } from './replay-alignment.js';
+import type { SseFrame as AlignFrame } from './sse-frames.js';
 
 /** Ids above this are not from a task's counter (chunk launch value, input-wait, queued-cancel). */
 const TASK_COUNTER_LIMIT = 2305843009213693951n;

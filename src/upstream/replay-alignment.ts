@@ -19,13 +19,10 @@
 import type { MissingReason } from '../log/record.js';
 import type { IdZeroTracker } from './id-zero.js';
 import { idValue, taskOf } from './id-zero.js';
+import type { SseFrame } from './sse-frames.js';
 
-/** A frame as alignment sees it: compared on all three fields, byte for byte. */
-export interface AlignFrame {
-  event: string;
-  upstreamId: string | null;
-  data: string;
-}
+/** A frame as alignment sees it, the capsule's frame as read: compared on all three fields, byte for byte. */
+export type AlignFrame = SseFrame;
 
 export interface MissingFact {
   reason: MissingReason;

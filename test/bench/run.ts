@@ -29,7 +29,7 @@ import { num } from './bench-env.js';
 const runs = num('BENCH_RUNS', 5);
 const fanoutRuns = num('BENCH_FANOUT_RUNS', 3);
 /**
- * The surfaces' ratio sits near its bound and swings ±0.15 between runs (README, eighth session):
+ * The surfaces' ratio sits near its bound and swings ±0.15 between runs (docs/benchmarks.md):
  * five interleaved runs by default, BENCH_FANOUT_RUNS when only that is set (older commands).
  */
 const surfaceRuns = num('BENCH_SURFACES_RUNS', process.env.BENCH_FANOUT_RUNS ? fanoutRuns : 5);

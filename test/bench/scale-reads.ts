@@ -10,8 +10,12 @@
  * Then the same question one level down, without HTTP or projection: GatewayCore.readContext's path
  * (scale-reads-core.ts), the per-context index the surfaces read through.
  *
+ * Then a BeeOS task's read beside 40,000 records of a task of unknown context and of other contexts
+ * (scale-reads-unattributed.ts).
+ *
  * `npm run bench -- reads`. Env: BENCH_READS_CONVERSATIONS (`10,1000`), BENCH_READS_TURNS (50),
- * BENCH_READS_RUNS (21), BENCH_READS_ONLY (`http` or `core`: one of the two parts).
+ * BENCH_READS_RUNS (21), BENCH_READS_UNATTRIBUTED (40000 records), BENCH_READS_ONLY (`http`, `core`
+ * or `unattributed`: one of the parts).
  */
 import { RedisStore } from '../../src/log/redis-store.js';
 import { startSimulator } from '../../src/simulator/index.js';
@@ -21,6 +25,7 @@ import { beeosTemplate, flueTemplate, writeConversations, type Conversation } fr
 import { createBeeosConversation, createFlueConversation } from './scale-setup.js';
 import type { Figure } from './scale-summary.js';
 import { benchCoreReads } from './scale-reads-core.js';
+import { benchUnattributedReads } from './scale-reads-unattributed.js';
 import { num } from './bench-env.js';
 
 interface ReadRow {
@@ -83,11 +88,17 @@ export const benchReads = async (opts: { redis: boolean }): Promise<Figure[]> =>
   const sim = await startSimulator({ heartbeatMs: 15_000 });
   const redis = await startBenchRedis();
   const rows: ReadRow[] = [];
-  let core: Figure[] = [];
+  const core: Figure[] = [];
   try {
+    if (only === 'unattributed' || only === undefined) {
+      console.log(`unattributed: one BeeOS task's read beside records of other tasks and contexts`);
+      const records = num('BENCH_READS_UNATTRIBUTED', 40_000);
+      core.push(...(await benchUnattributedReads({ redisUrl: redis.url, sim, runs, records })));
+      if (only === 'unattributed') return core;
+    }
     if (only !== 'http') {
       console.log(`core: GatewayCore.readContext of one conversation, in process, no HTTP`);
-      core = await benchCoreReads({ redisUrl: redis.url, sizes, turns, runs });
+      core.push(...(await benchCoreReads({ redisUrl: redis.url, sizes, turns, runs })));
     }
     if (only === 'core') return core;
     const capsules = [{ id: 'tpl', url: sim.url }, ...sizes.map((n) => ({ id: `r${n}`, url: sim.url }))];

@@ -22,7 +22,7 @@ export const summaryRows = (figures: Figure[]): Record<string, string>[] =>
     'met?': f.met === null ? '–' : f.met ? 'yes' : 'NO',
   }));
 
-/** A Markdown table of the same rows, to paste into the README's Benchmarks section. */
+/** A Markdown table of the same rows, to paste into docs/benchmarks.md. */
 export const summaryMarkdown = (figures: Figure[]): string => {
   const rows = summaryRows(figures);
   const cols = ['figure', 'target', 'anchor (same run)', 'measured', 'met?'];

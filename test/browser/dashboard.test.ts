@@ -1,7 +1,7 @@
 /**
  * The dashboard in Chromium against a gateway fronting the demo fleet: both capsules listed with
  * their upstream state, the live tail moving. Saves a screenshot to .tmp/dashboard.png, and to
- * src/dashboard/dashboard.png (the README's) when UPDATE_SCREENSHOTS=1.
+ * src/dashboard/dashboard.png (docs/client.md's) when UPDATE_SCREENSHOTS=1.
  */
 import { copyFileSync, mkdirSync } from 'node:fs';
 import type { Browser } from 'playwright-core';

@@ -76,7 +76,37 @@ const fact = (n: number): FactEntry =>
 export const buildLog = (tasks: RecordedTask[], seed: number): LogEntry[] => {
   const r = prng(seed);
   const queues: LogEntry[][] = tasks.map((task, i) => {
-    const frames = r() < 0.3 ? task.frames.slice(1) : task.frames;
+    const lostFirst = r() < 0.3;
+    const frames = lostFirst ? task.frames.slice(1) : task.frames;
+    const taskId = task.frames.map((f) => viewFrame({ ...f, offset: 0 })?.taskId).find(Boolean);
+    // A BeeOS submission's accepted outcome names the capsule task: the link when its status is lost.
+    const link = r();
+    const outcome: LogEntry[] =
+      lostFirst && taskId && link < 0.25
+        ? [
+            {
+              kind: 'fact',
+              fact: 'submission-started',
+              messageId: `msg-${seed}-${i}`,
+              contextId: task.contextId,
+              taskId,
+              receivedAt: 1,
+            },
+          ]
+        : lostFirst && taskId && link < 0.5
+          ? [
+              {
+                kind: 'submission',
+                protocol: 'beeos',
+                owner: null,
+                contextId: task.contextId,
+                messageId: `out-${seed}-${i}`,
+                text: '',
+                meta: { op: 'outcome', outcome: 'accepted', taskId },
+                receivedAt: 1,
+              },
+            ]
+          : [];
     const submission: LogEntry = {
       kind: 'submission',
       protocol: i % 2 ? 'flue' : 'beeos',
@@ -86,7 +116,9 @@ export const buildLog = (tasks: RecordedTask[], seed: number): LogEntry[] => {
       text: task.text,
       receivedAt: 1,
     };
-    return [submission, ...frames];
+    // The outcome is written once the capsule answered: after a few of the task's frames, at times.
+    const at = Math.floor(r() * Math.min(3, frames.length));
+    return [submission, ...frames.slice(0, at), ...outcome, ...frames.slice(at)];
   });
   queues.push(
     Array.from({ length: 3 }, (_, k) => ({
@@ -119,22 +151,37 @@ export const contextsOf = (records: readonly LogRecord[]): string[] => {
 };
 
 /**
- * What a whole-capsule read attributes (ContextTracker), per record: its context, or null for a
- * record every context's read must include: unattributed ones, and (the index forgets a task at its
- * final status) frames that follow a final status without naming their context again.
+ * What a whole-capsule read attributes (ContextTracker), per record: its context; null for a record
+ * every context's read must include (facts, frames of no task); `task:<id>` for the frames of a task
+ * no record of the log links to a context (no context reads them). A frame read before its task's
+ * context was known belongs to the context the log names for the task later.
  */
 export const attribute = (records: readonly LogRecord[]): Map<number, string | null> => {
   const tracker = new ContextTracker();
-  const ended = new Set<string>();
-  return new Map(
-    records.map((record) => {
-      const context = tracker.contextOf(record);
-      const view = viewFrame(record);
-      if (!view?.taskId) return [record.offset, context];
-      const afterFinal = ended.has(view.taskId) && !view.contextId;
-      if (view.event === 'status' && view.final) ended.add(view.taskId);
-      else if (view.contextId) ended.delete(view.taskId);
-      return [record.offset, afterFinal ? null : context];
-    }),
-  );
+  const out = new Map<number, string | null>();
+  const pending = new Map<string, number[]>();
+  const settle = (task: string, context: string): void => {
+    for (const offset of pending.get(task) ?? []) out.set(offset, context);
+    pending.delete(task);
+  };
+  for (const record of records) {
+    if (record.kind === 'fact' && record.fact === 'submission-started') {
+      tracker.link(record.taskId, record.contextId);
+      settle(record.taskId, record.contextId);
+    }
+    if (record.kind === 'submission') {
+      const task = record.meta?.op === 'outcome' ? record.meta.taskId : undefined;
+      if (typeof task === 'string') {
+        tracker.link(task, record.contextId);
+        settle(task, record.contextId);
+      }
+    }
+    const context = tracker.contextOf(record);
+    const task = viewFrame(record)?.taskId ?? null;
+    if (task !== null && context !== null) settle(task, context);
+    if (task !== null && context === null) pending.set(task, [...(pending.get(task) ?? []), record.offset]);
+    out.set(record.offset, context);
+  }
+  for (const [task, offsets] of pending) for (const offset of offsets) out.set(offset, `task:${task}`);
+  return out;
 };

@@ -1,5 +1,5 @@
 /**
- * The Flue projection as a pure function: the mapping table of MAPPING.md on hand-made records, and
+ * The Flue projection as a pure function: the mapping table of docs/surfaces/flue.md on hand-made records, and
  * the property that a snapshot at X plus the updates after X equals a fresh snapshot, over many
  * random workloads read in random pages by freshly rebuilt projectors (as the routes do).
  */

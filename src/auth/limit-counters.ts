@@ -2,7 +2,8 @@
  * Counters behind the abuse bounds (src/auth/limits.ts), shared by every replica of a fleet: token
  * buckets (rate limits) and leased concurrency slots (open streams). Redis: one small Lua script per
  * operation on a single key (single-slot on a Cluster), Redis's clock; memory: the same in a map, for
- * the embedded store where this process is the whole fleet. Adapters and src/auth never see Redis.
+ * the embedded store where this process is the whole fleet. `AbuseLimits` (limits.ts) sees only the
+ * `LimitCounters` interface, never Redis; adapters see neither.
  */
 import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
