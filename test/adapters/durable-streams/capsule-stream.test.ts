@@ -1,16 +1,10 @@
 /** The read-only capsule stream over a real Hub and MemoryStore: catch-up, long-poll, offsets, errors. */
-import { Hono } from 'hono';
-import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createCapsuleStreamRoutes } from '../../../adapters/durable-streams/capsule-stream.js';
 import { formatOffset } from '../../../adapters/flue/codec.js';
 import { recordJson } from '../../../adapters/murmur/poll-json.js';
-import { configSchema } from '../../../src/config/schema.js';
-import { adapterConfigOf } from '../../../src/gateway.js';
-import { Hub } from '../../../src/hub/hub.js';
-import { MemoryStore } from '../../../src/log/memory-store.js';
 import { frames } from '../../hub/helpers.js';
-import { standInCore } from '../murmur/stand-in-core.js';
+import { standInRoutes } from '../murmur/stand-in-core.js';
 
 const CAPSULE = 'cap-1';
 const URL_ = `/v1/stream/murmur/${CAPSULE}`;
@@ -20,24 +14,10 @@ afterEach(async () => {
 });
 
 const setup = () => {
-  const store = new MemoryStore();
-  const hub = new Hub(store, { dissolveMs: 10 });
-  const shutdown = new AbortController();
-  const config = { ...adapterConfigOf(configSchema.parse({})), longPollMaxMs: 300 };
-  const app = new Hono();
-  app.route(
-    '/',
-    createCapsuleStreamRoutes({
-      core: standInCore(hub, shutdown.signal, CAPSULE),
-      config,
-      logger: pino({ level: 'silent' }),
-    }),
-  );
-  cleanups.push(async () => {
-    shutdown.abort();
-    await hub.close();
-    await store.close();
+  const { app, store, close } = standInRoutes(CAPSULE, createCapsuleStreamRoutes, {
+    config: { longPollMaxMs: 300 },
   });
+  cleanups.push(close);
   return { app, store };
 };
 
