@@ -8,6 +8,7 @@ import { getRequestListener } from '@hono/node-server';
 import type { Logger } from 'pino';
 import { createBeeosRoutes } from '../adapters/beeos/index.js';
 import { beeosMalformedPath } from '../adapters/beeos/malformed-path.js';
+import { createDurableStreamsRoutes } from '../adapters/durable-streams/index.js';
 import { createFlueRoutes } from '../adapters/flue/index.js';
 import { flueMalformedPath } from '../adapters/flue/malformed-path.js';
 import { createMurmurRoutes } from '../adapters/murmur/index.js';
@@ -270,6 +271,7 @@ export const startGateway = async (
       createMurmurRoutes(deps),
       createBeeosRoutes(deps),
       createFlueRoutes(deps),
+      createDurableStreamsRoutes(deps),
     ],
   });
 

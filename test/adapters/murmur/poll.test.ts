@@ -1,19 +1,15 @@
 /** The long-poll route over a real Hub and MemoryStore: shapes, waits, gaps and every bad input. */
 import { serve, type ServerType } from '@hono/node-server';
-import { Hono } from 'hono';
+import type { Hono } from 'hono';
 import type { AddressInfo } from 'node:net';
-import { pino } from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createPollRoutes } from '../../../adapters/murmur/poll.js';
-import type { AdapterConfig } from '../../../src/http/adapter-deps.js';
-import { Hub } from '../../../src/hub/hub.js';
+import type { Hub } from '../../../src/hub/hub.js';
 import type { LogEntry } from '../../../src/log/record.js';
-import { MemoryStore } from '../../../src/log/memory-store.js';
+import type { MemoryStore } from '../../../src/log/memory-store.js';
 import type { RetentionPolicy } from '../../../src/log/store.js';
 import { frames } from '../../hub/helpers.js';
-import { configSchema } from '../../../src/config/schema.js';
-import { adapterConfigOf } from '../../../src/gateway.js';
-import { standInCore } from './stand-in-core.js';
+import { standInRoutes } from './stand-in-core.js';
 
 const CAPSULE = 'cap-1';
 const T0 = Date.UTC(2025, 0, 2, 3, 4, 5, 678);
@@ -53,27 +49,10 @@ const relative = (body: Record<string, unknown>, b: number): Record<string, unkn
 };
 
 const setup = (retention?: RetentionPolicy): Fixture => {
-  const store = new MemoryStore(retention);
+  const { app, hub, store, shutdown, close } = standInRoutes(CAPSULE, createPollRoutes, { retention });
   // Where this fresh log's offsets start (reading the position creates it).
   const base = store.position(CAPSULE).then((p) => p.head);
-  const hub = new Hub(store, { dissolveMs: 10 });
-  const shutdown = new AbortController();
-  // The defaults a user gets, from the one config schema.
-  const config: AdapterConfig = adapterConfigOf(configSchema.parse({}));
-  const app = new Hono();
-  app.route(
-    '/',
-    createPollRoutes({
-      core: standInCore(hub, shutdown.signal, CAPSULE),
-      config,
-      logger: pino({ level: 'silent' }),
-    }),
-  );
-  cleanups.push(async () => {
-    shutdown.abort();
-    await hub.close();
-    await store.close();
-  });
+  cleanups.push(close);
   return {
     app,
     hub,

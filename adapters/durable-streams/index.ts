@@ -1,0 +1,2 @@
+/** The Durable Streams surface (PROTOCOL.md of durable-streams/durable-streams), mounted at '/'. */
+export { createCapsuleStreamRoutes as createDurableStreamsRoutes } from './capsule-stream.js';

@@ -1,0 +1,26 @@
+/** The capsule stream through the real gateway over a simulated capsule: the log, byte for byte. */
+import { describe, expect, it } from 'vitest';
+import { formatOffset } from '../../../adapters/flue/codec.js';
+import { recordJson } from '../../../adapters/murmur/poll-json.js';
+import { useGateways } from '../murmur/fixtures.js';
+
+const { setup, allRecords } = useGateways();
+
+describe('capsule stream through the gateway', () => {
+  it('serves every logged record, its tail offset, and 404 for an unknown capsule', async () => {
+    const { gw, capsule } = await setup();
+    const records = await allRecords(gw, capsule);
+    const res = await fetch(`${gw.baseUrl}/v1/stream/murmur/${capsule}?offset=-1`);
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { offset: number }[];
+    const { epoch } = await gw.core.position(capsule);
+    const last = body[body.length - 1]!;
+    expect(body.slice(0, records.length)).toEqual(records.map(recordJson));
+    expect(res.headers.get('stream-next-offset')).toBe(formatOffset(epoch, last.offset));
+    const unknown = await fetch(`${gw.baseUrl}/v1/stream/murmur/no-such-capsule`);
+    expect(unknown.status).toBe(404);
+    const put = await fetch(`${gw.baseUrl}/v1/stream/murmur/${capsule}`, { method: 'PUT' });
+    expect(put.status).toBe(405);
+    expect(put.headers.get('allow')).toBe('GET, HEAD');
+  });
+});

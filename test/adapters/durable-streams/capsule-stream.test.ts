@@ -1,0 +1,66 @@
+/** The read-only capsule stream over a real Hub and MemoryStore: catch-up, long-poll, offsets, errors. */
+import { afterEach, describe, expect, it } from 'vitest';
+import { createCapsuleStreamRoutes } from '../../../adapters/durable-streams/capsule-stream.js';
+import { formatOffset } from '../../../adapters/flue/codec.js';
+import { recordJson } from '../../../adapters/murmur/poll-json.js';
+import { frames } from '../../hub/helpers.js';
+import { standInRoutes } from '../murmur/stand-in-core.js';
+
+const CAPSULE = 'cap-1';
+const URL_ = `/v1/stream/murmur/${CAPSULE}`;
+const cleanups: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+const setup = () => {
+  const { app, store, close } = standInRoutes(CAPSULE, createCapsuleStreamRoutes, {
+    config: { longPollMaxMs: 300 },
+  });
+  cleanups.push(close);
+  return { app, store };
+};
+
+describe('capsule stream', () => {
+  it('serves the log as JSON messages equal to the poll records, then is up to date', async () => {
+    const { app, store } = setup();
+    await store.append(CAPSULE, frames(1, 5));
+    const res = await app.request(`${URL_}?offset=-1`);
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as unknown[];
+    const { records, position } = await store.read(CAPSULE, 0, 100);
+    expect(body).toEqual(records.map(recordJson));
+    expect(res.headers.get('stream-next-offset')).toBe(formatOffset(position.epoch, position.head));
+    expect(res.headers.get('stream-up-to-date')).toBe('true');
+    const etag = res.headers.get('etag')!;
+    const again = await app.request(`${URL_}?offset=-1`, { headers: { 'if-none-match': etag } });
+    expect(again.status).toBe(304);
+  });
+
+  it('long-poll answers 204 with a cursor on timeout and 200 when a record lands', async () => {
+    const { app, store } = setup();
+    await store.append(CAPSULE, frames(1, 1));
+    const { epoch, head } = await store.position(CAPSULE);
+    const idle = await app.request(`${URL_}?offset=${formatOffset(epoch, head)}&live=long-poll`);
+    expect(idle.status).toBe(204);
+    expect(idle.headers.get('stream-cursor')).toMatch(/^\d+$/);
+    const pending = app.request(`${URL_}?offset=${formatOffset(epoch, head)}&live=long-poll`);
+    await store.append(CAPSULE, frames(2, 1));
+    const res = await pending;
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { offset: number }[]).map((r) => r.offset)).toEqual([head + 1]);
+  });
+
+  it('refuses bad offsets, other epochs and writes with the exact status', async () => {
+    const { app, store } = setup();
+    await store.append(CAPSULE, frames(1, 2));
+    const { epoch } = await store.position(CAPSULE);
+    expect((await app.request(`${URL_}?offset=abc`)).status).toBe(400);
+    expect((await app.request(`${URL_}?offset=${formatOffset(epoch + 1, 1)}`)).status).toBe(410);
+    const post = await app.request(URL_, { method: 'POST', body: '[]' });
+    expect(post.status).toBe(405);
+    expect(post.headers.get('allow')).toBe('GET, HEAD');
+    const { records } = await store.read(CAPSULE, 0, 100);
+    expect(records).toHaveLength(2);
+  });
+});
