@@ -27,6 +27,12 @@ if (![runs, firstSeed, seconds, capsuleCount].every((n) => Number.isInteger(n) &
   );
   process.exit(2);
 }
+// The simulator serves the spec's release line only so far; a run on another line would be a run on
+// the spec line under another name.
+if (release !== 'spec') {
+  process.stderr.write(`soak: --release ${release}: the simulator serves only the spec's line (spec)\n`);
+  process.exit(2);
+}
 
 type FaultKind = 'cut' | 'capsule-restart' | 'redis-stop' | 'gateway-kill' | 'burst';
 interface Fault {
