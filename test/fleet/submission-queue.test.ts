@@ -144,6 +144,15 @@ describe.skipIf(!redisUrl)('submission queue (single mode, two replicas)', () =>
 
   it('abort with two queued settles all three aborted; the queued two never reach the capsule', async () => {
     const client = flue(rig.other, 'q-abort');
+    // Start from a quiet capsule: nothing of the earlier tests still queued or running, so the run
+    // counts below are this test's alone.
+    await until(async () => {
+      const r = (await capsulesOf(rig.owner)).capsules.find((c) => c.id === rig.capsule) as unknown as {
+        queue_depth: number;
+      };
+      return r.queue_depth === 0 ? true : undefined;
+    }, 30_000);
+    await rig.sim.idle();
     const before = rig.sim.runs.size;
     const held = await client.send({ message: { kind: 'user', body: '#sim {"hold":true}' } });
     const queued = [
@@ -151,14 +160,14 @@ describe.skipIf(!redisUrl)('submission queue (single mode, two replicas)', () =>
       await client.send({ message: { kind: 'user', body: 'queued two' } }),
     ];
     // The held task is running (the capsule took it) and the other two wait in the queue.
-    await until(async () => (rig.sim.runs.size === before + 1 ? true : undefined), 10_000);
+    await until(async () => (rig.sim.runs.size === before + 1 ? true : undefined), 30_000);
     const row = await until(async () => {
       const r = (await capsulesOf(rig.owner)).capsules.find((c) => c.id === rig.capsule) as unknown as {
         queue_depth: number;
         queue_oldest_ms: number;
       };
       return r.queue_depth === 2 ? r : undefined;
-    }, 10_000);
+    }, 30_000);
     expect(row.queue_oldest_ms).toBeGreaterThanOrEqual(0);
     const res = await fetch(`${rig.other.baseUrl}/flue/${rig.capsule}/q-abort/abort`, {
       method: 'POST',
