@@ -1,5 +1,5 @@
 /**
- * Issue 8, fault 1: the gateway may start before Redis. Reading the stored tail is retried with
+ * The gateway may start before Redis. Reading the stored tail is retried with
  * backoff (visible as the state reason 'store unavailable'), and once Redis comes up the capsule is
  * ingested: the log equals what the capsule wrote.
  */

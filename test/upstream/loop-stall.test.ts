@@ -1,5 +1,5 @@
 /**
- * Issue 8, "ingestion never waits for serving": the gateway's main event loop blocked for 2 s (a busy
+ * Ingestion never waits for serving: the gateway's main event loop blocked for 2 s (a busy
  * loop in this process, where the ingestor runs) during a 2,000-frame burst loses nothing. The capsule
  * runs in a child process (as a real one would), so it keeps writing while we are stalled; it drops
  * frames from a reader more than 128 frames behind (spec), so a stalled read would show as loss.

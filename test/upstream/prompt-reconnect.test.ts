@@ -1,5 +1,5 @@
 /**
- * Issue 8, fault 4: after a connection the capsule acknowledged ends, the ingestor reconnects at
+ * After a connection the capsule acknowledged ends, the ingestor reconnects at
  * once — the exponential backoff (here a minute) is only for attempts that fail to connect — so cuts
  * while the capsule writes lose nothing but the id-0 frames no replay from 0 can hold.
  */

@@ -1,5 +1,5 @@
 /**
- * Issue 8, fault 2: a reconnect's replay held by the network for 1.5 s partway (a real TCP proxy
+ * A reconnect's replay held by the network for 1.5 s partway (a real TCP proxy
  * between ingestor and capsule) is appended exactly once — no duplicate, nothing lost.
  */
 import { afterEach, describe, expect, it } from 'vitest';

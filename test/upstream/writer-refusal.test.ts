@@ -1,5 +1,5 @@
 /**
- * Issue 8, fault 5 (consumer side): the aligned tail is what the writer accepted. With a tiny queue
+ * The consumer side: the aligned tail is what the writer accepted. With a tiny queue
  * bound and Redis frozen during a burst, the writer refuses frames; the ingestor drops the connection,
  * waits for room, reconnects, and the replay restores what the capsule still holds. Nothing the
  * capsule still held is missing afterwards, nothing is duplicated.
