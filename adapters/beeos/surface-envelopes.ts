@@ -46,8 +46,6 @@ export const outcomeEnvelope = (
 export const neverMadeEnvelope = (
   spec: Pick<ChannelSpec, 'contextId' | 'agentId'>,
   record: { offset: number; receivedAt: number; messageId: string },
-  /** Why it never ran (a withdrawn queued message); default: the store was down at admission. */
-  error: string = NEVER_MADE_MESSAGE,
 ): Envelope => {
   const at = receivedIso(record.receivedAt);
   return {
@@ -58,7 +56,7 @@ export const neverMadeEnvelope = (
     publisher_id: `agent:${spec.agentId}`,
     state: 'failed',
     stop_reason: 'agent_lost',
-    payload: { code: 'agent_service_unavailable', error },
+    payload: { code: 'agent_service_unavailable', error: NEVER_MADE_MESSAGE },
     created_at: at,
     updated_at: at,
   };

@@ -110,7 +110,6 @@ export interface AdmissionReceipt {
 const failureOf = (outcome: SubmitOutcome): string | null => {
   switch (outcome.kind) {
     case 'accepted':
-    case 'queued':
       return null;
     case 'rejected':
       return 'capsule is busy: task rejected';
@@ -241,7 +240,6 @@ export class Admissions {
       contextId: conversationId,
       messageId,
       record: { protocol: 'flue', owner: null, meta: meta as unknown as Record<string, unknown> },
-      queue: true,
     });
     const failure = failureOf(result.outcome);
     if (result.outcome.kind === 'accepted')

@@ -33,16 +33,12 @@ export const createMetrics = (
   const head = perCapsule('log_head_offset', 'Highest offset in the capsule log');
   const connected = perCapsule('upstream_connected', '1 when the upstream stream/watch is connected');
   const reconnects = perCapsule('upstream_reconnects', 'Upstream reconnections since start');
-  const queueDepth = perCapsule('queue_depth', 'Submissions waiting in the capsule submission queue');
-  const queueOldest = perCapsule('queue_oldest_seconds', 'How long the oldest queued submission has waited');
   const collectCapsules = async (): Promise<void> => {
     const statuses = await core.statuses();
     for (const s of statuses) {
       head.set({ capsule: s.id }, s.position.head);
       connected.set({ capsule: s.id }, s.state === 'connected' ? 1 : 0);
       reconnects.set({ capsule: s.id }, s.reconnects);
-      queueDepth.set({ capsule: s.id }, s.queue.depth);
-      queueOldest.set({ capsule: s.id }, s.queue.oldestMs / 1000);
     }
   };
   new Gauge({

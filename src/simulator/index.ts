@@ -55,8 +55,6 @@ export interface SimulatedCapsule extends EventEmitter {
    * capsule's, not the reader's.
    */
   readonly droppedToWatchers: number;
-  /** Tasks accepted per A2A messageId over message/stream, every session: a message run twice shows 2. */
-  readonly runs: ReadonlyMap<string, number>;
   submit(text: string, contextId?: string): TaskHandle;
   idle(): Promise<void>;
   cutConnections(): void;
@@ -67,7 +65,6 @@ export interface SimulatedCapsule extends EventEmitter {
 
 class SimCapsule extends EventEmitter implements SimulatedCapsule, DoorHost {
   readonly written: WrittenFrame[] = [];
-  readonly runs = new Map<string, number>();
   readonly options: DoorOptions;
   current: Session;
   private readonly sessionOptions: SessionOptions;

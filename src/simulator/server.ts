@@ -35,8 +35,6 @@ export interface DoorHost {
   untrack(conn: Connection): void;
   /** Start receiving broadcast frames. */
   goLive(conn: Connection): void;
-  /** Tasks accepted per A2A messageId (a message run twice shows 2). */
-  readonly runs: Map<string, number>;
 }
 
 const MAX_BODY = 1 << 20;
@@ -110,8 +108,6 @@ const messageStream = (
   // Live before submitting so the task's first frame reaches this connection (the task loop is async).
   host.goLive(conn);
   const result = runner.submit(messageText(parsed.message), parsed.message.contextId);
-  if (result.kind === 'accepted')
-    host.runs.set(parsed.message.messageId, (host.runs.get(parsed.message.messageId) ?? 0) + 1);
   if (result.kind === 'rejected') {
     // `rejected` goes to this connection only, id 0, never buffered nor broadcast.
     host.untrack(conn);
