@@ -40,6 +40,8 @@ export const createMalformedPathGuard = (renderers: MalformedPathRenderer[]): Mi
   const renderFor = (path: string): ((c: Context) => Response) =>
     renderers.find((r) => path.startsWith(r.prefix))?.render ?? opsMalformedPath;
   return async (c, next) => {
+    // Most requests carry no escape at all: no URL parse for them.
+    if (!c.req.url.includes('%')) return next();
     const raw = rawPathOf(c.req.url);
     if (!hasMalformedSegment(raw)) return next();
     return renderFor(raw)(c);
