@@ -80,12 +80,16 @@ describe.skipIf(!haveRedis)('split brain: a paused owner wakes up after a takeov
       owner.proc.resume();
       // It learns (renew refused, or an append fenced), stops ingesting and closes its watch.
       await until('one watcher again', async () => sim.watchers === 1);
-      const stale = await until('the stale owner standing down', async () => {
+      // It stands down; it may then legitimately take the capsule back, since it ranks first for it
+      // again once its heartbeat is live (a hand-over with a newer token): either state says it
+      // no longer ingests on the token that was taken from it.
+      await until('the stale owner standing down', async () => {
         const row = await owner.row(CAPSULE);
-        return row.upstream === 'stopped' ? row : null;
+        if (row.owner === other.id && row.upstream === 'stopped') return row;
+        if (row.owner === owner.id && row.fencing_token > taken.fencing_token) return row;
+        return null;
       });
-      expect(stale.owner).toBe(other.id);
-      expect(stale.fencing_token).toBe(taken.fencing_token);
+      expect(owner.proc.output.some((l) => l.includes('capsule lost'))).toBe(true);
 
       stopWorkload = true;
       await workload;
