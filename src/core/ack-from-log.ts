@@ -5,13 +5,17 @@
  * updated by records the core reads anyway. Answers synchronously with what it knows (null first).
  */
 import type { LogRecord } from '../log/record.js';
-import type { HubPort } from './types.js';
+import type { HubPort, UpstreamConnection } from './types.js';
 
 /** How far back from the head the scan looks for the last ack. */
 const TAIL_WINDOW = 1000;
 
+/** What the last `upstream-connected` fact said of the capsule's line, session and card. */
+type LoggedConnection = UpstreamConnection;
+
 interface Known {
   ack: string | null;
+  connection: LoggedConnection | null;
   /** Offset of the record the ack came from (a later one wins). */
   offset: number;
   learntAt: number;
@@ -30,11 +34,17 @@ export class AckFromLog {
   ack(capsule: string): string | null {
     let k = this.known.get(capsule);
     if (!k) {
-      k = { ack: null, offset: 0, learntAt: 0, learning: false };
+      k = { ack: null, connection: null, offset: 0, learntAt: 0, learning: false };
       this.known.set(capsule, k);
     }
     if (!k.learning && Date.now() - k.learntAt > this.maxAgeMs) void this.learn(capsule, k);
     return k.ack;
+  }
+
+  /** The line, session and card of the last logged connection known for `capsule`, or null. */
+  connection(capsule: string): LoggedConnection | null {
+    this.ack(capsule);
+    return this.known.get(capsule)!.connection;
   }
 
   /** Records read through the core: a later `upstream-connected` replaces what is known. */
@@ -44,7 +54,14 @@ export class AckFromLog {
     for (let i = records.length - 1; i >= 0; i--) {
       const r = records[i]!;
       if (r.kind === 'fact' && r.fact === 'upstream-connected') {
-        if (r.offset > k.offset) Object.assign(k, { ack: r.ack, offset: r.offset });
+        if (r.offset > k.offset) {
+          const connection: LoggedConnection = {
+            release: r.release ?? 'spec',
+            sessionId: r.sessionId ?? null,
+            card: r.card ?? null,
+          };
+          Object.assign(k, { ack: r.ack, connection, offset: r.offset });
+        }
         return;
       }
     }

@@ -273,6 +273,9 @@ export class GatewayCoreImpl implements GatewayCore {
   async status(capsule: string): Promise<CapsuleStatus> {
     const upstream = this.upstream(capsule);
     const s = upstream.state();
+    // This replica's own connection if it ingests the capsule, else what the log says the owner's was.
+    const logged = this.logAcks.connection(capsule);
+    const connection = s.connection ?? logged;
     const [position, possiblyMissing] = await Promise.all([
       this.deps.hub.position(capsule),
       this.deps.hub.possiblyMissing(capsule),
@@ -280,7 +283,14 @@ export class GatewayCoreImpl implements GatewayCore {
     return {
       id: capsule,
       url: upstream.url,
-      ...s,
+      state: s.state,
+      reason: s.reason,
+      lastFrameAt: s.lastFrameAt,
+      reconnects: s.reconnects,
+      ack: s.ack,
+      release: connection?.release ?? null,
+      sessionId: connection?.sessionId ?? null,
+      card: connection?.card ?? null,
       conversationMode: this.conversationMode(capsule),
       position,
       possiblyMissing,

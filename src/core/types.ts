@@ -4,7 +4,7 @@
  * Implemented by `src/core/gateway-core.ts`.
  */
 import type { LogPosition } from '../log/store.js';
-import type { LogEntry, LogRecord, SubmissionEntry } from '../log/record.js';
+import type { LogEntry, LogRecord, ReleaseLine, SubmissionEntry } from '../log/record.js';
 import type { HeldClaim } from '../fleet/claims.js';
 
 export type { HeldClaim } from '../fleet/claims.js';
@@ -98,6 +98,12 @@ export interface RpcForwardResult {
 
 export type UpstreamStateName = 'connecting' | 'connected' | 'backoff' | 'closed' | 'stopped';
 
+export interface UpstreamConnection {
+  release: ReleaseLine;
+  sessionId: string | null;
+  card: { name: string | null; version: string | null } | null;
+}
+
 export interface CapsuleStatus {
   id: string;
   url: string;
@@ -108,6 +114,10 @@ export interface CapsuleStatus {
   reconnects: number;
   /** The last `connection-ack` data line, or null before the first connection. */
   ack: string | null;
+  /** The capsule's release line, session and agent card as last connected (null: not known yet). */
+  release: ReleaseLine | null;
+  sessionId: string | null;
+  card: { name: string | null; version: string | null } | null;
   position: LogPosition;
   /** frames-possibly-missing facts the capsule's log has recorded, ever. */
   possiblyMissing: number;
@@ -195,7 +205,15 @@ export interface WriterPort {
 /** What the upstream room offers for one capsule. */
 export interface UpstreamPort {
   readonly url: string;
-  state(): { state: UpstreamStateName; lastFrameAt: number | null; reconnects: number; ack: string | null };
+  state(): {
+    state: UpstreamStateName;
+    reason?: string | null;
+    lastFrameAt: number | null;
+    reconnects: number;
+    ack: string | null;
+    /** This replica's own connection's line, session and card (absent when it does not ingest). */
+    connection?: UpstreamConnection | null;
+  };
   submit(request: {
     text: string;
     contextId: string;

@@ -100,6 +100,13 @@ const refusal = (status) => {
 
 const connectionsText = (conns) => ['murmur', 'beeos', 'flue'].map((s) => conns?.[s] ?? 0).join(' / ');
 
+// The line the capsule runs and its card's name/version; the session id shows on hover.
+const releaseText = (c) => {
+  if (!c.release) return '—';
+  const card = c.card?.version ? ` (${[c.card.name, c.card.version].filter(Boolean).join(' ')})` : '';
+  return (c.release === 'spec' ? 'spec line' : c.release) + card;
+};
+
 const render = (body) => {
   // Both shapes: {capsules} from one gateway, {replica, capsules} with owners across replicas.
   const capsules = Array.isArray(body) ? body : (body.capsules ?? []);
@@ -116,6 +123,7 @@ const render = (body) => {
         { class: `state-${c.upstream}` },
         c.upstream + (c.upstream_reason && c.upstream !== 'connected' ? ` (${c.upstream_reason})` : ''),
       ),
+      el('td', { class: 'release', title: c.session_id ?? '' }, releaseText(c)),
       el('td', {}, c.owner ?? body.replica ?? '—'),
       el('td', { class: 'num head' }, String(c.head_offset)),
       el('td', {}, age(c.last_frame_at)),

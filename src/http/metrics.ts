@@ -33,9 +33,17 @@ export const createMetrics = (
   const head = perCapsule('log_head_offset', 'Highest offset in the capsule log');
   const connected = perCapsule('upstream_connected', '1 when the upstream stream/watch is connected');
   const reconnects = perCapsule('upstream_reconnects', 'Upstream reconnections since start');
+  const release = new Gauge({
+    name: 'murmur_gateway_upstream_release_info',
+    help: "1 for the capsule's release line and session as last connected",
+    labelNames: ['capsule', 'release', 'session'],
+    registers: [registry],
+  });
   const collectCapsules = async (): Promise<void> => {
     const statuses = await core.statuses();
+    release.reset();
     for (const s of statuses) {
+      if (s.release) release.set({ capsule: s.id, release: s.release, session: s.sessionId ?? '' }, 1);
       head.set({ capsule: s.id }, s.position.head);
       connected.set({ capsule: s.id }, s.state === 'connected' ? 1 : 0);
       reconnects.set({ capsule: s.id }, s.reconnects);

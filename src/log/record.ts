@@ -17,11 +17,19 @@ export interface FrameEntry {
   receivedAt: number;
 }
 
+/**
+ * The capsule runtime's release line, as its agent card tells it (murmur-upstream.md "Release
+ * lines"): 'spec' is the spec's line (the 0.3 wire plus two 0.4-era additions); '0.2' stands for
+ * 0.1 and 0.2; '0.4' on resume exactly by id within a session; '1.0' is the A2A 1.0 door.
+ */
+export type ReleaseLine = '0.2' | 'spec' | '0.4' | '0.5' | '0.6' | '1.0';
+
 /** Why frames may be missing at this point of the log. */
 export type MissingReason =
   | 'cold-attach' // first contact: frames written before the capsule's replay buffer are unknown
   | 'gap' // the capsule answered the replay with a `gap` frame
   | 'no-overlap' // the replay shares nothing with the stored tail: more than a buffer was missed
+  | 'lagged' // the capsule dropped frames from a lagging connection and its buffer no longer holds them
   | 'capsule-restarted' // a new capsule session: the old session's unsent frames are gone
   | 'id-zero-unreplayable' // the replay skipped id-0 frames (each task's first status), by spec
   | 'store-unavailable' // the store was down longer than the writer's queue could hold
@@ -35,6 +43,12 @@ export type FactEntry =
       ack: string;
       /** Which (re)connection of this gateway process this is, from 1. */
       attempt: number;
+      /** The release line the connection was read with (absent: the spec's line). */
+      release?: ReleaseLine;
+      /** The capsule session (`ses_…`) the connection watches, when its card says. */
+      sessionId?: string;
+      /** The agent card's name and version, when it has them. */
+      card?: { name: string | null; version: string | null };
       receivedAt: number;
     }
   | { kind: 'fact'; fact: 'upstream-lost'; reason: string; receivedAt: number }

@@ -4,7 +4,7 @@
  * whether the log holds anything at all, and each task's latest task-counter id. Seeded from the
  * store at start and after a store reset, then extended by every accepted frame.
  */
-import type { LogRecord } from '../log/record.js';
+import type { LogRecord, ReleaseLine } from '../log/record.js';
 import { IdZeroTracker } from './id-zero.js';
 import type { AlignFrame } from './replay-alignment.js';
 
@@ -15,6 +15,12 @@ export class AlignedTail {
   /** Id-bearing frames the writer accepted for the current capsule session, oldest first. */
   frames: AlignFrame[] = [];
   hasHistory = false;
+  /**
+   * The release line and session the stored run was read with: the last `upstream-connected` fact
+   * (null: none in what was read). A 0.4+ cursor is only meaningful within its session.
+   */
+  release: ReleaseLine | null = null;
+  session: string | null = null;
   /** Each task's latest task-counter id, to spot attempts whose id-0 frame never reached us. */
   readonly idZero = new IdZeroTracker();
 
@@ -26,9 +32,16 @@ export class AlignedTail {
     this.hasHistory = records.length > 0;
     this.frames = [];
     this.idZero.reset();
+    this.release = null;
+    this.session = null;
     let from = 0;
     records.forEach((r, i) => {
-      if (r.kind === 'fact' && r.fact === 'capsule-session-started') from = i + 1;
+      if (r.kind !== 'fact') return;
+      if (r.fact === 'capsule-session-started') from = i + 1;
+      if (r.fact === 'upstream-connected') {
+        this.release = r.release ?? 'spec';
+        this.session = r.sessionId ?? null;
+      }
     });
     for (const r of records.slice(from)) {
       if (r.kind === 'frame' && isBufferedFrame(r)) {

@@ -4,7 +4,7 @@
  * reports to /capsules.
  */
 import type { Logger } from 'pino';
-import type { UpstreamStateName } from '../core/types.js';
+import type { UpstreamConnection, UpstreamStateName } from '../core/types.js';
 import type { LogEntry, LogRecord } from '../log/record.js';
 import type { SseFrame } from './sse-frames.js';
 
@@ -44,6 +44,8 @@ export interface IngestorOptions {
   replayQuietMs?: number;
   replayMaxMs?: number;
   connectTimeoutMs?: number;
+  /** Bound on reading the agent card before each connection (ms). */
+  cardTimeoutMs?: number;
   /** Observe each frame appended (capsule-client uses it to find a task whose stream closed early). */
   onFrame?: (frame: SseFrame) => void;
   /** Observe state changes (tests and metrics; pino gets one line per change regardless). */
@@ -57,4 +59,6 @@ export interface IngestorState {
   lastFrameAt: number | null;
   reconnects: number;
   ack: string | null;
+  /** The line, session and card the current (or last) connection was read with. */
+  connection?: UpstreamConnection | null;
 }

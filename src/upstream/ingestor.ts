@@ -8,12 +8,14 @@
  * holds. When the store lost records (writer `onReset`), the tail is read back from the store.
  */
 import http from 'node:http';
-import type { FactEntry, FrameEntry, LogEntry, LogRecord } from '../log/record.js';
+import type { FactEntry, FrameEntry, LogEntry, LogRecord, ReleaseLine } from '../log/record.js';
 import type { UpstreamStateName } from '../core/types.js';
+import { readAgentCard, resumesById, speaksA2a1, type CapsuleCard } from './agent-card.js';
 import { AlignedTail, isBufferedFrame } from './aligned-tail.js';
+import { IdResume, resumeFrom, type IdResumeOutput } from './id-resume.js';
 import type { IngestorOptions, IngestorState } from './ingestor-options.js';
 import { ReconnectPolicy } from './reconnect-policy.js';
-import { ReplayAligner, type AlignFrame, type AlignOutput, type MissingFact } from './replay-alignment.js';
+import { ReplayAligner, type AlignFrame, type MissingFact } from './replay-alignment.js';
 import { runWatch, type WatchEnd } from './watch-connection.js';
 
 export type { FrameSink, IngestorOptions, IngestorState, TailSource } from './ingestor-options.js';
@@ -32,11 +34,19 @@ export class CapsuleIngestor {
   };
   /** What the writer accepted of the current capsule session. */
   private readonly tail: AlignedTail;
-  private aligner: ReplayAligner | null = null;
+  private aligner: ReplayAligner | IdResume | null = null;
+  /** What the capsule's agent card said before this connection (null: never read). */
+  private card: CapsuleCard | null = null;
+  private cardFailing = false;
+  /** How this connection reads the replay: its line and (0.4+) cursor. */
+  private plan: ConnectionPlan = { card: null, line: 'spec', lastEventId: '0', newSession: false };
+  /** 0.4+: the previous connection proved the stored run is another session's. */
+  private anotherSession = false;
+  private lagged = false;
   /** The open connection; aborted by us when the writer refuses a frame or the store reset. */
   private conn: AbortController | null = null;
   /** Set when this connection's frames must no longer reach the writer. */
-  private dropping: 'log queue full' | 'store reset' | null = null;
+  private dropping: 'log queue full' | 'store reset' | IdResumeReconnect | null = null;
   /** Bumped by every store reset: the tail must be read from the store again. */
   private resets = 0;
   private seededAt = -1;
@@ -99,6 +109,8 @@ export class CapsuleIngestor {
       this.setState('connecting', this.connections === 0 ? 'start' : 'reconnect');
       await this.sleep(this.policy.startDelay());
       if (stopped.aborted) break;
+      this.plan = this.planFor(await this.readCard());
+      if (stopped.aborted) break;
       const conn = new AbortController();
       const onStop = (): void => conn.abort();
       stopped.addEventListener('abort', onStop, { once: true });
@@ -107,6 +119,8 @@ export class CapsuleIngestor {
       const end = await runWatch({
         url: this.options.url,
         doorToken: this.options.doorToken ?? null,
+        lastEventId: this.plan.lastEventId,
+        ...(speaksA2a1(this.plan.line) ? { extraHeaders: { 'a2a-version': '1.0' } } : {}),
         agent: this.agent,
         signal: conn.signal,
         replayQuietMs: this.options.replayQuietMs,
@@ -149,23 +163,119 @@ export class CapsuleIngestor {
     return true;
   }
 
+  /**
+   * The card, read before every connection: a capsule upgraded in place (or restarted into a new
+   * session) is seen at its next connection. Unreadable, the last card read stands; none ever read,
+   * the spec's line, with a warning.
+   */
+  private async readCard(): Promise<CapsuleCard | null> {
+    try {
+      const card = await readAgentCard(this.options.url, {
+        agent: this.agent,
+        timeoutMs: this.options.cardTimeoutMs ?? 2000,
+        signal: this.abort.signal,
+      });
+      if (this.card && this.card.line !== card.line) {
+        this.options.logger?.info(
+          { capsule: this.capsule, from: this.card.line, to: card.line },
+          'capsule release line changed',
+        );
+      }
+      this.card = card;
+      this.cardFailing = false;
+    } catch (err) {
+      if (!this.cardFailing && !this.abort.signal.aborted) {
+        const using = this.card ? `the last card read (${this.card.line})` : "the spec's line";
+        this.options.logger?.warn(
+          { capsule: this.capsule, err: (err as Error).message },
+          `agent card unreadable: using ${using}`,
+        );
+      }
+      this.cardFailing = true;
+    }
+    return this.card;
+  }
+
+  private planFor(card: CapsuleCard | null): ConnectionPlan {
+    const line = card?.line ?? 'spec';
+    if (!resumesById(line)) return { card, line, lastEventId: '0', newSession: false };
+    const { tail } = this;
+    const stored = tail.frames.at(-1) ?? null;
+    const lastId = stored && /^\d{1,20}$/.test(stored.upstreamId ?? '') ? BigInt(stored.upstreamId!) : null;
+    // A run read with a line that has no id sequence, or with another session, is not resumable by id.
+    const newSession =
+      tail.hasHistory &&
+      (this.anotherSession ||
+        (tail.release !== null && !resumesById(tail.release)) ||
+        (tail.session !== null && card?.sessionId != null && tail.session !== card.sessionId));
+    return {
+      card,
+      line,
+      lastEventId: resumeFrom({ lastId, newSession }),
+      newSession,
+      lastId,
+      lastFrame: stored,
+    };
+  }
+
   private onAck(ack: string | null): void {
     this.connections++;
     if (this.connections > 1) this.current.reconnects++;
     this.current.ack = ack ?? this.current.ack;
-    this.aligner = new ReplayAligner({
-      storedTail: this.tail.frames,
-      hasHistory: this.tail.hasHistory,
-      bufferSize: this.bufferSize,
-      idZero: this.tail.idZero,
-      emit: (out) => this.onAligned(out),
+    const { plan } = this;
+    const card = plan.card;
+    // Whether the log held anything before this connection's own fact.
+    const hasHistory = this.tail.hasHistory;
+    this.fact({
+      fact: 'upstream-connected',
+      ack: ack ?? '',
+      attempt: this.connections,
+      release: plan.line,
+      ...(card?.sessionId ? { sessionId: card.sessionId } : {}),
+      ...(card ? { card: { name: card.name, version: card.version } } : {}),
     });
-    this.fact({ fact: 'upstream-connected', ack: ack ?? '', attempt: this.connections });
+    this.tail.release = plan.line;
+    if (card?.sessionId) this.tail.session = card.sessionId;
+    this.current.connection = {
+      release: plan.line,
+      sessionId: card?.sessionId ?? null,
+      card: card ? { name: card.name, version: card.version } : null,
+    };
+    if (resumesById(plan.line)) {
+      const lagged = this.lagged;
+      this.anotherSession = false;
+      this.lagged = false;
+      this.aligner = new IdResume({
+        lastId: plan.lastId ?? null,
+        lastFrame: plan.lastFrame ?? null,
+        hasHistory,
+        newSession: plan.newSession,
+        lagged,
+        emit: (out) => this.onAligned(out),
+      });
+    } else {
+      this.aligner = new ReplayAligner({
+        storedTail: this.tail.frames,
+        hasHistory,
+        bufferSize: this.bufferSize,
+        idZero: this.tail.idZero,
+        emit: (out) => this.onAligned(out),
+      });
+    }
     this.setState('connected', 'connection-ack');
   }
 
-  private onAligned(out: AlignOutput): void {
+  private onAligned(out: IdResumeOutput): void {
     if (this.dropping !== null) return;
+    if (out.kind === 'reconnect') {
+      // 0.4+: what this connection lost is still in the capsule's buffer: replay it now.
+      if (out.reason === 'another session') this.anotherSession = true;
+      if (out.reason === 'lagged') this.lagged = true;
+      this.options.logger?.info({ capsule: this.capsule, reason: out.reason }, 'reconnecting to replay');
+      this.dropping = out.reason;
+      this.conn?.abort();
+      return;
+    }
     if (out.kind === 'missing') return this.missing(out.fact);
     if (out.kind === 'new-session') {
       this.fact({ fact: 'capsule-session-started', reason: 'replay does not continue the stored session' });
@@ -285,3 +395,14 @@ export class CapsuleIngestor {
 }
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
+type IdResumeReconnect = Extract<IdResumeOutput, { kind: 'reconnect' }>['reason'];
+
+interface ConnectionPlan {
+  card: CapsuleCard | null;
+  line: ReleaseLine;
+  lastEventId: string;
+  newSession: boolean;
+  lastId?: bigint | null;
+  lastFrame?: AlignFrame | null;
+}

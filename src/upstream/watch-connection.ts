@@ -33,6 +33,10 @@ export interface WatchOptions {
   url: string;
   /** Sent as `Authorization: Bearer …`; never logged, never echoed in a reason. */
   doorToken?: string | null;
+  /** The replay cursor (`Last-Event-ID`); the spec's line always replays from 0. */
+  lastEventId?: string;
+  /** Headers the capsule's line wants on every request (the 1.0 door's `A2A-Version`). */
+  extraHeaders?: Record<string, string>;
   agent?: http.Agent;
   signal?: AbortSignal;
   /** Quiet time after which the replay burst is probably over (ms; a labelling hint only). */
@@ -121,8 +125,9 @@ export const runWatch = (options: WatchOptions): Promise<WatchEnd> =>
     const headers: Record<string, string> = {
       'content-type': 'application/json',
       accept: 'text/event-stream',
-      'last-event-id': '0',
+      'last-event-id': options.lastEventId ?? '0',
       'content-length': String(Buffer.byteLength(WATCH_BODY)),
+      ...options.extraHeaders,
     };
     if (options.doorToken) headers.authorization = `Bearer ${options.doorToken}`;
     const request = url.protocol === 'https:' ? https.request : http.request;

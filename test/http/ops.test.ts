@@ -108,6 +108,9 @@ describe('operations routes', () => {
       upstream: 'connected',
       reconnects: 0,
       conversation_mode: 'stateless',
+      // The line and session its agent card declares.
+      release: 'spec',
+      session_id: sim.sessionId,
     });
     expect(capsule.first_offset as number).toBeGreaterThan(0);
     expect(typeof capsule.epoch).toBe('number');
@@ -118,6 +121,9 @@ describe('operations routes', () => {
     const text = await metrics.text();
     expect(text).toMatch(/murmur_gateway_log_head_offset\{capsule="alpha"\} \d+/);
     expect(text).toContain('murmur_gateway_upstream_connected{capsule="alpha"} 1');
+    expect(text).toContain(
+      `murmur_gateway_upstream_release_info{capsule="alpha",release="spec",session="${sim.sessionId}"} 1`,
+    );
     expect(text).toMatch(/murmur_gateway_log_batches [1-9]/);
     expect(text).toContain('murmur_gateway_log_dropped_frames 0');
   });
