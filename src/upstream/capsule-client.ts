@@ -7,6 +7,8 @@ import http from 'node:http';
 import https from 'node:https';
 import { GatewayError } from '../errors.js';
 import type { CancelOutcome, RpcForwardResult, SubmitOutcome } from '../core/types.js';
+import type { ReleaseLine } from '../log/record.js';
+import { readAgentCard, speaksA2a1 } from './agent-card.js';
 import { SseFrameReader, type SseFrame } from './sse-frames.js';
 import { WatchTap } from './task-start.js';
 
@@ -27,7 +29,18 @@ export interface CapsuleClientOptions {
    * the log offset of the submission's record (when it has one): its task's frames all come later.
    */
   watchFrames?: (listener: (frame: SseFrame) => void, after?: number) => () => void;
+  /** How long a release line read off the agent card is trusted before it is read again (ms). */
+  cardMaxAgeMs?: number;
 }
+
+/** The A2A 1.0 door's names for the methods this client builds (murmur-upstream.md). */
+const METHODS: Record<'stream' | 'cancel', [spec: string, a2a1: string]> = {
+  stream: ['message/stream', 'SendStreamingMessage'],
+  cancel: ['tasks/cancel', 'CancelTask'],
+};
+
+/** Final states, in murmur's words and the 1.0 door's JSON-RPC words. */
+const ENDED = /^(completed|failed|rejected|TASK_STATE_(COMPLETED|FAILED|REJECTED))$/;
 
 export interface SubmitParams {
   text: string;
@@ -65,10 +78,16 @@ const rpcErrorCode = (body: string): number | null => {
   return typeof err?.code === 'number' ? err.code : null;
 };
 
+/** -32601 (method not found) or -32009 (the 1.0 door's missing A2A-Version): refused before it ran. */
+const dialectRefused = (outcome: SubmitOutcome): boolean =>
+  outcome.kind === 'method-not-found' ||
+  (outcome.kind === 'invalid' && rpcErrorCode(outcome.data) === -32009);
+
 export class CapsuleClient {
   private readonly agent: http.Agent;
   private readonly open = new Set<http.ClientRequest>();
   private rpcSeq = 0;
+  private known: { line: ReleaseLine; at: number } | null = null;
 
   constructor(private readonly options: CapsuleClientOptions) {
     this.agent = new http.Agent({ keepAlive: true, keepAliveMsecs: 15_000 });
@@ -80,21 +99,6 @@ export class CapsuleClient {
 
   /** Send `message/stream` and return the first outcome of OUR task (by context id, see below). */
   async submit(params: SubmitParams): Promise<SubmitOutcome> {
-    const body =
-      params.rawBody ??
-      JSON.stringify({
-        jsonrpc: '2.0',
-        id: params.rpcId ?? `gw-${++this.rpcSeq}`,
-        method: 'message/stream',
-        params: {
-          message: {
-            messageId: params.messageId,
-            role: 'user',
-            parts: [{ text: params.text }],
-            contextId: params.contextId,
-          },
-        },
-      });
     const timeoutMs = this.options.submitTimeoutMs ?? 60_000;
     // Watch for our task before sending: its first frame may reach the watch before our headers.
     const frames = this.options.watchFrames;
@@ -103,10 +107,43 @@ export class CapsuleClient {
       frames ? (listener) => frames(listener, params.after) : undefined,
     );
     try {
-      return await this.submitOnce(body, params.contextId, timeoutMs, watch);
+      const line = await this.line();
+      const outcome = await this.submitOnce(
+        this.submitBody(params, line),
+        params.contextId,
+        timeoutMs,
+        watch,
+      );
+      // Refused for its dialect (a capsule upgraded in place since the card was read): nothing ran,
+      // so it is sent once more in the dialect the card says now.
+      if (params.rawBody === undefined && dialectRefused(outcome)) {
+        this.forgetLine();
+        const now = await this.line();
+        if (now !== line)
+          return await this.submitOnce(this.submitBody(params, now), params.contextId, timeoutMs, watch);
+      }
+      return outcome;
     } finally {
       watch.close();
     }
+  }
+
+  private submitBody(params: SubmitParams, line: ReleaseLine): string {
+    if (params.rawBody !== undefined) return params.rawBody;
+    const a2a1 = speaksA2a1(line);
+    return JSON.stringify({
+      jsonrpc: '2.0',
+      id: params.rpcId ?? `gw-${++this.rpcSeq}`,
+      method: METHODS.stream[a2a1 ? 1 : 0],
+      params: {
+        message: {
+          messageId: params.messageId,
+          role: a2a1 ? 'ROLE_USER' : 'user',
+          parts: [{ text: params.text }],
+          contextId: params.contextId,
+        },
+      },
+    });
   }
 
   private async submitOnce(
@@ -198,10 +235,12 @@ export class CapsuleClient {
 
   /** `tasks/cancel` with the capsule's task id. */
   async cancel(taskId: string): Promise<CancelOutcome> {
+    const a2a1 = speaksA2a1(await this.line());
+    const id = `gw-${++this.rpcSeq}`;
     const body = JSON.stringify({
       jsonrpc: '2.0',
-      id: `gw-${++this.rpcSeq}`,
-      method: 'tasks/cancel',
+      id,
+      method: METHODS.cancel[a2a1 ? 1 : 0],
       params: { id: taskId },
     });
     let result: RpcForwardResult;
@@ -214,7 +253,15 @@ export class CapsuleClient {
       return { kind: 'unreachable', reason: `HTTP ${result.status}` };
     }
     const parsed = parseJson(result.body);
-    if (parsed && 'result' in parsed) return { kind: 'canceled', body: result.body };
+    if (parsed && 'result' in parsed) {
+      // From 0.6 an ended task comes back unchanged rather than as -32002: the same answer to us.
+      const state = (parsed.result as { status?: { state?: unknown } } | null)?.status?.state;
+      if (typeof state === 'string' && ENDED.test(state)) {
+        const error = { code: -32002, message: 'Task cannot be canceled' };
+        return { kind: 'not-cancelable', body: JSON.stringify({ jsonrpc: '2.0', id, error }) };
+      }
+      return { kind: 'canceled', body: result.body };
+    }
     const code = rpcErrorCode(result.body);
     if (code === -32601) return { kind: 'method-not-found', body: result.body };
     return { kind: 'not-cancelable', body: result.body };
@@ -222,16 +269,40 @@ export class CapsuleClient {
 
   /** Forward a JSON-RPC body as is; the answer comes back raw. Throws `upstream_unreachable`. */
   async forward(body: string): Promise<RpcForwardResult> {
+    await this.line();
     return this.call(body);
   }
 
   /** The raw upstream response of a `message/stream` (for a byte-for-byte pass-through). */
   async openMessageStream(body: string): Promise<http.IncomingMessage> {
+    await this.line();
     try {
       return (await this.post(body, false, this.options.callTimeoutMs ?? 10_000)).res;
     } catch (err) {
       throw new GatewayError('upstream_unreachable', `capsule unreachable: ${reasonOf(err)}`);
     }
+  }
+
+  /**
+   * The capsule's release line as its card says (read again once older than cardMaxAgeMs): it
+   * picks the method names and headers of what this client builds. Unreadable: the last known line,
+   * else the spec's.
+   */
+  async line(): Promise<ReleaseLine> {
+    const maxAge = this.options.cardMaxAgeMs ?? 30_000;
+    if (this.known && Date.now() - this.known.at < maxAge) return this.known.line;
+    try {
+      const card = await readAgentCard(this.options.url, { agent: this.agent, timeoutMs: 2000 });
+      this.known = { line: card.line, at: Date.now() };
+    } catch {
+      return this.known?.line ?? 'spec';
+    }
+    return this.known.line;
+  }
+
+  /** Forget the line read, so the next call reads the card again (a restarted or upgraded capsule). */
+  forgetLine(): void {
+    this.known = null;
   }
 
   /** Destroy open submit connections and pooled sockets. */
@@ -266,6 +337,8 @@ export class CapsuleClient {
       'content-length': String(Buffer.byteLength(body)),
     };
     if (this.options.doorToken) headers.authorization = `Bearer ${this.options.doorToken}`;
+    // The 1.0 door refuses any request without exactly one A2A-Version (-32009).
+    if (this.known && speaksA2a1(this.known.line)) headers['a2a-version'] = '1.0';
     const request = url.protocol === 'https:' ? https.request : http.request;
     return new Promise<Raw>((resolve, reject) => {
       const req = request(url, { method: 'POST', headers, agent: pooled ? this.agent : false });
