@@ -39,10 +39,15 @@ export const createMetrics = (
     labelNames: ['capsule', 'release', 'session'],
     registers: [registry],
   });
+  const unauthorized = perCapsule(
+    'upstream_unauthorized',
+    "1 while the capsule's door refuses the gateway's token",
+  );
   const collectCapsules = async (): Promise<void> => {
     const statuses = await core.statuses();
     release.reset();
     for (const s of statuses) {
+      unauthorized.set({ capsule: s.id }, s.reason === 'unauthorized' ? 1 : 0);
       if (s.release) release.set({ capsule: s.id, release: s.release, session: s.sessionId ?? '' }, 1);
       head.set({ capsule: s.id }, s.position.head);
       connected.set({ capsule: s.id }, s.state === 'connected' ? 1 : 0);

@@ -154,6 +154,12 @@ export const runWatch = (options: WatchOptions): Promise<WatchEnd> =>
     req.on('response', (res) => {
       clearTimeout(connectTimer);
       const type = String(res.headers['content-type'] ?? '');
+      if (res.statusCode === 401 || res.statusCode === 403) {
+        // The door refused our token (0.5+: a plain HTTP answer, not JSON-RPC): say so, never the token.
+        res.resume();
+        finish({ kind: 'lost', reason: 'unauthorized', acked });
+        return;
+      }
       if (res.statusCode !== 200 || !type.startsWith('text/event-stream')) {
         res.resume();
         finish({ kind: 'lost', reason: `HTTP ${res.statusCode} ${type}`.trim(), acked });

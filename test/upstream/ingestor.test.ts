@@ -229,6 +229,7 @@ describe('CapsuleIngestor against the simulator', () => {
     const capsule = uniqueCapsule('tok');
     const writer = new LogWriter(store);
     const states: string[] = [];
+    const reasons: (string | null)[] = [];
     const refused = new CapsuleIngestor({
       capsule,
       url: sim.url,
@@ -236,11 +237,15 @@ describe('CapsuleIngestor against the simulator', () => {
       store,
       backoffBaseMs: 10,
       backoffCapMs: 20,
-      onState: (st) => states.push(st.state),
+      onState: (st) => {
+        states.push(st.state);
+        reasons.push(st.reason);
+      },
     });
     refused.start();
     await waitForCondition(() => states.filter((x) => x === 'backoff').length >= 2);
     await refused.stop();
+    expect(reasons).toContain('unauthorized');
     expect(await readAll(store, capsule)).toEqual([]);
     const rig = startRig(sim, store, capsule, 'door-sekret');
     rigs.push(rig);
