@@ -3,6 +3,7 @@
  * writes, in order"), served from the log with gateway offsets as ids. Routing and input checks are
  * routes.ts's; record-by-record decisions are feed.ts's.
  */
+import { closesOnOwnFinal } from '../../src/core/release-lines.js';
 import { GatewayError } from '../../src/errors.js';
 import type { Context } from 'hono';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
@@ -196,7 +197,8 @@ export const serveMessageStream = async (
           retryMs: retryMsOf(deps),
           // Spec frame table: message/stream carries `gap` only when the request sent Last-Event-ID.
           gaps: lastEventId !== null,
-          closeOnFinal: true,
+          // The spec's line closes on any task's final; from 0.5 on its own task's only.
+          closeOnFinal: closesOnOwnFinal(deps.core.releaseLine(capsule)) ? outcome.taskId : true,
           capsuleClosedFrame: false,
         }).start({ after: startHead, liveAfter: startHead, epoch: startEpoch });
         return;

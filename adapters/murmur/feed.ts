@@ -5,6 +5,7 @@
  * reader, store error, new epoch). The hub owns reading; the SSE transport (src/http/sse-transport.ts)
  * owns the socket side, its byte bound included.
  */
+import { viewFrame } from '../../src/log/frame-view.js';
 import type { Logger } from 'pino';
 import type { GatewayCore, Subscription, SubscriptionEnd } from '../../src/core/types.js';
 import { isStoreReset } from '../../src/core/store-reset.js';
@@ -38,6 +39,8 @@ export const NATIVE_FORMAT: FeedFormat = {
     encodeGap(first, status === 'gone' ? GAP_REASON.retention : GAP_REASON.cursorAhead),
 };
 
+const ownTask = (record: LogRecord, taskId: string): boolean => viewFrame(record)?.taskId === taskId;
+
 export interface FeedOptions {
   core: GatewayCore;
   capsule: string;
@@ -48,8 +51,11 @@ export interface FeedOptions {
   retryMs: number;
   /** Write `gap` frames for possibly-missing facts (message/stream only when Last-Event-ID was sent). */
   gaps: boolean;
-  /** message/stream: end after the first live `status` with `"final":true` (spec "Endpoints"). */
-  closeOnFinal: boolean;
+  /**
+   * message/stream: end after the first live `status` with `"final":true` (spec "Endpoints"), of any
+   * task (true), or of this task only (a task id: from 0.5 the stream closes on its own task's final).
+   */
+  closeOnFinal: boolean | string;
   /** stream/watch writes `capsule-closed` then ends; message/stream just ends (spec frame table). */
   capsuleClosedFrame: boolean;
   /** Default NATIVE_FORMAT. */
@@ -191,7 +197,12 @@ export class LogFeed {
       }
       const bytes = encodeRecord(record);
       if (bytes) conn.write(bytes);
-      if (closeOnFinal && live && isFinalStatus(record)) {
+      if (
+        closeOnFinal &&
+        live &&
+        isFinalStatus(record) &&
+        (closeOnFinal === true || ownTask(record, closeOnFinal))
+      ) {
         end = true;
         break;
       }

@@ -31,13 +31,13 @@ const entryOf = (records: readonly LogRecord[]): PageEntry => {
  * Whether a record of the batch could end a live stream, so that it must go record by record:
  * capsule-closed (any stream), or a final status where the stream closes on one (`message/stream`).
  */
-export const batchMayEnd = (records: readonly LogRecord[], closeOnFinal: boolean): boolean => {
+export const batchMayEnd = (records: readonly LogRecord[], closeOnFinal: boolean | string): boolean => {
   const entry = entryOf(records);
   if (entry.closed === undefined) {
     entry.closed = records.some((r) => r.kind === 'fact' && r.fact === 'capsule-closed');
     entry.final = records.some(isFinalStatus);
   }
-  return entry.closed || (closeOnFinal && entry.final === true);
+  return entry.closed || (closeOnFinal !== false && entry.final === true);
 };
 
 /**

@@ -2,6 +2,7 @@
  * The core adapters ask: reads go to the hub, writes of surface records to the log writer, task
  * submission and cancel to the capsule's upstream client. It decides nothing about protocols.
  */
+import type { ReleaseLine } from '../log/record.js';
 import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { FactEntry, SubmissionEntry } from '../log/record.js';
@@ -81,6 +82,11 @@ export class GatewayCoreImpl implements GatewayCore {
     const u = this.deps.upstreams.get(capsule);
     if (!u) throw new GatewayError('capsule_not_found', `unknown capsule "${capsule}"`);
     return u;
+  }
+
+  releaseLine(capsule: string): ReleaseLine | null {
+    const s = this.upstream(capsule).state();
+    return s.connection?.release ?? this.logAcks.connection(capsule)?.release ?? null;
   }
 
   conversationMode(capsule: string): 'stateless' | 'threaded' {

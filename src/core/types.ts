@@ -130,6 +130,8 @@ export interface GatewayCore {
   hasCapsule(capsule: string): boolean;
   /** `conversation_mode` from the capsule's last `connection-ack` ('stateless' until known). */
   conversationMode(capsule: string): 'stateless' | 'threaded';
+  /** The capsule's release line as last connected (this replica's watch, else the log); null: unknown. */
+  releaseLine(capsule: string): ReleaseLine | null;
   position(capsule: string): Promise<LogPosition>;
   cursorStatus(capsule: string, after: number): Promise<{ status: CursorStatus; position: LogPosition }>;
   /** One page of records after `after` (catch-up, JSON pagination). */

@@ -20,6 +20,7 @@ export const standInCore = (hub: Hub, shutdown: AbortSignal, capsule: string): G
     capsuleIds: () => [capsule],
     hasCapsule: (id) => id === capsule,
     conversationMode: () => 'stateless',
+    releaseLine: () => 'spec',
     position: (c) => hub.position(c),
     cursorStatus: (c, after) => hub.cursorStatus(c, after),
     read: (c, after, limit) => hub.read(c, after, limit),
