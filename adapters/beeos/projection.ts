@@ -374,7 +374,10 @@ export class ChannelProjector {
         if (a.tool_call_id === null && a.fence_source === null && a.duration_ms === null) {
           r.parts.push({ type: 'custom', name: a.tool_name, content: a.content }); // hook artifact
         } else {
-          r.parts.push({ type: 'tool_use', id: a.tool_call_id, name: a.tool_name });
+          // A 0.6+ capsule announced the call (tool-call-started): its tool_use part is there already.
+          const announced =
+            a.tool_call_id !== null && r.parts.some((p) => p.type === 'tool_use' && p.id === a.tool_call_id);
+          if (!announced) r.parts.push({ type: 'tool_use', id: a.tool_call_id, name: a.tool_name });
           r.parts.push({
             type: 'tool_result',
             tool_use_id: a.tool_call_id,
@@ -386,6 +389,13 @@ export class ChannelProjector {
             truncated: a.truncated,
           });
         }
+        return this.out([this.replyEnvelope(record, r, 'streaming')]);
+      }
+      case 'tool-call-started': {
+        // 0.6+: the call shows as a tool_use part while it runs; its artifact adds the tool_result.
+        const call = view.toolCall;
+        if (!call) return { envelopes: [] };
+        r.parts.push({ type: 'tool_use', id: call.toolCallId, name: call.toolName ?? 'tool' });
         return this.out([this.replyEnvelope(record, r, 'streaming')]);
       }
       case 'status':

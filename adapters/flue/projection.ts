@@ -36,6 +36,8 @@ export class ConversationProjector {
   private foreign = new Set<string>();
   private settled = new Set<string>();
   private toolIds = new Set<string>();
+  /** Tool calls announced by `tool-call-started` (0.6+) whose artifact is still to come: task+call → id. */
+  private openTools = new Map<string, string>();
   /** A2A messageId → submissionId of this conversation's admitted messages (for submission-failed). */
   private bySubmissionMessage = new Map<string, string>();
 
@@ -61,6 +63,7 @@ export class ConversationProjector {
     copy.foreign = new Set(this.foreign);
     copy.settled = new Set(this.settled);
     copy.toolIds = new Set(this.toolIds);
+    copy.openTools = new Map(this.openTools);
     copy.bySubmissionMessage = new Map(this.bySubmissionMessage);
     return copy;
   }
@@ -255,21 +258,42 @@ export class ConversationProjector {
         }
         return out;
       }
-      case 'artifact': {
-        const a = view.artifact;
-        if (!a) return out;
-        const given = typeof a.tool_call_id === 'string' && a.tool_call_id ? a.tool_call_id : null;
-        const toolCallId = given && !this.toolIds.has(given) ? given : `${taskId}:${record.offset}`;
-        this.toolIds.add(toolCallId);
-        const durationMs = typeof a.duration_ms === 'number' ? { durationMs: a.duration_ms } : {};
+      case 'tool-call-started': {
+        // 0.6+: the call shows as input-available while it runs; its artifact brings the output.
+        const call = view.toolCall;
+        if (!call) return out;
+        const toolCallId = this.toolCallId(call.toolCallId, taskId, record.offset);
+        this.openTools.set(`${taskId}\u0000${call.toolCallId}`, toolCallId);
+        task.open = true;
         out.push({
           type: 'tool-input',
           messageId,
           toolCallId,
-          toolName: a.tool_name,
+          toolName: call.toolName ?? 'tool',
           input: null,
           timestamp: at,
         });
+        return out;
+      }
+      case 'artifact': {
+        const a = view.artifact;
+        if (!a) return out;
+        const given = typeof a.tool_call_id === 'string' && a.tool_call_id ? a.tool_call_id : null;
+        const key = given ? `${taskId}\u0000${given}` : null;
+        const started = key ? this.openTools.get(key) : undefined;
+        if (key) this.openTools.delete(key);
+        const toolCallId = started ?? this.toolCallId(given, taskId, record.offset);
+        const durationMs = typeof a.duration_ms === 'number' ? { durationMs: a.duration_ms } : {};
+        if (!started) {
+          out.push({
+            type: 'tool-input',
+            messageId,
+            toolCallId,
+            toolName: a.tool_name,
+            input: null,
+            timestamp: at,
+          });
+        }
         out.push(
           a.is_error
             ? { type: 'tool-output-error', toolCallId, errorText: a.content, ...durationMs, timestamp: at }
@@ -280,6 +304,13 @@ export class ConversationProjector {
       default:
         return out;
     }
+  }
+
+  /** The capsule's call id unless this conversation already used it (then one unique to the record). */
+  private toolCallId(given: string | null, taskId: string, offset: number): string {
+    const id = given && !this.toolIds.has(given) ? given : `${taskId}:${offset}`;
+    this.toolIds.add(id);
+    return id;
   }
 
   /** A new capsule session: tasks of the old one are gone and will never write a final status. */

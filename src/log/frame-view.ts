@@ -29,7 +29,11 @@ export interface FrameView {
     exit_code: number | null;
     truncated: boolean;
   } | null;
+  /** `tool-call-started` / `tool-call-progress` frames (0.6+): the call they announce. */
+  toolCall: { toolCallId: string; toolName: string | null; inputBytes: number | null } | null;
 }
+
+const TOOL_CALL_EVENTS = new Set(['tool-call-started', 'tool-call-progress']);
 
 const cache = new WeakMap<LogRecord, FrameView | null>();
 
@@ -62,6 +66,14 @@ export const viewFrame = (record: LogRecord): FrameView | null => {
     artifact:
       record.event === 'artifact' && json && typeof json.artifact === 'object' && json.artifact
         ? (json.artifact as FrameView['artifact'])
+        : null,
+    toolCall:
+      TOOL_CALL_EVENTS.has(record.event) && json && str(json.tool_call_id)
+        ? {
+            toolCallId: str(json.tool_call_id)!,
+            toolName: str(json.tool_name),
+            inputBytes: typeof json.input_bytes === 'number' ? json.input_bytes : null,
+          }
         : null,
   };
   // The parsed object itself is not kept: a busy capsule's recent records stay in memory for

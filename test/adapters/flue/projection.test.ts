@@ -10,6 +10,7 @@ import { applyChunk, type ConversationState } from '../../../adapters/flue/snaps
 import type { LogEntry, LogRecord } from '../../../src/log/record.js';
 import {
   artifact,
+  frame,
   numbered,
   prng,
   randomWorkload,
@@ -174,6 +175,39 @@ describe('flue projection table', () => {
       'dynamic-tool',
       'dynamic-tool',
       'text',
+    ]);
+  });
+
+  it('0.6 tool-call frames: the call is input-available while it runs, its artifact brings the output', () => {
+    const records = numbered([
+      submission(CONV, 's1', 'x'),
+      status('t1', CONV, 'working', 'inference turn 1'),
+      frame('tool-call-started', { id: 't1', tool_call_id: 'call_9', tool_name: 'bash' }),
+      frame('tool-call-progress', { id: 't1', tool_call_id: 'call_9', input_bytes: 120 }),
+      artifact('t1', 'call_9', false),
+      status('t1', CONV, 'completed', 'session ended', ''),
+    ]);
+    const { chunks, p } = projectAll(records, 3);
+    expect(strip(chunks.slice(2))).toEqual([
+      {
+        type: 'tool-input',
+        messageId: 'asst_s1',
+        toolCallId: 'call_9',
+        toolName: 'bash',
+        input: null,
+        timestamp: expect.any(String),
+      },
+    ]);
+    expect(p.snapshot(3).messages[1]?.parts).toMatchObject([
+      { type: 'dynamic-tool', toolCallId: 'call_9', state: 'input-available' },
+    ]);
+    const all = projectAll(records);
+    // Progress says nothing Flue can show; the artifact completes the same call, not a second one.
+    expect(strip(all.chunks.slice(3, 4))).toEqual([
+      { type: 'tool-output', toolCallId: 'call_9', output: 'ok', durationMs: 7, timestamp: expect.any(String) },
+    ]);
+    expect(all.p.snapshot(6).messages[1]?.parts).toMatchObject([
+      { type: 'dynamic-tool', toolCallId: 'call_9', state: 'output-available', output: 'ok' },
     ]);
   });
 
