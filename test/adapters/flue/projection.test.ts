@@ -204,7 +204,13 @@ describe('flue projection table', () => {
     const all = projectAll(records);
     // Progress says nothing Flue can show; the artifact completes the same call, not a second one.
     expect(strip(all.chunks.slice(3, 4))).toEqual([
-      { type: 'tool-output', toolCallId: 'call_9', output: 'ok', durationMs: 7, timestamp: expect.any(String) },
+      {
+        type: 'tool-output',
+        toolCallId: 'call_9',
+        output: 'ok',
+        durationMs: 7,
+        timestamp: expect.any(String),
+      },
     ]);
     expect(all.p.snapshot(6).messages[1]?.parts).toMatchObject([
       { type: 'dynamic-tool', toolCallId: 'call_9', state: 'output-available', output: 'ok' },
