@@ -15,7 +15,6 @@ export const LAST_EVENT_ID_HEADER = 'last-event-id';
 export const LAST_EVENT_ID_QUERY = 'last_event_id';
 
 export const METHOD_WATCH = 'stream/watch';
-export const METHOD_MESSAGE_STREAM = 'message/stream';
 
 export const EVENT = {
   status: 'status',

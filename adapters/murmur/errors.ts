@@ -9,6 +9,8 @@ export type MurmurErrorCode =
   | 'not_found'
   /** The body is not JSON. The capsule's own answer is unspecified; JSON-RPC 2.0 says -32700. */
   | 'parse_error'
+  /** A 1.0 capsule's call without exactly one `A2A-Version: 1.0` header: its door's -32009. */
+  | 'version_not_supported'
   | GatewayErrorCode;
 
 interface ErrorShape {
@@ -22,6 +24,7 @@ const TABLE: Record<MurmurErrorCode, ErrorShape> = {
   not_found: { status: 404, rpcCode: null, message: 'Not Found' },
   capsule_not_found: { status: 404, rpcCode: null, message: 'Not Found' },
   parse_error: { status: 200, rpcCode: -32700, message: 'Parse error' },
+  version_not_supported: { status: 200, rpcCode: -32009, message: 'A2A-Version 1.0 required' },
   bad_request: { status: 200, rpcCode: -32600, message: 'Invalid Request' },
   payload_too_large: { status: 413, rpcCode: -32600, message: 'Request body too large' },
   cursor_gone: { status: 200, rpcCode: -32602, message: 'Invalid params' },

@@ -3,6 +3,7 @@
  * with and without the slash) and the EventSource door (`GET /murmur/{capsule}/events`). Input is
  * checked here; streams are endpoints.ts's; error bodies come from errors.ts.
  */
+import { a2aVersionOk, methodNames, speaksA2a1 } from '../../src/core/release-lines.js';
 import type { Context, MiddlewareHandler } from 'hono';
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
@@ -13,7 +14,6 @@ import {
   JSON_CONTENT_TYPE,
   LAST_EVENT_ID_HEADER,
   LAST_EVENT_ID_QUERY,
-  METHOD_MESSAGE_STREAM,
   METHOD_WATCH,
   MURMUR_ROUTES,
 } from './constants.js';
@@ -98,11 +98,15 @@ export const createRpcRoutes = (deps: AdapterDeps): Hono => {
     // stream/watch is a read (observe); anything forwarded or streamed from the capsule is control.
     const refused = murmurRefusal(principalOf(c), method === METHOD_WATCH ? 'observe' : 'control', capsule);
     if (refused) return refused;
+    // Each capsule in its own line's dialect: a 1.0 door's names and its A2A-Version rule.
+    const line = deps.core.hasCapsule(capsule) ? deps.core.releaseLine(capsule) : null;
+    if (speaksA2a1(line) && !a2aVersionOk(c.req.header('a2a-version')))
+      return fail('version_not_supported', rpcId);
     if (method === METHOD_WATCH) {
       withoutDate(c);
       return serveWatch(ctx, cursor ?? 0);
     }
-    if (method === METHOD_MESSAGE_STREAM && envelope.success) {
+    if (method === methodNames(line).stream && envelope.success) {
       withoutDate(c);
       return serveMessageStream(ctx, prepareMessage(envelope.data, body), rpcId, cursor);
     }

@@ -11,3 +11,16 @@ const atLeast = (line: ReleaseLine | null, floor: ReleaseLine): boolean =>
 
 /** `message/stream` closes on its own task's final only (0.5+); before, on any task's. */
 export const closesOnOwnFinal = (line: ReleaseLine | null): boolean => atLeast(line, '0.5');
+
+/** The A2A 1.0 door: its method names, and exactly one `A2A-Version: 1.0` (or 1.0.n) on every call. */
+export const speaksA2a1 = (line: ReleaseLine | null): boolean => line === '1.0';
+
+/** Whether an `A2A-Version` header value (as received: repeats joined by commas) is one 1.0 version. */
+export const a2aVersionOk = (value: string | undefined): boolean =>
+  value !== undefined && /^1\.0(\.\d+)?$/.test(value.trim());
+
+/** The method names of the calls a surface serves itself, in the capsule's own dialect. */
+export const methodNames = (line: ReleaseLine | null): { stream: string; watch: string } =>
+  speaksA2a1(line)
+    ? { stream: 'SendStreamingMessage', watch: 'stream/watch' }
+    : { stream: 'message/stream', watch: 'stream/watch' };
