@@ -10,6 +10,9 @@ import type { HubPort, UpstreamConnection } from './types.js';
 /** How far back from the head the scan looks for the last ack. */
 const TAIL_WINDOW = 1000;
 
+/** How soon a scan that found no ack is tried again. */
+const UNKNOWN_RETRY_MS = 1000;
+
 /** What the last `upstream-connected` fact said of the capsule's line, session and card. */
 type LoggedConnection = UpstreamConnection;
 
@@ -73,7 +76,8 @@ export class AckFromLog {
       const { head, first } = await this.hub.position(capsule);
       const { records } = await this.hub.read(capsule, Math.max(first - 1, head - TAIL_WINDOW), TAIL_WINDOW);
       this.observe(capsule, records);
-      k.learntAt = Date.now();
+      // Nothing logged yet (the owner's first connection is still on its way): ask again in a second.
+      k.learntAt = k.ack === null ? Date.now() - this.maxAgeMs + UNKNOWN_RETRY_MS : Date.now();
     } catch {
       // The store is away: the next ask tries again.
     } finally {
