@@ -13,10 +13,15 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { CapsuleEntry, CapsuleRegistry } from './registry.js';
 import { processStartMs, startTimesMatch } from './process-start.js';
+import { cardLine, extendedCardSessionId } from '../upstream/agent-card.js';
 
 const recordSchema = z.object({
   session_id: z.string().min(1),
-  url: z.string().refine((u) => /^https?:\/\/[^/]/.test(u), 'must be an http(s) URL'),
+  // Later lines write `host:port` without a scheme.
+  url: z
+    .string()
+    .transform((u) => (/^[a-z][a-z0-9+.-]*:\/\//i.test(u) ? u : `http://${u}/`))
+    .refine((u) => /^https?:\/\/[^/]/.test(u), 'must be an http(s) URL or host:port'),
   pid: z.number().int().positive(),
   process_start: z.union([z.number(), z.string()]),
   capsule_name: z.string().min(1),
@@ -43,18 +48,6 @@ const pidAlive = (pid: number): boolean => {
     // EPERM: alive, just not ours to signal.
     return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
-};
-
-/** The session id an agent card reports, wherever this Murmur version puts it. */
-const cardSessionId = (card: unknown): string | null => {
-  if (typeof card !== 'object' || card === null) return null;
-  const c = card as Record<string, unknown>;
-  const meta = (typeof c.metadata === 'object' && c.metadata !== null ? c.metadata : {}) as Record<
-    string,
-    unknown
-  >;
-  const found = c.session_id ?? c.sessionId ?? meta.session_id ?? meta.sessionId;
-  return typeof found === 'string' ? found : null;
 };
 
 export interface DiscoveryOptions {
@@ -214,7 +207,14 @@ export class RunningCapsuleDiscovery {
         signal: AbortSignal.timeout(this.options.fetchTimeoutMs ?? 2_000),
       });
       if (!res.ok) return reject(`agent card: HTTP ${res.status}`);
-      if (cardSessionId(await res.json()) !== record.session_id) return reject('agent card: another session');
+      const card = cardLine(await res.json());
+      // An authenticated door (0.5+) names its session on the extended card only.
+      const session =
+        card.sessionId ??
+        (record.door_token
+          ? await extendedCardSessionId(record.url, record.door_token, card.line, this.options.fetchTimeoutMs)
+          : null);
+      if (session !== record.session_id) return reject('agent card: another session');
     } catch {
       return reject('agent card unreachable');
     }

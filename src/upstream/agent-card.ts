@@ -111,3 +111,32 @@ export const resumesById = (line: ReleaseLine): boolean => line !== 'spec' && li
 
 /** Lines whose door wants `A2A-Version: 1.0` on every request and the A2A 1.0 method names. */
 export const speaksA2a1 = (line: ReleaseLine): boolean => line === '1.0';
+
+/**
+ * The session id of a door that keeps it off its public card (0.5+ with a token): the extended card,
+ * asked with the token (`agent/getAuthenticatedExtendedCard`, or `GetExtendedAgentCard` on 1.0).
+ * Null when the door does not answer with a card that names one.
+ */
+export const extendedCardSessionId = async (
+  url: string,
+  doorToken: string,
+  line: ReleaseLine,
+  timeoutMs = 2000,
+): Promise<string | null> => {
+  const a2a1 = speaksA2a1(line);
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    authorization: `Bearer ${doorToken}`,
+    ...(a2a1 ? { 'a2a-version': '1.0' } : {}),
+  };
+  const method = a2a1 ? 'GetExtendedAgentCard' : 'agent/getAuthenticatedExtendedCard';
+  const res = await fetch(url, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: {} }),
+    signal: AbortSignal.timeout(timeoutMs),
+  });
+  if (!res.ok) return null;
+  const body = (await res.json().catch(() => null)) as { result?: unknown } | null;
+  return body && 'result' in body ? cardLine(body.result).sessionId : null;
+};
