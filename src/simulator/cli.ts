@@ -2,12 +2,14 @@
  * `murmur-gateway simulate …`: run one simulated capsule as a standalone process (argument parsing
  * and signal handling). The main CLI dispatches here; the capsule itself is index.ts.
  */
+import { SIM_RELEASES } from './release-line.js';
 import { startSimulator, type SimulatedCapsule, type SimulatorOptions } from './index.js';
 import { startWorkload } from './workload.js';
 
 export const SIMULATE_USAGE = `usage: murmur-gateway simulate [--port P] [--host H] [--heartbeat-ms N]
   [--mode stateless|threaded] [--acceptance none|single|queue] [--buffer-size N]
-  [--connection-queue N] [--door-token T] [--frame-delay-ms N] [--workload] [--seed N]`;
+  [--connection-queue N] [--door-token T] [--frame-delay-ms N] [--release spec|0.4|0.5|0.6|1.0]
+  [--workload] [--seed N]`;
 
 export interface SimulateArgs {
   options: SimulatorOptions;
@@ -60,6 +62,9 @@ export const parseSimulateArgs = (argv: string[]): SimulateArgs => {
         break;
       case '--door-token':
         options.doorToken = next() ?? null;
+        break;
+      case '--release':
+        options.release = oneOf(flag, next(), SIM_RELEASES);
         break;
       case '--frame-delay-ms':
         options.frameDelayMs = intArg(flag, next());

@@ -33,19 +33,24 @@ export interface StatusFields {
   message: string;
   /** Present only on `completed`. */
   response?: string;
+  /** 0.5+: a reopen is a `working` status with this attempt number (written after `final`). */
+  reopen?: number;
+  /** 0.5+ overrides the state's finality (one final per task: an input-timeout is not final). */
+  final?: boolean;
 }
 
 const FINAL_STATES: ReadonlySet<TaskState> = new Set(['completed', 'failed', 'canceled', 'rejected']);
 
 /** A `status` frame: keys `id`, `context_id`?, `status{state,message,response?}`, `final`. */
-export const statusFrame = (f: StatusFields, id: bigint): Frame => {
+export const statusFrame = (f: StatusFields, id: bigint | null): Frame => {
   const status: Record<string, string> = { state: f.state, message: f.message };
   if (f.state === 'completed') status.response = f.response ?? '';
   const body: Record<string, unknown> = { id: f.taskId };
   if (f.contextId !== null) body.context_id = f.contextId;
   body.status = status;
-  const final = FINAL_STATES.has(f.state);
+  const final = f.final ?? FINAL_STATES.has(f.state);
   body.final = final;
+  if (f.reopen !== undefined) body.reopen = f.reopen;
   return encodeFrame('status', JSON.stringify(body), id, final);
 };
 
@@ -75,6 +80,32 @@ export const artifactFrame = (taskId: string, a: ArtifactFields, id: bigint): Fr
   };
   return encodeFrame('artifact', JSON.stringify({ id: taskId, artifact }), id);
 };
+
+/** 0.6+: `tool-call-started`, written before the tool runs (`id` is the task's `tsk_` id). */
+export const toolCallStartedFrame = (
+  taskId: string,
+  toolCallId: string,
+  toolName: string,
+  id: bigint,
+): Frame =>
+  encodeFrame(
+    'tool-call-started',
+    JSON.stringify({ id: taskId, tool_call_id: toolCallId, tool_name: toolName }),
+    id,
+  );
+
+/** 0.6+: `tool-call-progress`, how many bytes of the tool's input the model has streamed. */
+export const toolCallProgressFrame = (
+  taskId: string,
+  toolCallId: string,
+  inputBytes: number,
+  id: bigint,
+): Frame =>
+  encodeFrame(
+    'tool-call-progress',
+    JSON.stringify({ id: taskId, tool_call_id: toolCallId, input_bytes: inputBytes }),
+    id,
+  );
 
 /** A `text` frame: a chunk (final false), the end of a turn's chunks (`""`, true) or a whole reply. */
 export const textFrame = (taskId: string, text: string, final: boolean, id: bigint): Frame =>

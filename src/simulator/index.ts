@@ -1,8 +1,10 @@
 /**
  * A simulated Murmur capsule (spec murmur-streaming-protocol.md, quirks included) for tests and the
  * demo: `startSimulator()` serves the door on 127.0.0.1 and exposes control hooks (cut, restart,
- * closeStream, stop). Wire details live in server.ts / frames.ts; task scripts in script.ts.
+ * closeStream, stop). Wire details live in server.ts / frames.ts; task scripts in script.ts. The
+ * `release` option picks a later release line's wire (release-line.ts); 'spec' is the spec's.
  */
+import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -10,7 +12,23 @@ import { capsuleClosedFrame, type Frame } from './frames.js';
 import { createDoorHandler, type DoorHost, type DoorOptions } from './server.js';
 import { Session, type SessionOptions } from './session.js';
 import type { Connection } from './connection.js';
-import type { TaskOutcome } from './tasks.js';
+import type { ClosedQueueEntry, TaskOutcome } from './tasks.js';
+import { SIM_RELEASES, lineRules, type SimRelease } from './release-line.js';
+
+export { SIM_RELEASES, type SimRelease } from './release-line.js';
+
+/** How long 0.6+ connections drain at session shutdown before they end (no capsule-closed). */
+export const SHUTDOWN_DRAIN_MS = 500;
+
+export interface RestartOptions {
+  /** The line the restarted capsule runs (an in-place upgrade); default: the current line. */
+  release?: SimRelease;
+  /**
+   * The door token after the restart; null turns auth off. Omitted: 0.5+ with a token mints a new
+   * random one (tokens are minted again on every restart), older lines keep theirs.
+   */
+  doorToken?: string | null;
+}
 
 export interface SimulatorOptions {
   port?: number;
@@ -22,6 +40,8 @@ export interface SimulatorOptions {
   connectionQueue?: number;
   doorToken?: string | null;
   frameDelayMs?: number;
+  /** The release line to speak (default 'spec', the spec's wire). */
+  release?: SimRelease;
 }
 
 export interface WrittenFrame {
@@ -55,13 +75,26 @@ export interface SimulatedCapsule extends EventEmitter {
    * capsule's, not the reader's.
    */
   readonly droppedToWatchers: number;
+  /** The release line the current session speaks. */
+  readonly release: SimRelease;
+  /** The door token in force now (null: no auth); a 0.5+ restart mints a new one. */
+  readonly doorToken: string | null;
   submit(text: string, contextId?: string): TaskHandle;
   idle(): Promise<void>;
   cutConnections(): void;
-  restart(): Promise<void>;
+  /** A process restart: new session (optionally on another line, with another token). */
+  restart(opts?: RestartOptions): Promise<void>;
   closeStream(): void;
   stop(): Promise<void>;
 }
+
+/** Callers outside TypeScript (env vars, CLI) may pass any string: refuse an unknown line loudly. */
+const checkRelease = (release: SimRelease): SimRelease => {
+  if (!SIM_RELEASES.includes(release)) {
+    throw new Error(`unknown release line ${String(release)}: one of ${SIM_RELEASES.join('|')}`);
+  }
+  return release;
+};
 
 class SimCapsule extends EventEmitter implements SimulatedCapsule, DoorHost {
   readonly written: WrittenFrame[] = [];
@@ -75,6 +108,7 @@ class SimCapsule extends EventEmitter implements SimulatedCapsule, DoorHost {
   private readonly live = new Set<Connection>();
   private stopped = false;
   private boundPort: number | undefined;
+  private release_: SimRelease;
 
   constructor(
     private readonly server: Server,
@@ -89,6 +123,7 @@ class SimCapsule extends EventEmitter implements SimulatedCapsule, DoorHost {
       doorToken: opts.doorToken ?? null,
       acceptance: opts.taskAcceptance ?? 'single',
     };
+    this.release_ = checkRelease(opts.release ?? 'spec');
     this.sessionOptions = {
       bufferSize: opts.bufferSize ?? 512,
       acceptance: this.options.acceptance,
@@ -118,6 +153,14 @@ class SimCapsule extends EventEmitter implements SimulatedCapsule, DoorHost {
 
   get sessionId(): string {
     return this.current.id;
+  }
+
+  get release(): SimRelease {
+    return this.current.rules.release;
+  }
+
+  get doorToken(): string | null {
+    return this.options.doorToken;
   }
 
   get watchers(): number {
@@ -165,14 +208,28 @@ class SimCapsule extends EventEmitter implements SimulatedCapsule, DoorHost {
     for (const s of [...this.sockets]) s.destroy();
   }
 
-  async restart(): Promise<void> {
+  async restart(opts: RestartOptions = {}): Promise<void> {
     // A process restart: sockets drop without capsule-closed; a fresh session resets buffer and counters.
     this.current.end();
     this.cutConnections();
+    if (opts.release !== undefined) this.release_ = checkRelease(opts.release);
+    if (opts.doorToken !== undefined) this.options.doorToken = opts.doorToken;
+    else if (this.options.doorToken !== null && lineRules(this.release_).strictAuth) {
+      // 0.5+ mints the door token again on every restart: a token kept from before is stale.
+      this.options.doorToken = `mdt_${randomBytes(16).toString('hex')}`;
+    }
     this.current = this.newSession(this.current.number + 1);
   }
 
   closeStream(): void {
+    // 0.5+: the session is closing, so queued tasks are refused first (to their own streams).
+    this.rejectOnStreams(this.current.runner.closeQueue());
+    if (this.current.rules.drainsOnShutdown) {
+      // 0.6+: no capsule-closed; every connection drains a while, then simply ends.
+      const conns = [...this.tracked];
+      setTimeout(() => conns.forEach((c) => this.endQuietly(c)), SHUTDOWN_DRAIN_MS).unref();
+      return;
+    }
     // Watchers get capsule-closed as their last frame; message/stream connections just end.
     for (const conn of [...this.tracked]) {
       this.untrack(conn);
@@ -183,14 +240,37 @@ class SimCapsule extends EventEmitter implements SimulatedCapsule, DoorHost {
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
-    this.current.end();
+    const drains = this.current.rules.drainsOnShutdown;
+    this.rejectOnStreams(this.current.end());
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    if (drains) {
+      // 0.6+ shuts its door gracefully: connections drain, then end without capsule-closed.
+      await new Promise((resolve) => setTimeout(resolve, SHUTDOWN_DRAIN_MS));
+      for (const conn of [...this.tracked]) this.endQuietly(conn);
+    }
     this.cutConnections();
     await closed;
   }
 
+  private endQuietly(conn: Connection): void {
+    this.untrack(conn);
+    conn.finish();
+  }
+
+  /** Give each refused queued task's `rejected` to the message/stream that submitted it, then end that. */
+  private rejectOnStreams(closed: ClosedQueueEntry[]): void {
+    for (const { taskId, frame } of closed) {
+      for (const conn of [...this.tracked]) {
+        if (conn.ownTaskId !== taskId) continue;
+        this.untrack(conn);
+        conn.finish(frame);
+      }
+    }
+  }
+
   private newSession(n: number): Session {
-    return new Session(n, this.sessionOptions, (frame, session) => this.broadcast(frame, session));
+    const rules = lineRules(this.release_);
+    return new Session(n, this.sessionOptions, rules, (frame, session) => this.broadcast(frame, session));
   }
 
   private broadcast(frame: Frame, session: Session): void {

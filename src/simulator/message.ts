@@ -8,6 +8,8 @@ export interface A2AMessage {
   role: string;
   parts: { text: string }[];
   contextId?: string;
+  /** 1.0: continue this (ended) task. Earlier lines ignore the key, as serde ignores unknown keys. */
+  taskId?: string;
 }
 
 export type MessageParse = { ok: true; message: A2AMessage } | { ok: false; error: string };
@@ -60,6 +62,7 @@ const parseMessage = (v: unknown): MessageParse => {
   }
   const message: A2AMessage = { messageId: v.messageId as string, role: v.role as string, parts };
   if (typeof v.contextId === 'string') message.contextId = v.contextId;
+  if (typeof v.taskId === 'string') message.taskId = v.taskId;
   return { ok: true, message };
 };
 

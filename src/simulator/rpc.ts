@@ -13,6 +13,10 @@ export const RPC = {
   invalidParams: { code: -32602, message: 'Invalid params' },
   taskNotFound: { code: -32001, message: 'Task not found' },
   taskNotCancelable: { code: -32002, message: 'Task cannot be canceled' },
+  /** 1.0: a message continuing a task that has not ended yet. */
+  unsupportedOperation: { code: -32004, message: 'Unsupported operation' },
+  /** 1.0: the request has no (or more than one, or another) `A2A-Version` header. */
+  versionNotSupported: { code: -32009, message: 'Version not supported' },
 } as const;
 
 export type RpcId = string | number | null;
@@ -29,9 +33,13 @@ export const sendRpcError = (res: ServerResponse, id: RpcId, err: { code: number
 export const sendRpcResult = (res: ServerResponse, id: RpcId, result: unknown): void =>
   sendJson(res, 200, JSON.stringify({ jsonrpc: '2.0', id, result }));
 
+/** 1.0 names task states the A2A 1.0 way in JSON-RPC answers (stream frames keep murmur's words). */
+const a2aState = (state: string): string =>
+  state === 'lost' ? 'TASK_STATE_UNSPECIFIED' : `TASK_STATE_${state.toUpperCase().replace(/-/g, '_')}`;
+
 /** A task as tasks/get and tasks/cancel answer it: id, context_id, status (response on completed). */
-export const taskJson = (t: TaskEntry): Record<string, unknown> => {
-  const status: Record<string, string> = { state: t.state, message: t.message };
+export const taskJson = (t: TaskEntry, a2a1 = false): Record<string, unknown> => {
+  const status: Record<string, string> = { state: a2a1 ? a2aState(t.state) : t.state, message: t.message };
   if (t.response !== undefined) status.response = t.response;
   return { id: t.taskId, context_id: t.contextId, status };
 };

@@ -8,6 +8,8 @@ import {
   statusFrame,
   textFrame,
   thinkingFrame,
+  toolCallProgressFrame,
+  toolCallStartedFrame,
   type ArtifactFields,
   type Frame,
   type TaskState,
@@ -28,6 +30,14 @@ export interface AttemptContext {
   /** Wait until canceled (the `hold` script); never resolves. */
   hold(): Promise<void>;
   setState(state: TaskState | 'submitted', message: string): void;
+  /** The number of this attempt's first inference turn (1; 0.6+ keeps counting across a reopen). */
+  firstTurn: number;
+  /** 0.5+: end a completed attempt with a non-final `working` status carrying this reopen number. */
+  reopenAs: number | null;
+  /** 0.5+: one final per task, so the input-timeout `failed` status is written final:false. */
+  oneFinal: boolean;
+  /** 0.6+: `tool-call-started` and `tool-call-progress` before each tool's artifact. */
+  toolCallFrames: boolean;
 }
 
 export interface AttemptOutcome {
@@ -84,8 +94,10 @@ const inputWait = async (script: Script, ctx: AttemptContext): Promise<void> => 
   const answered = input.outcome === 'answer';
   const state = answered ? 'working' : 'failed';
   const message = answered ? 'resumed' : 'input-timeout';
-  // `failed` input-timeout is final:true, yet the task goes on (spec "status", second table).
-  await ctx.emit(() => statusFrame({ taskId, contextId: null, state, message }, waitIds.next()));
+  // `failed` input-timeout is final:true, yet the task goes on (spec "status", second table); from
+  // 0.5 only the task's last status is final, so there it is final:false.
+  const final = ctx.oneFinal ? false : undefined;
+  await ctx.emit(() => statusFrame({ taskId, contextId: null, state, message, final }, waitIds.next()));
   ctx.setState('working', message);
   const body = answered ? `answer to: ${input.prompt}` : `request-input timed out after ${input.afterMs} ms`;
   const artifact: ArtifactFields = {
@@ -101,6 +113,14 @@ const inputWait = async (script: Script, ctx: AttemptContext): Promise<void> => 
   await ctx.emit(() => artifactFrame(taskId, artifact, ctx.counter.next()));
 };
 
+/** 0.6+: the model starts a tool call, then its input has streamed (deterministic byte count). */
+const toolCallFrames = async (ctx: AttemptContext, artifact: ArtifactFields, n: number): Promise<void> => {
+  const callId = artifact.tool_call_id ?? `toolu_${n}`;
+  const inputBytes = JSON.stringify({ command: `echo tool-${n}` }).length;
+  await ctx.emit(() => toolCallStartedFrame(ctx.taskId, callId, artifact.tool_name, ctx.counter.next()));
+  await ctx.emit(() => toolCallProgressFrame(ctx.taskId, callId, inputBytes, ctx.counter.next()));
+};
+
 /** Run one attempt of a script and return how it ended (cancel surfaces as a thrown abort). */
 export const runAttempt = async (script: Script, ctx: AttemptContext): Promise<AttemptOutcome> => {
   const { taskId, contextId, counter, chunk } = ctx;
@@ -109,7 +129,7 @@ export const runAttempt = async (script: Script, ctx: AttemptContext): Promise<A
     await ctx.emit(() => textFrame(taskId, `start ${i + 1}`, false, chunk.next()));
   }
   for (let turn = 1; turn <= script.turns; turn++) {
-    const message = `inference turn ${turn}`;
+    const message = `inference turn ${ctx.firstTurn + turn - 1}`;
     await ctx.emit(() => statusFrame({ taskId, contextId, state: 'working', message }, counter.next()));
     ctx.setState('working', message);
     if (script.hold && turn === 1) await ctx.hold();
@@ -126,7 +146,9 @@ export const runAttempt = async (script: Script, ctx: AttemptContext): Promise<A
     if (turn === 1) {
       await inputWait(script, ctx);
       for (let n = 1; n <= script.tools; n++) {
-        await ctx.emit(() => artifactFrame(taskId, toolArtifact(n, script.toolError), counter.next()));
+        const artifact = toolArtifact(n, script.toolError);
+        if (ctx.toolCallFrames) await toolCallFrames(ctx, artifact, n);
+        await ctx.emit(() => artifactFrame(taskId, artifact, counter.next()));
       }
     }
   }
@@ -140,6 +162,15 @@ export const runAttempt = async (script: Script, ctx: AttemptContext): Promise<A
     await ctx.emit(() => textFrame(taskId, script.response, true, chunk.next()));
   }
   const response = script.response;
+  const reopen = ctx.reopenAs;
+  if (reopen !== null) {
+    // 0.5+: the on-task-end hook runs before the final is written; reopening writes this instead.
+    const message = 'reopened by on-task-end hook';
+    await ctx.emit(() =>
+      statusFrame({ taskId, contextId, state: 'working', message, reopen }, counter.next()),
+    );
+    return { state: 'completed', message, response };
+  }
   await ctx.emit(() =>
     statusFrame(
       { taskId, contextId, state: 'completed', message: 'session ended', response },

@@ -7,6 +7,7 @@ import { Counter, REJECTED_ID, TASK_COUNTER_START, mintContextId, mintTaskId } f
 import { statusFrame, type Frame, type TaskState } from './frames.js';
 import { parseScript, type Script } from './script.js';
 import { runAttempt, type AttemptContext } from './run-script.js';
+import type { LineRules } from './release-line.js';
 
 export type Acceptance = 'none' | 'single' | 'queue';
 export interface TaskOutcome {
@@ -25,6 +26,8 @@ export interface TaskEntry {
 
 interface InternalTask extends TaskEntry {
   script: Script;
+  /** Inference turns written so far over every attempt (0.6+ numbers the next turn after them). */
+  turnsUsed: number;
   counter: Counter;
   abort: AbortController;
   resolve: (o: TaskOutcome) => void;
@@ -35,12 +38,19 @@ export interface RunnerDeps {
   frameDelayMs: number;
   chunk: Counter;
   queuedCancel: Counter;
+  rules: LineRules;
   /** Broadcast a frame (replay buffer, connections, `written`). */
   write: (frame: Frame) => void;
 }
 
 export type SubmitResult =
   { kind: 'accepted'; task: TaskEntry } | { kind: 'rejected'; task: TaskEntry; frame: Frame };
+/** A queued task refused because its session is closing (0.5+), with the frame for its submitter. */
+export interface ClosedQueueEntry {
+  taskId: string;
+  frame: Frame;
+}
+export type ContinueResult = SubmitResult | { kind: 'not-found' } | { kind: 'not-continuable' };
 export type CancelResult =
   { ok: true; task: TaskEntry } | { ok: false; reason: 'not-found' | 'not-cancelable' };
 
@@ -86,16 +96,52 @@ export class TaskRunner {
       task.state = 'rejected';
       task.message = 'task rejected: capsule is busy';
       task.resolve({ state: 'rejected' });
-      const frame = statusFrame(
-        { taskId: task.taskId, contextId: task.contextId, state: 'rejected', message: task.message },
-        REJECTED_ID,
-      );
-      return { kind: 'rejected', task, frame };
+      return { kind: 'rejected', task, frame: this.rejectedFrame(task, task.message) };
     }
     this.remember(task);
-    this.queue.push(task);
-    if (!this.current) this.startNext();
-    return { kind: 'accepted', task };
+    return this.enqueue(task);
+  }
+
+  /**
+   * 1.0: a message with `taskId` continues an ended task: a new attempt of the same task (same ids,
+   * turns still counting) from the new message's script. A task still running or queued cannot be.
+   */
+  continueTask(taskId: string, text: string): ContinueResult {
+    const task = this.tasks.get(taskId);
+    if (!task) return { kind: 'not-found' };
+    if (!FINAL.has(task.state)) return { kind: 'not-continuable' };
+    if (this.deps.acceptance !== 'queue' && this.busy) {
+      // Refused like a new task while busy; the ended task itself stays as it was.
+      return { kind: 'rejected', task, frame: this.rejectedFrame(task, 'task rejected: capsule is busy') };
+    }
+    const fresh = this.create(text, task.contextId);
+    Object.assign(task, {
+      state: 'submitted',
+      message: 'queued',
+      done: fresh.done,
+      resolve: fresh.resolve,
+      script: fresh.script,
+      counter: fresh.counter,
+      abort: fresh.abort,
+    });
+    delete task.response;
+    return this.enqueue(task);
+  }
+
+  /**
+   * 0.5+: the session is closing, so every queued task ends `rejected` (spec line: they are lost with
+   * the process). Returns the frames for their submitters; like every `rejected`, never broadcast.
+   */
+  closeQueue(): ClosedQueueEntry[] {
+    if (!this.deps.rules.rejectsQueuedOnEnd) return [];
+    const message = 'task rejected: the session is closing';
+    const closed = this.queue.splice(0).map((task) => {
+      this.finish(task, 'rejected', message);
+      this.settle(task);
+      return { taskId: task.taskId, frame: this.rejectedFrame(task, message) };
+    });
+    this.notifyIdle();
+    return closed;
   }
 
   get(taskId: string): TaskEntry | undefined {
@@ -135,8 +181,9 @@ export class TaskRunner {
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
-  /** The session ends (restart / stop): every task is lost, nothing more is written. */
-  shutdown(): void {
+  /** The session ends (restart / stop): every task is lost (0.5+: queued ones rejected), nothing more is written. */
+  shutdown(): ClosedQueueEntry[] {
+    const closed = this.closeQueue();
     this.dead = true;
     for (const task of [...(this.current ? [this.current] : []), ...this.queue]) {
       this.finish(task, 'lost', 'capsule process exited');
@@ -146,6 +193,19 @@ export class TaskRunner {
     this.current = null;
     this.queue.length = 0;
     this.notifyIdle();
+    return closed;
+  }
+
+  private enqueue(task: InternalTask): SubmitResult {
+    this.queue.push(task);
+    if (!this.current) this.startNext();
+    return { kind: 'accepted', task };
+  }
+
+  /** `rejected`: id 0 on the spec's line; from 0.4 it has no id line at all. */
+  private rejectedFrame(task: InternalTask, message: string): Frame {
+    const id = this.deps.rules.sequenceIds ? null : REJECTED_ID;
+    return statusFrame({ taskId: task.taskId, contextId: task.contextId, state: 'rejected', message }, id);
   }
 
   private create(text: string, contextId?: string): InternalTask {
@@ -158,6 +218,7 @@ export class TaskRunner {
       message: 'queued',
       done,
       script: parseScript(text),
+      turnsUsed: 0,
       counter: new Counter(TASK_COUNTER_START),
       abort: new AbortController(),
       resolve,
@@ -204,7 +265,12 @@ export class TaskRunner {
     const signal = task.abort.signal;
     const delay = task.script.delayMs ?? this.deps.frameDelayMs;
     let burstCount = 0;
+    const rules = this.deps.rules;
     const ctx: AttemptContext = {
+      firstTurn: 1,
+      reopenAs: null,
+      oneFinal: rules.oneFinal,
+      toolCallFrames: rules.toolCallFrames,
       taskId: task.taskId,
       contextId: task.contextId,
       counter: task.counter,
@@ -225,8 +291,13 @@ export class TaskRunner {
     try {
       // max_task_reopens 1: an on-task-end hook reopens a completed task once; ids restart at 0.
       for (let attempt = 1; ; attempt++) {
+        const reopens = task.script.reopen && attempt === 1;
+        ctx.firstTurn = rules.turnsAcrossReopen ? task.turnsUsed + 1 : 1;
+        // 0.5+: the hook decides before the final is written, so the attempt ends non-final.
+        ctx.reopenAs = reopens && rules.oneFinal ? attempt : null;
         const outcome = await runAttempt(task.script, ctx);
-        if (outcome.state === 'completed' && task.script.reopen && attempt === 1) {
+        task.turnsUsed += task.script.turns;
+        if (outcome.state === 'completed' && reopens) {
           task.counter.value = TASK_COUNTER_START;
           continue;
         }

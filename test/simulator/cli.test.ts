@@ -26,8 +26,16 @@ describe('simulate arguments', () => {
     });
   });
 
+  it('takes a release line and a door token', () => {
+    expect(parseSimulateArgs(['--release', '0.5', '--door-token', 't0k']).options).toEqual({
+      release: '0.5',
+      doorToken: 't0k',
+    });
+  });
+
   it.each([
     [['--mode', 'chatty'], '--mode must be one of stateless|threaded, got chatty'],
+    [['--release', '0.7'], '--release must be one of spec|0.4|0.5|0.6|1.0, got 0.7'],
     [['--acceptance'], '--acceptance must be one of none|single|queue, got nothing'],
     [['--port', 'x'], '--port needs a non-negative integer, got x'],
     [['--bogus'], 'unknown argument --bogus'],

@@ -6,7 +6,12 @@
  *
  * Messages in (`CapsuleCommand`) each get one answer `{ seq, ok, value | error }`.
  */
-import { startSimulator, type SimulatorOptions, type WrittenFrame } from '../../src/simulator/index.js';
+import {
+  startSimulator,
+  type SimRelease,
+  type SimulatorOptions,
+  type WrittenFrame,
+} from '../../src/simulator/index.js';
 
 export type CapsuleCommand =
   | { seq: number; op: 'restart' }
@@ -22,10 +27,8 @@ export type CapsuleAnswer =
 const send = (answer: CapsuleAnswer): void => void process.send?.(answer);
 
 const main = async (): Promise<void> => {
-  const release = process.env.SOAK_RELEASE ?? 'spec';
-  const options: SimulatorOptions & { release?: string } = { taskAcceptance: 'queue' };
-  // The release line is the simulator's to know (SimulatorOptions.release, `simulate --release`).
-  if (release !== 'spec') options.release = release;
+  const release = (process.env.SOAK_RELEASE ?? 'spec') as SimRelease;
+  const options: SimulatorOptions = { taskAcceptance: 'queue', release };
   const sim = await startSimulator(options);
   let stopping = false;
   // A busy capsule: tasks back to back, each ~25 frames over ~0.8 s, every fifth reopened (its

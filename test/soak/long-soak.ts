@@ -1,9 +1,10 @@
 /**
- * `npm run soak -- --runs N [--seed S] [--seconds 150] [--capsules 3] [--release spec|0.4]`: the long
+ * `npm run soak -- --runs N [--seed S] [--seconds 150] [--capsules 3] [--release spec|0.4|0.5|0.6|1.0]`: the long
  * randomized soak (docs/soak.md). Several capsule processes behind cut proxies, one gateway process
  * on real Redis, a seeded schedule of faults, then every capsule's log checked frame by frame
  * against what its simulator wrote (soak-checks.ts). Exit status 1 when any run found a problem.
  */
+import { SIM_RELEASES } from '../../src/simulator/index.js';
 import { RedisStore } from '../../src/log/redis-store.js';
 import { prng } from '../../src/simulator/workload.js';
 import { startCutProxy, type CutProxy } from '../adapters/murmur/cut-proxy.js';
@@ -23,14 +24,12 @@ const capsuleCount = Number(arg('capsules', '3'));
 const release = arg('release', 'spec');
 if (![runs, firstSeed, seconds, capsuleCount].every((n) => Number.isInteger(n) && n > 0)) {
   process.stderr.write(
-    'usage: npm run soak -- --runs N [--seed S] [--seconds 150] [--capsules 3] [--release spec|0.4]\n',
+    'usage: npm run soak -- --runs N [--seed S] [--seconds 150] [--capsules 3] [--release spec|0.4|0.5|0.6|1.0]\n',
   );
   process.exit(2);
 }
-// The simulator serves the spec's release line only so far; a run on another line would be a run on
-// the spec line under another name.
-if (release !== 'spec') {
-  process.stderr.write(`soak: --release ${release}: the simulator serves only the spec's line (spec)\n`);
+if (!(SIM_RELEASES as readonly string[]).includes(release)) {
+  process.stderr.write(`soak: --release ${release}: one of ${SIM_RELEASES.join('|')}\n`);
   process.exit(2);
 }
 
