@@ -15,7 +15,7 @@ const parseObject = (text: string): Record<string, unknown> | null => {
 
 /**
  * Finds the task a submit started. A task's first frame is its `working` "inference turn 1" status
- * from the task counter (id 0, spec "Event ids") carrying our context id. A context may already have
+ * carrying our context id. A context may already have
  * a task running (a conversation's earlier turn): its frames carry the same context id, so any task
  * seen doing anything else first is someone else's and is never taken for ours. One detector per
  * submit, shared by the submit connection and the watch, which see the same tasks.
@@ -31,9 +31,11 @@ export class StartDetector {
     const taskId = typeof data?.id === 'string' ? data.id : null;
     if (taskId === null || this.foreign.has(taskId)) return null;
     const status = data?.status as { state?: unknown; message?: unknown } | undefined;
+    // Its id is 0 on the spec's line and the next of the session's sequence from 0.4; a 0.5+ reopen
+    // says `reopen` (on the spec's line a reopen is a task already seen, so never a start here).
     const isStart =
       frame.event === 'status' &&
-      frame.upstreamId === '0' &&
+      data?.reopen === undefined &&
       status?.state === 'working' &&
       status.message === 'inference turn 1' &&
       data?.context_id === this.contextId;
