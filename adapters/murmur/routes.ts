@@ -3,7 +3,7 @@
  * with and without the slash) and the EventSource door (`GET /murmur/{capsule}/events`). Input is
  * checked here; streams are endpoints.ts's; error bodies come from errors.ts.
  */
-import { a2aVersionOk, methodNames, speaksA2a1 } from '../../src/core/release-lines.js';
+import { a2aVersionOk, speaksA2a1, streamMethod } from '../../src/core/release-lines.js';
 import type { Context, MiddlewareHandler } from 'hono';
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
@@ -106,7 +106,7 @@ export const createRpcRoutes = (deps: AdapterDeps): Hono => {
       withoutDate(c);
       return serveWatch(ctx, cursor ?? 0);
     }
-    if (method === methodNames(line).stream && envelope.success) {
+    if (method === streamMethod(line) && envelope.success) {
       withoutDate(c);
       return serveMessageStream(ctx, prepareMessage(envelope.data, body), rpcId, cursor);
     }

@@ -13,12 +13,10 @@ const TAIL_WINDOW = 1000;
 /** How soon a scan that found no ack is tried again. */
 const UNKNOWN_RETRY_MS = 1000;
 
-/** What the last `upstream-connected` fact said of the capsule's line, session and card. */
-type LoggedConnection = UpstreamConnection;
-
 interface Known {
   ack: string | null;
-  connection: LoggedConnection | null;
+  /** What the last `upstream-connected` fact said of the capsule's line, session and card. */
+  connection: UpstreamConnection | null;
   /** Offset of the record the ack came from (a later one wins). */
   offset: number;
   learntAt: number;
@@ -45,7 +43,7 @@ export class AckFromLog {
   }
 
   /** The line, session and card of the last logged connection known for `capsule`, or null. */
-  connection(capsule: string): LoggedConnection | null {
+  connection(capsule: string): UpstreamConnection | null {
     this.ack(capsule);
     return this.known.get(capsule)!.connection;
   }
@@ -58,7 +56,7 @@ export class AckFromLog {
       const r = records[i]!;
       if (r.kind === 'fact' && r.fact === 'upstream-connected') {
         if (r.offset > k.offset) {
-          const connection: LoggedConnection = {
+          const connection: UpstreamConnection = {
             release: r.release ?? 'spec',
             sessionId: r.sessionId ?? null,
             card: r.card ?? null,

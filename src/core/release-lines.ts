@@ -19,8 +19,6 @@ export const speaksA2a1 = (line: ReleaseLine | null): boolean => line === '1.0';
 export const a2aVersionOk = (value: string | undefined): boolean =>
   value !== undefined && /^1\.0(\.\d+)?$/.test(value.trim());
 
-/** The method names of the calls a surface serves itself, in the capsule's own dialect. */
-export const methodNames = (line: ReleaseLine | null): { stream: string; watch: string } =>
-  speaksA2a1(line)
-    ? { stream: 'SendStreamingMessage', watch: 'stream/watch' }
-    : { stream: 'message/stream', watch: 'stream/watch' };
+/** The name of the streaming submit in the capsule's own dialect (`stream/watch` keeps its name). */
+export const streamMethod = (line: ReleaseLine | null): string =>
+  speaksA2a1(line) ? 'SendStreamingMessage' : 'message/stream';

@@ -13,7 +13,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { CapsuleEntry, CapsuleRegistry } from './registry.js';
 import { processStartMs, startTimesMatch } from './process-start.js';
-import { cardLine, extendedCardSessionId } from '../upstream/agent-card.js';
+import { extendedCardSessionId, readAgentCard, type CapsuleCard } from '../upstream/agent-card.js';
 
 const recordSchema = z.object({
   session_id: z.string().min(1),
@@ -202,22 +202,24 @@ export class RunningCapsuleDiscovery {
     const actual = await processStartMs(record.pid);
     // No /proc (not Linux): the pid and the agent card are all there is to check.
     if (actual !== null && !startTimesMatch(record.process_start, actual)) return reject('pid reused');
+    let card: CapsuleCard;
     try {
-      const res = await fetch(new URL('/.well-known/agent-card.json', record.url), {
-        signal: AbortSignal.timeout(this.options.fetchTimeoutMs ?? 2_000),
-      });
-      if (!res.ok) return reject(`agent card: HTTP ${res.status}`);
-      const card = cardLine(await res.json());
-      // An authenticated door (0.5+) names its session on the extended card only.
-      const session =
-        card.sessionId ??
-        (record.door_token
-          ? await extendedCardSessionId(record.url, record.door_token, card.line, this.options.fetchTimeoutMs)
-          : null);
-      if (session !== record.session_id) return reject('agent card: another session');
-    } catch {
-      return reject('agent card unreachable');
+      card = await readAgentCard(record.url, { timeoutMs: this.options.fetchTimeoutMs ?? 2_000 });
+    } catch (err) {
+      return reject((err as Error).message);
     }
+    // An authenticated door (0.5+) names its session on the extended card only.
+    const session =
+      card.sessionId ??
+      (record.door_token
+        ? await extendedCardSessionId(
+            record.url,
+            record.door_token,
+            card.line,
+            this.options.fetchTimeoutMs,
+          ).catch(() => null)
+        : null);
+    if (session !== record.session_id) return reject('agent card: another session');
     return record;
   }
 }

@@ -11,6 +11,7 @@
  */
 import http from 'node:http';
 import https from 'node:https';
+import { speaksA2a1 } from '../core/release-lines.js';
 import type { ReleaseLine } from '../log/record.js';
 
 export interface CapsuleCard {
@@ -108,9 +109,6 @@ export const readAgentCard = (url: string, options: CardReadOptions = {}): Promi
 
 /** Lines that resume exactly by id within a session (one id sequence per session). */
 export const resumesById = (line: ReleaseLine): boolean => line !== 'spec' && line !== '0.2';
-
-/** Lines whose door wants `A2A-Version: 1.0` on every request and the A2A 1.0 method names. */
-export const speaksA2a1 = (line: ReleaseLine): boolean => line === '1.0';
 
 /**
  * The session id of a door that keeps it off its public card (0.5+ with a token): the extended card,

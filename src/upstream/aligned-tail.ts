@@ -16,7 +16,7 @@ export class AlignedTail {
   frames: AlignFrame[] = [];
   hasHistory = false;
   /**
-   * The release line and session the stored run was read with: the last `upstream-connected` fact
+   * The release line and session the stored stretch was read with: the last `upstream-connected` fact
    * (null: none in what was read). A 0.4+ cursor is only meaningful within its session.
    */
   release: ReleaseLine | null = null;

@@ -8,7 +8,8 @@ import https from 'node:https';
 import { GatewayError } from '../errors.js';
 import type { CancelOutcome, RpcForwardResult, SubmitOutcome } from '../core/types.js';
 import type { ReleaseLine } from '../log/record.js';
-import { readAgentCard, speaksA2a1 } from './agent-card.js';
+import { speaksA2a1 } from '../core/release-lines.js';
+import { readAgentCard } from './agent-card.js';
 import { SseFrameReader, type SseFrame } from './sse-frames.js';
 import { WatchTap } from './task-start.js';
 
@@ -31,6 +32,8 @@ export interface CapsuleClientOptions {
   watchFrames?: (listener: (frame: SseFrame) => void, after?: number) => () => void;
   /** How long a release line read off the agent card is trusted before it is read again (ms). */
   cardMaxAgeMs?: number;
+  /** The line this replica's own watch read off the card just now (null: it does not ingest). */
+  watchedLine?: () => ReleaseLine | null;
 }
 
 /** The A2A 1.0 door's names for the methods this client builds (murmur-upstream.md). */
@@ -117,8 +120,7 @@ export class CapsuleClient {
       // Refused for its dialect (a capsule upgraded in place since the card was read): nothing ran,
       // so it is sent once more in the dialect the card says now.
       if (params.rawBody === undefined && dialectRefused(outcome)) {
-        this.forgetLine();
-        const now = await this.line();
+        const now = await this.line(true);
         if (now !== line)
           return await this.submitOnce(this.submitBody(params, now), params.contextId, timeoutMs, watch);
       }
@@ -286,11 +288,17 @@ export class CapsuleClient {
   /**
    * The capsule's release line as its card says (read again once older than cardMaxAgeMs): it
    * picks the method names and headers of what this client builds. Unreadable: the last known line,
-   * else the spec's.
+   * else the spec's. `fresh`: read the card now (a call was refused for its dialect).
    */
-  async line(): Promise<ReleaseLine> {
+  async line(fresh = false): Promise<ReleaseLine> {
+    // The owner's watch reads the card before every connection: no second read of our own.
+    const watched = fresh ? null : (this.options.watchedLine?.() ?? null);
+    if (watched) {
+      this.known = { line: watched, at: Date.now() };
+      return watched;
+    }
     const maxAge = this.options.cardMaxAgeMs ?? 30_000;
-    if (this.known && Date.now() - this.known.at < maxAge) return this.known.line;
+    if (!fresh && this.known && Date.now() - this.known.at < maxAge) return this.known.line;
     try {
       const card = await readAgentCard(this.options.url, { agent: this.agent, timeoutMs: 2000 });
       this.known = { line: card.line, at: Date.now() };
@@ -298,11 +306,6 @@ export class CapsuleClient {
       return this.known?.line ?? 'spec';
     }
     return this.known.line;
-  }
-
-  /** Forget the line read, so the next call reads the card again (a restarted or upgraded capsule). */
-  forgetLine(): void {
-    this.known = null;
   }
 
   /** Destroy open submit connections and pooled sockets. */

@@ -49,6 +49,7 @@ export class CapsuleUpstream implements UpstreamPort {
       ...options,
       url: options.url,
       doorToken: options.doorToken ?? null,
+      watchedLine: () => this.current?.state().connection?.release ?? null,
       watchFrames: (listener, after) => {
         // The log holds every frame any owner ingested, in order: one source, whoever owns the
         // capsule now or takes it over while the submission waits.

@@ -7,7 +7,7 @@
  * So a connection asks for one frame it already holds: `Last-Event-ID: L-1` where L is the last
  * stored id. The first frame of the replay must be frame L, byte for byte; anything else (another
  * frame, a lower id, a higher id without a gap) is another session, and the next connection replays
- * it from 0 as a new run of the log. A card whose session id differs from the stored one skips the
+ * it from 0 as a new stretch of the log. A card whose session id differs from the stored one skips the
  * check and goes straight to 0.
  *
  * After the check, a frame at or below the cursor is a duplicate, the next id is new, and a hole in
@@ -53,7 +53,7 @@ export class IdResume {
     this.last = fresh ? 0n : input.lastId!;
     this.checking = !fresh && input.lastId! >= 1n;
     if (fresh && input.hasHistory && input.newSession) {
-      // The stored run belongs to a session that is gone: frames it wrote after our last are gone too.
+      // The stored stretch belongs to a session that is gone: frames it wrote after our last are gone too.
       if (input.lastId !== null) input.emit({ kind: 'missing', fact: { reason: 'capsule-restarted' } });
       input.emit({ kind: 'new-session' });
     }

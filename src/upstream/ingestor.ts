@@ -10,7 +10,8 @@
 import http from 'node:http';
 import type { FactEntry, FrameEntry, LogEntry, LogRecord, ReleaseLine } from '../log/record.js';
 import type { UpstreamStateName } from '../core/types.js';
-import { readAgentCard, resumesById, speaksA2a1, type CapsuleCard } from './agent-card.js';
+import { speaksA2a1 } from '../core/release-lines.js';
+import { readAgentCard, resumesById, type CapsuleCard } from './agent-card.js';
 import { AlignedTail, isBufferedFrame } from './aligned-tail.js';
 import { IdResume, resumeFrom, type IdResumeOutput } from './id-resume.js';
 import type { IngestorOptions, IngestorState } from './ingestor-options.js';
@@ -40,7 +41,7 @@ export class CapsuleIngestor {
   private cardFailing = false;
   /** How this connection reads the replay: its line and (0.4+) cursor. */
   private plan: ConnectionPlan = { card: null, line: 'spec', lastEventId: '0', newSession: false };
-  /** 0.4+: the previous connection proved the stored run is another session's. */
+  /** 0.4+: the previous connection proved the stored stretch is another session's. */
   private anotherSession = false;
   private lagged = false;
   /** The open connection; aborted by us when the writer refuses a frame or the store reset. */
@@ -202,7 +203,7 @@ export class CapsuleIngestor {
     const { tail } = this;
     const stored = tail.frames.at(-1) ?? null;
     const lastId = stored && /^\d{1,20}$/.test(stored.upstreamId ?? '') ? BigInt(stored.upstreamId!) : null;
-    // A run read with a line that has no id sequence, or with another session, is not resumable by id.
+    // A stretch read with a line that has no id sequence, or from another session, is not resumable by id.
     const newSession =
       tail.hasHistory &&
       (this.anotherSession ||

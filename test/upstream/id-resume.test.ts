@@ -63,7 +63,7 @@ describe('IdResume', () => {
     }
   });
 
-  it('a new session replays from 0 as a new run: the restart is said, every frame kept', () => {
+  it('a new session replays from 0 as a new stretch of the log: the restart is said, every frame kept', () => {
     const out = run({ lastId: 3n, lastFrame: f(3), newSession: true }, (r) => {
       for (const id of [1, 2, 3]) r.push(f(id, `new${id}`));
     });

@@ -2,11 +2,16 @@
  * The ingestor against every release line of the simulator: the line is read off the agent card,
  * and under 20 connection cuts the log equals what the capsule wrote. On 0.4 and later (one id
  * sequence per session, resumed exactly by id) nothing at all is missing, not even flagged; a capsule
- * restart starts a new run of the log; an upgrade in place switches the line at the next connection.
+ * restart starts a new stretch of the log; an upgrade in place switches the line at the next connection.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { MemoryStore } from '../../src/log/memory-store.js';
-import { startSimulator, type SimRelease, type SimulatedCapsule } from '../../src/simulator/index.js';
+import {
+  SIM_RELEASES,
+  startSimulator,
+  type SimulatedCapsule,
+  type SimulatorOptions,
+} from '../../src/simulator/index.js';
 import { uniqueCapsule } from '../support/redis.js';
 import { afterWrites, settle, startRig, type Rig } from './harness.js';
 import { compareLog, readAll } from './log-vs-written.js';
@@ -34,24 +39,25 @@ const workload = async (s: SimulatedCapsule, stop: () => boolean): Promise<void>
 const missingFacts = (records: Awaited<ReturnType<typeof readAll>>) =>
   records.filter((r) => r.kind === 'fact' && r.fact === 'frames-possibly-missing');
 
-const LINES: { release: SimRelease; expected: string }[] = [
-  { release: 'spec', expected: 'spec' },
-  { release: '0.4', expected: '0.4' },
-  { release: '0.5', expected: '0.5' },
-  { release: '0.6', expected: '0.6' },
-  { release: '1.0', expected: '1.0' },
-];
+/** A simulated capsule and an ingestor on a fresh store, connected. */
+const attach = async (options: SimulatorOptions, name: string) => {
+  sim = await startSimulator({ taskAcceptance: 'queue', ...options });
+  const s = sim;
+  const store = new MemoryStore();
+  const capsule = uniqueCapsule(name);
+  const rig = startRig(s, store, capsule);
+  rigs.push(rig);
+  await rig.connected();
+  return { s, store, capsule, rig };
+};
 
-describe.each(LINES)('release line $release', ({ release, expected }) => {
+describe.each(SIM_RELEASES.map((release) => ({ release })))('release line $release', ({ release }) => {
   it('20 connection cuts during bursts: the log equals what the capsule wrote', async () => {
-    sim = await startSimulator({ release, taskAcceptance: 'queue', frameDelayMs: 1, heartbeatMs: 500 });
-    const s = sim;
-    const store = new MemoryStore();
-    const capsule = uniqueCapsule(`line-${release.replace('.', '')}`);
-    const rig = startRig(s, store, capsule);
-    rigs.push(rig);
-    await rig.connected();
-    expect(rig.ingestor.state().connection).toMatchObject({ release: expected, sessionId: s.sessionId });
+    const { s, store, capsule, rig } = await attach(
+      { release, frameDelayMs: 1, heartbeatMs: 500 },
+      `line-${release.replace('.', '')}`,
+    );
+    expect(rig.ingestor.state().connection).toMatchObject({ release, sessionId: s.sessionId });
     let done = false;
     const producer = workload(s, () => done);
     for (let cuts = 0; cuts < 20; cuts++) {
@@ -77,18 +83,12 @@ describe.each(LINES)('release line $release', ({ release, expected }) => {
     }
     const connected = records.filter((r) => r.kind === 'fact' && r.fact === 'upstream-connected');
     expect(
-      connected.every((r) => r.kind === 'fact' && r.fact === 'upstream-connected' && r.release === expected),
+      connected.every((r) => r.kind === 'fact' && r.fact === 'upstream-connected' && r.release === release),
     ).toBe(true);
   });
 
-  it('a capsule restart starts a new run of the log, also when the new session reaches the old cursor', async () => {
-    sim = await startSimulator({ release, taskAcceptance: 'queue' });
-    const s = sim;
-    const store = new MemoryStore();
-    const capsule = uniqueCapsule(`restart-${release.replace('.', '')}`);
-    const rig = startRig(s, store, capsule);
-    rigs.push(rig);
-    await rig.connected();
+  it('a capsule restart starts a new stretch of the log, also when the new session reaches the old cursor', async () => {
+    const { s, store, capsule, rig } = await attach({ release }, `restart-${release.replace('.', '')}`);
     await s.submit(SCRIPTS[0]!).done;
     await settle(s, store, capsule, rig);
     const firstSession = s.sessionId;
@@ -106,13 +106,7 @@ describe.each(LINES)('release line $release', ({ release, expected }) => {
 
 describe('a capsule upgraded in place', () => {
   it('switches line at the next connection without losing or repeating a frame', async () => {
-    sim = await startSimulator({ release: 'spec', taskAcceptance: 'queue' });
-    const s = sim;
-    const store = new MemoryStore();
-    const capsule = uniqueCapsule('upgrade');
-    const rig = startRig(s, store, capsule);
-    rigs.push(rig);
-    await rig.connected();
+    const { s, store, capsule, rig } = await attach({ release: 'spec' }, 'upgrade');
     await s.submit(SCRIPTS[0]!).done;
     await settle(s, store, capsule, rig);
     await s.restart({ release: '0.4' });
