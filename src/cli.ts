@@ -72,7 +72,7 @@ const main = async (argv: string[]): Promise<void> => {
   }
   try {
     const config = loadConfig(flags, process.env);
-    await runGatewayProcess(config);
+    await runGatewayProcess(config, () => loadConfig(flags, process.env));
   } catch (err) {
     if (err instanceof ConfigError) {
       process.stderr.write(`murmur-gateway: ${err.message}\n`);

@@ -60,6 +60,12 @@ export interface RunningGateway {
   capsules: LiveCapsules;
   /** Which capsules this replica ingests (a fleet on Redis: one owner per capsule; else this process). */
   ownership: CapsuleOwnership;
+  /**
+   * The config's capsules again (SIGHUP): each whose url or door token changed is put in the
+   * registry, which replaces its upstream. Capsules the file no longer names are left to the admin
+   * API (another replica's file may still name them). Resolves with the ids changed.
+   */
+  reloadCapsules(capsules: GatewayConfig['capsules']): Promise<string[]>;
   /** Drain: stop accepting, end live streams, flush pending appends (bounded), stop upstreams. */
   close(options?: { flushTimeoutMs?: number }): Promise<void>;
 }
@@ -87,6 +93,8 @@ const createStore = (config: GatewayConfig, logger: Logger): LogStore => {
 
 /** The longest start-up waits for this replica's capsules to be watched before it listens. */
 const START_WAIT_MS = 2000;
+/** A door refusing our token re-reads the running records at most this often. */
+const RECHECK_RECORDS_MS = 2000;
 
 /** Knobs that are not configuration: tests shorten the upstream reconnect backoff with them. */
 export interface GatewayTuning {
@@ -175,6 +183,11 @@ export const startGateway = async (
         capsule: id,
         url: entry.url,
         doorToken: entry.doorToken ?? null,
+        // A door that refuses our token (0.5+ re-mints it at every restart): read the running records
+        // again now rather than at the next rescan; a new token replaces this upstream.
+        onState: (s) => {
+          if (s.state === 'backoff' && s.reason === 'unauthorized') recheckRecords();
+        },
         writer,
         store,
         // A submit sees its task start in the log, whichever replica ingests the capsule.
@@ -208,6 +221,14 @@ export const startGateway = async (
       { url: c.url, ...(c.doorToken ? { doorToken: c.doorToken } : {}), source: 'config', updatedAt: 0 },
     ]),
   );
+  let discovery: RunningCapsuleDiscovery | null = null;
+  let recheckedAt = 0;
+  const recheckRecords = (): void => {
+    // Bounded: a door that keeps refusing costs one directory scan per few seconds, not a storm.
+    if (!discovery || Date.now() - recheckedAt < RECHECK_RECORDS_MS) return;
+    recheckedAt = Date.now();
+    void discovery.scan();
+  };
   capsules.onChange((ids) => ownership.setCapsules(ids));
   await capsules.apply(seedEntries);
   const shutdown = new AbortController();
@@ -259,7 +280,7 @@ export const startGateway = async (
 
   registry.onChange((entries) => void capsules.apply(entries));
   registry.start(seed);
-  const discovery = config.discoverRunning
+  discovery = config.discoverRunning
     ? new RunningCapsuleDiscovery({
         dir: config.discoverRunning,
         registry,
@@ -327,6 +348,23 @@ export const startGateway = async (
     return closing;
   };
 
+  const reloadCapsules = async (list: GatewayConfig['capsules']): Promise<string[]> => {
+    const current = await registry.list();
+    const changed: string[] = [];
+    for (const c of list) {
+      const before = current.get(c.id);
+      if (before && before.url === c.url && before.doorToken === c.doorToken) continue;
+      await registry.put(c.id, {
+        url: c.url,
+        ...(c.doorToken ? { doorToken: c.doorToken } : {}),
+        source: 'config',
+        updatedAt: Date.now(),
+      });
+      changed.push(c.id);
+    }
+    return changed;
+  };
+
   return {
     url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
     port,
@@ -338,6 +376,7 @@ export const startGateway = async (
     registry,
     capsules,
     ownership,
+    reloadCapsules,
     close,
   };
 };

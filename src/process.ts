@@ -1,6 +1,7 @@
 /**
  * Runs the gateway as a process: logger, optional demo capsules, start, a banner saying where to
- * look, and the drain on SIGTERM/SIGINT (exit 0 once drained).
+ * look, the drain on SIGTERM/SIGINT (exit 0 once drained), and on SIGHUP the config's capsules read
+ * again (a door token rotated in the file or the environment takes effect without a restart).
  */
 import type { GatewayConfig } from './config/schema.js';
 import { startDemo, type Demo } from './demo.js';
@@ -24,7 +25,11 @@ const banner = (base: string, capsules: string[], demo: boolean): string => {
   return lines.join('\n');
 };
 
-export const runGatewayProcess = async (config: GatewayConfig): Promise<void> => {
+export const runGatewayProcess = async (
+  config: GatewayConfig,
+  /** The configuration as it reads now (the file again); absent: SIGHUP is ignored. */
+  reload?: () => GatewayConfig,
+): Promise<void> => {
   const logger = createLogger(config.logLevel);
   let demo: Demo | null = null;
   let effective = config;
@@ -56,6 +61,22 @@ export const runGatewayProcess = async (config: GatewayConfig): Promise<void> =>
       process.exit(1);
     });
   };
+  if (reload) {
+    process.on('SIGHUP', () => {
+      let next: GatewayConfig;
+      try {
+        next = reload();
+      } catch (err) {
+        // A broken edit keeps what runs: say why, change nothing.
+        logger.error({ err: (err as Error).message }, 'SIGHUP: configuration not reloaded');
+        return;
+      }
+      void gateway.reloadCapsules(next.capsules).then(
+        (changed) => logger.info({ changed }, 'SIGHUP: capsules reloaded'),
+        (err: unknown) => logger.error({ err: (err as Error).message }, 'SIGHUP: capsules not reloaded'),
+      );
+    });
+  }
   process.once('SIGTERM', () => drain('SIGTERM'));
   process.once('SIGINT', () => drain('SIGINT'));
 };

@@ -117,6 +117,23 @@ const readRedisEnv = (env: NodeJS.ProcessEnv): unknown => {
  * Merge file < env < flags and validate. `env` is passed in (not read from process.env here) so
  * tests can supply their own.
  */
+/** `MURMUR_DOOR_TOKEN_<ID>` (id upper-cased, other characters `_`): one capsule's door token. */
+export const doorTokenEnvName = (id: string): string =>
+  `MURMUR_DOOR_TOKEN_${id.toUpperCase().replace(/[^A-Z0-9]/g, '_')}`;
+
+/**
+ * Door tokens from the environment, for capsules the file or flags gave none: the capsule's own
+ * variable, else `MURMUR_DOOR_TOKEN` (the runtime CLI's name) for all of them.
+ */
+const withEnvDoorTokens = (capsules: unknown[], env: NodeJS.ProcessEnv): unknown[] =>
+  capsules.map((c) => {
+    if (typeof c !== 'object' || c === null) return c;
+    const entry = c as Record<string, unknown>;
+    if (entry.doorToken !== undefined || typeof entry.id !== 'string') return c;
+    const token = env[doorTokenEnvName(entry.id)] ?? env.MURMUR_DOOR_TOKEN;
+    return token !== undefined && token.trim() !== '' ? { ...entry, doorToken: token.trim() } : c;
+  });
+
 export const loadConfig = (flags: FlagValues, env: NodeJS.ProcessEnv): GatewayConfig => {
   const file = flags.config ?? env.GATEWAY_CONFIG;
   const merged: Record<string, unknown> = file ? readConfigFile(file) : {};
@@ -157,6 +174,8 @@ export const loadConfig = (flags: FlagValues, env: NodeJS.ProcessEnv): GatewayCo
       ...parseCapsulePair(p, '--capsule'),
     }));
   }
+
+  if (Array.isArray(merged.capsules)) merged.capsules = withEnvDoorTokens(merged.capsules, env);
 
   const result = configSchema.safeParse(merged);
   if (!result.success)

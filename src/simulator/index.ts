@@ -75,6 +75,8 @@ export interface SimulatedCapsule extends EventEmitter {
    * capsule's, not the reader's.
    */
   readonly droppedToWatchers: number;
+  /** Requests the door refused for their token (each also emitted as `refused`, the count). */
+  readonly refusedRequests: number;
   /** The release line the current session speaks. */
   readonly release: SimRelease;
   /** The door token in force now (null: no auth); a 0.5+ restart mints a new one. */
@@ -105,6 +107,7 @@ class SimCapsule extends EventEmitter implements SimulatedCapsule, DoorHost {
   private readonly tracked = new Set<Connection>();
   /** What watch connections that are gone had dropped (see droppedToWatchers). */
   private droppedByGone = 0;
+  private refusedCount = 0;
   private readonly live = new Set<Connection>();
   private stopped = false;
   private boundPort: number | undefined;
@@ -189,6 +192,14 @@ class SimCapsule extends EventEmitter implements SimulatedCapsule, DoorHost {
 
   goLive(conn: Connection): void {
     if (conn.isOpen) this.live.add(conn);
+  }
+
+  get refusedRequests(): number {
+    return this.refusedCount;
+  }
+
+  refused(): void {
+    this.emit('refused', ++this.refusedCount);
   }
 
   submit(text: string, contextId?: string): TaskHandle {

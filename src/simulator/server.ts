@@ -42,6 +42,8 @@ export interface DoorHost {
   untrack(conn: Connection): void;
   /** Start receiving broadcast frames. */
   goLive(conn: Connection): void;
+  /** A request the door refused for its token. */
+  refused(): void;
 }
 
 const MAX_BODY = 1 << 20;
@@ -178,7 +180,10 @@ export const createDoorHandler =
     if (req.method !== 'POST' || path !== '/') return sendNotFound(res);
     if (!isJsonContentType(req.headers['content-type']) || body.length === 0) return sendNotFound(res);
     const rules = host.current.rules;
-    if (!authorized(req, host.options.doorToken, rules.strictAuth)) return sendUnauthorized(res);
+    if (!authorized(req, host.options.doorToken, rules.strictAuth)) {
+      host.refused();
+      return sendUnauthorized(res);
+    }
     let rpc: unknown;
     try {
       rpc = JSON.parse(body.toString('utf8'));

@@ -63,6 +63,9 @@ export class IdResume {
   gap(gap: { firstAvailableId: string }): void {
     if (this.done) return;
     const first = numericId(gap.firstAvailableId);
+    // Our session issued frame L, so a `gap` for cursor L-1 means frames past L-1 were evicted: the
+    // oldest id the buffer holds is past L. One at or below L says the cursor was never issued here.
+    if (this.checking && first !== null && first <= this.last) return this.reconnect('another session');
     const fact: MissingFact = {
       reason: !this.input.hasHistory ? 'cold-attach' : this.input.lagged ? 'lagged' : 'gap',
       firstAvailableId: gap.firstAvailableId,

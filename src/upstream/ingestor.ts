@@ -11,7 +11,7 @@ import http from 'node:http';
 import type { FactEntry, FrameEntry, LogEntry, LogRecord, ReleaseLine } from '../log/record.js';
 import type { UpstreamStateName } from '../core/types.js';
 import { speaksA2a1 } from '../core/release-lines.js';
-import { readAgentCard, resumesById, type CapsuleCard } from './agent-card.js';
+import { extendedCardSessionId, readAgentCard, resumesById, type CapsuleCard } from './agent-card.js';
 import { AlignedTail, isBufferedFrame } from './aligned-tail.js';
 import { IdResume, resumeFrom, type IdResumeOutput } from './id-resume.js';
 import type { IngestorOptions, IngestorState } from './ingestor-options.js';
@@ -171,11 +171,23 @@ export class CapsuleIngestor {
    */
   private async readCard(): Promise<CapsuleCard | null> {
     try {
-      const card = await readAgentCard(this.options.url, {
+      let card = await readAgentCard(this.options.url, {
         agent: this.agent,
         timeoutMs: this.options.cardTimeoutMs ?? 2000,
         signal: this.abort.signal,
       });
+      const token = this.options.doorToken;
+      if (card.sessionId === null && token && resumesById(card.line)) {
+        // An authenticated door names its session on the extended card only; without the session a
+        // restart is found by the replay check alone. A refused token leaves it unknown.
+        const sessionId = await extendedCardSessionId(
+          this.options.url,
+          token,
+          card.line,
+          this.options.cardTimeoutMs ?? 2000,
+        ).catch(() => null);
+        if (sessionId !== null) card = { ...card, sessionId };
+      }
       if (this.card && this.card.line !== card.line) {
         this.options.logger?.info(
           { capsule: this.capsule, from: this.card.line, to: card.line },

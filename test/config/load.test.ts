@@ -57,6 +57,31 @@ describe('loadConfig', () => {
     ]);
   });
 
+  it('takes door tokens from the environment for capsules the file gave none, the file winning', () => {
+    const p = file(
+      'doors.yaml',
+      `capsules:\n  - id: alpha\n    url: http://127.0.0.1:5001/\n    doorToken: from-file\n  - id: beta-1\n    url: http://127.0.0.1:5002/\n  - id: gamma\n    url: http://127.0.0.1:5003/\n`,
+    );
+    const cfg = loadConfig(
+      { config: p },
+      {
+        MURMUR_DOOR_TOKEN_ALPHA: 'ignored',
+        MURMUR_DOOR_TOKEN_BETA_1: 'beta-env',
+        MURMUR_DOOR_TOKEN: 'shared',
+      },
+    );
+    expect(cfg.capsules.map((c) => [c.id, c.doorToken])).toEqual([
+      ['alpha', 'from-file'],
+      ['beta-1', 'beta-env'],
+      ['gamma', 'shared'],
+    ]);
+    expect(loadConfig({ config: p }, {}).capsules.map((c) => c.doorToken)).toEqual([
+      'from-file',
+      undefined,
+      undefined,
+    ]);
+  });
+
   it('reads JSON config files and the GATEWAY_CONFIG / CAPSULES / REDIS_URL / PUBLIC_URL env', () => {
     const p = file(
       'ok.json',

@@ -63,6 +63,17 @@ describe('IdResume', () => {
     }
   });
 
+  it('a gap naming an id at or below L is another session: the cursor was never issued there', () => {
+    // A fresh session with an empty buffer answers cursor 11 with `gap` 1; one that wrote 5 frames, `gap` 1 too.
+    for (const first of ['1', '12']) {
+      const out = run({ lastId: 12n, lastFrame: f(12) }, (r) => {
+        r.gap({ firstAvailableId: first });
+        r.push(f(1));
+      });
+      expect(out).toEqual([{ kind: 'reconnect', reason: 'another session' }]);
+    }
+  });
+
   it('a new session replays from 0 as a new stretch of the log: the restart is said, every frame kept', () => {
     const out = run({ lastId: 3n, lastFrame: f(3), newSession: true }, (r) => {
       for (const id of [1, 2, 3]) r.push(f(id, `new${id}`));
