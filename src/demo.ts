@@ -1,10 +1,12 @@
 /**
- * `--demo`: two simulated capsules in this process, each running a varied never-ending workload, added
- * to the capsules the gateway fronts. Nothing here is special-cased downstream: the gateway talks to
- * them over loopback HTTP exactly as to real capsules.
+ * `--demo`: a mixed fleet of simulated capsules in this process, one per release line (two on the
+ * spec's, stateless and threaded), each running a varied never-ending workload, added to the
+ * capsules the gateway fronts. Nothing here is special-cased downstream: the gateway talks to them
+ * over loopback HTTP exactly as to real capsules, door tokens and the 1.0 door included.
  */
+import { randomBytes } from 'node:crypto';
 import type { CapsuleConfig } from './config/schema.js';
-import { startSimulator, type SimulatedCapsule } from './simulator/index.js';
+import { startSimulator, type SimRelease, type SimulatedCapsule } from './simulator/index.js';
 import { startWorkload } from './simulator/workload.js';
 
 export interface Demo {
@@ -13,25 +15,39 @@ export interface Demo {
 }
 
 export const startDemo = async (): Promise<Demo> => {
-  const specs = [
-    { id: 'demo-alpha', mode: 'stateless' as const, seed: 1 },
-    { id: 'demo-beta', mode: 'threaded' as const, seed: 2 },
+  const specs: { id: string; mode: 'stateless' | 'threaded'; seed: number; release: SimRelease }[] = [
+    { id: 'demo-alpha', mode: 'stateless', seed: 1, release: 'spec' },
+    { id: 'demo-beta', mode: 'threaded', seed: 2, release: 'spec' },
+    { id: 'demo-v04', mode: 'stateless', seed: 3, release: '0.4' },
+    { id: 'demo-v05', mode: 'threaded', seed: 4, release: '0.5' },
+    { id: 'demo-v06', mode: 'stateless', seed: 5, release: '0.6' },
+    { id: 'demo-v10', mode: 'threaded', seed: 6, release: '1.0' },
   ];
+  // 0.5 and later doors want a bearer token, as a real one configured with auth would.
+  const tokens = specs.map((spec) =>
+    spec.release === 'spec' || spec.release === '0.4' ? null : `mdt_${randomBytes(16).toString('hex')}`,
+  );
   const sims: SimulatedCapsule[] = [];
   const workloads: { stop(): void }[] = [];
-  for (const spec of specs) {
+  for (const [i, spec] of specs.entries()) {
     // A human-visible pace (frames every ~80 ms), and `task_acceptance: queue` so a visitor's own
     // invoke or Flue message waits behind the workload instead of being refused as busy.
     const sim = await startSimulator({
       conversationMode: spec.mode,
       taskAcceptance: 'queue',
       frameDelayMs: 80,
+      release: spec.release,
+      doorToken: tokens[i] ?? null,
     });
     sims.push(sim);
     workloads.push(startWorkload(sim, { seed: spec.seed }));
   }
   return {
-    capsules: specs.map((spec, i) => ({ id: spec.id, url: sims[i]!.url })),
+    capsules: specs.map((spec, i) => ({
+      id: spec.id,
+      url: sims[i]!.url,
+      ...(tokens[i] ? { doorToken: tokens[i] } : {}),
+    })),
     async stop() {
       for (const w of workloads) w.stop();
       await Promise.all(sims.map((s) => s.stop()));

@@ -66,8 +66,9 @@ describe.skipIf(!hasBrowser)('dashboard in Chromium with auth on', () => {
   beforeAll(async () => {
     demo = await startDemo();
     gw = await startTestGateway({
-      capsules: Object.fromEntries(demo.capsules.map((c) => [c.id, c.url])),
+      capsules: {},
       extra: {
+        capsules: demo.capsules,
         apiKeys: [
           { sha256: sha256Hex(KEY.operator), owner: 'operator', scopes: ['ops', 'observe'] },
           { sha256: sha256Hex(KEY.observeOnly), owner: 'operator', scopes: ['observe'] },

@@ -26,7 +26,8 @@ describe.skipIf(!hasBrowser)('dashboard in Chromium', () => {
   beforeAll(async () => {
     demo = await startDemo();
     gw = await startTestGateway({
-      capsules: Object.fromEntries(demo.capsules.map((c) => [c.id, c.url])),
+      capsules: {},
+      extra: { capsules: demo.capsules },
     });
     browser = await launchChromium();
   });
@@ -39,11 +40,18 @@ describe.skipIf(!hasBrowser)('dashboard in Chromium', () => {
   it('shows the demo fleet and its live tail moves', { timeout: 60_000 }, async () => {
     const page = await browser!.newPage({ viewport: { width: 1280, height: 720 } });
     await page.goto(`${gw!.baseUrl}/dashboard`);
-    await page.waitForSelector('#fleet tbody tr[data-capsule="demo-beta"]');
+    await page.waitForSelector('#fleet tbody tr[data-capsule="demo-v10"]');
     const fleet = await page.$$eval('#fleet tbody tr', (rows) =>
       rows.map((r) => ({ capsule: r.getAttribute('data-capsule'), upstream: r.children[1]?.textContent })),
     );
-    expect(fleet.map((r) => r.capsule).sort()).toEqual(['demo-alpha', 'demo-beta']);
+    expect(fleet.map((r) => r.capsule).sort()).toEqual([
+      'demo-alpha',
+      'demo-beta',
+      'demo-v04',
+      'demo-v05',
+      'demo-v06',
+      'demo-v10',
+    ]);
     await page.waitForFunction(
       () =>
         [...document.querySelectorAll('#fleet tbody tr td:nth-child(2)')].every(
@@ -52,6 +60,18 @@ describe.skipIf(!hasBrowser)('dashboard in Chromium', () => {
       undefined,
       { timeout: 20_000 },
     );
+    // One capsule per release line, each read off its card (the 0.5+ doors with their tokens).
+    const lines = await page.$$eval('#fleet tbody tr', (rows) =>
+      rows.map((r) => [r.getAttribute('data-capsule'), r.querySelector('td.release')?.textContent ?? '']),
+    );
+    expect(Object.fromEntries(lines.map(([id, text]) => [id, text!.split(' ')[0]]))).toEqual({
+      'demo-alpha': 'spec',
+      'demo-beta': 'spec',
+      'demo-v04': '0.4',
+      'demo-v05': '0.5',
+      'demo-v06': '0.6',
+      'demo-v10': '1.0',
+    });
     // The tail follows the first capsule: it must show rows, and then newer ones.
     await page.waitForSelector('#tail tbody tr[data-offset]', { timeout: 20_000 });
     const top = Number(

@@ -51,15 +51,24 @@ const until = async (url: string, ok: (body: string) => boolean, timeoutMs = 45_
 };
 
 describe('README commands', () => {
-  it('npm run demo serves two simulated capsules', async () => {
+  it('npm run demo serves a mixed fleet, one capsule per release line, all connected', async () => {
     const port = await freePort();
     expect(commandOf('npm install && npm run demo')).toBe('npm install && npm run demo');
     start(`npm run demo -- --port ${port}`);
     const body = await until(`http://127.0.0.1:${port}/capsules`, (b) =>
-      b.includes('"upstream":"connected"'),
+      (JSON.parse(b) as { capsules: { upstream: string }[] }).capsules.every(
+        (c) => c.upstream === 'connected',
+      ),
     );
-    const ids = (JSON.parse(body) as { capsules: { id: string }[] }).capsules.map((c) => c.id);
-    expect(ids).toEqual(['demo-alpha', 'demo-beta']);
+    const capsules = (JSON.parse(body) as { capsules: { id: string; release: string }[] }).capsules;
+    expect(capsules.map((c) => [c.id, c.release])).toEqual([
+      ['demo-alpha', 'spec'],
+      ['demo-beta', 'spec'],
+      ['demo-v04', '0.4'],
+      ['demo-v05', '0.5'],
+      ['demo-v06', '0.6'],
+      ['demo-v10', '1.0'],
+    ]);
   }, 60_000);
 
   it('the simulator and one capsule with Redis, as "Running it for real" says', async () => {
