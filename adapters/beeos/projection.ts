@@ -464,6 +464,13 @@ export class ChannelProjector {
         ]);
       default:
         this.running('running');
+        if (view.reopen !== null) {
+          // 0.5+: an on-task-end hook reopened the task instead of writing its final. The attempt's
+          // reply is complete (as the spec's line shows it at its first final); the next attempt is a
+          // new reply, and the task ends only at its one final status.
+          endReply(r);
+          return this.out([this.replyEnvelope(record, r, 'completed', { stop_reason: 'end_turn', payload })]);
+        }
         return this.out([this.replyEnvelope(record, r, 'streaming', { payload })]);
     }
   }

@@ -220,7 +220,20 @@ export class ConversationProjector {
     switch (view.event) {
       case 'status': {
         const state = view.state;
-        if (state === 'working') {
+        if (state === 'working' && view.reopen !== null) {
+          // 0.5+: an on-task-end hook reopened the task instead of ending it: this attempt's message
+          // is complete and the next attempt answers in a message of its own; the submission
+          // settles at the task's one final status.
+          out.push({ type: 'message-completed', messageId, timestamp: at });
+          task.messageId = `${messageId.replace(/~r\d+$/, '')}~r${view.reopen}`;
+          task.open = true;
+          out.push({
+            type: 'message-started',
+            messageId: task.messageId,
+            ...(task.submissionId ? { submissionId: task.submissionId } : {}),
+            timestamp: at,
+          });
+        } else if (state === 'working') {
           task.open = true;
           if (view.message === 'resumed' && task.prompt !== null) out.push(input('answered'));
         } else if (state === 'input-required') {

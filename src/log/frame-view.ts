@@ -16,6 +16,8 @@ export interface FrameView {
   message: string | null;
   response: string | null;
   final: boolean;
+  /** 0.5+: a non-final `working` status that reopens the task for this attempt number. */
+  reopen: number | null;
   /** text/thinking chunk text */
   text: string | null;
   /** artifact payload as written */
@@ -62,6 +64,7 @@ export const viewFrame = (record: LogRecord): FrameView | null => {
     message: status ? str(status.message) : null,
     response: status ? str(status.response) : null,
     final: json?.final === true,
+    reopen: record.event === 'status' && typeof json?.reopen === 'number' ? json.reopen : null,
     text: record.event === 'text' || record.event === 'thinking' ? (json ? str(json.text) : null) : null,
     artifact:
       record.event === 'artifact' && json && typeof json.artifact === 'object' && json.artifact
