@@ -203,6 +203,24 @@ describe('CapsuleClient.cancel and forward', () => {
     if (second.kind === 'not-cancelable') expect(JSON.parse(second.body).error.code).toBe(-32002);
   });
 
+  it.each(['0.4', '0.5', '0.6', '1.0'] as const)(
+    'cancel on %s: canceled, and a completed task answered as not-cancelable (-32002) whatever the line says',
+    async (release) => {
+      // 0.6 returns an ended task unchanged, 1.0 says -32002 again (TaskNotCancelable), with its own names.
+      const token = release === '0.4' ? null : 'mdt_cancel_token';
+      sim = await startSimulator({ release, doorToken: token });
+      client = new CapsuleClient({ url: sim.url, doorToken: token });
+      const h = sim.submit('#sim {"hold":true}');
+      expect((await client.cancel(h.taskId)).kind).toBe('canceled');
+      await h.done;
+      const completed = sim.submit('#sim {"chunks":2}');
+      expect((await completed.done).state).toBe('completed');
+      const late = await client.cancel(completed.taskId);
+      expect(late.kind).toBe('not-cancelable');
+      if (late.kind === 'not-cancelable') expect(JSON.parse(late.body).error.code).toBe(-32002);
+    },
+  );
+
   it('cancel: method-not-found and unreachable', async () => {
     const url = await fixedServer(
       200,
