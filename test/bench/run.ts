@@ -13,6 +13,7 @@
  *              floor (not a headline figure)
  *   floor      what a socket write costs on this machine, with no gateway in it (write-floor.ts)
  *   all        the default run plus `extras`
+ * `--check` names what the selectors would run and stops (nothing is measured).
  * The default run (no selector) is every headline figure. Env: BENCH_RUNS (store and ingest runs, 5),
  * BENCH_FANOUT_RUNS (fan-out runs, 3), BENCH_SURFACES_RUNS (surface runs, 5; BENCH_FANOUT_RUNS when
  * only that is set), and each bench's own (see its header).
@@ -145,7 +146,9 @@ const header = (args: string[]): string => {
 };
 
 const main = async (): Promise<void> => {
-  const args = process.argv.slice(2);
+  // `--check`: say what the selectors would run and stop (the README's commands are tested so).
+  const check = process.argv.includes('--check');
+  const args = process.argv.slice(2).filter((a) => a !== '--check');
   const top = header(args);
   console.log(`# ${top.replace('\n', '\n# ')}`);
   defaultRun = args.length === 0 || args.includes('all');
@@ -157,6 +160,11 @@ const main = async (): Promise<void> => {
   const wantFloor = args.includes('floor') && !wantExtras;
   const unknown = args.filter((a) => !(a in BENCHES) && !['scale', 'all', 'extras', 'floor'].includes(a));
   if (unknown.length > 0) throw new Error(`unknown selector(s): ${unknown.join(', ')}`);
+  if (check) {
+    const also = [wantExtras ? 'extras' : null, wantFloor ? 'floor' : null].filter((x) => x !== null);
+    console.log(`would run: ${[...picked, ...also].join(', ')}`);
+    return;
+  }
 
   const needRedis = wantExtras || picked.includes('ingest');
   const redis = needRedis && redisServerAvailable() ? await startRedisServer() : null;

@@ -4,8 +4,10 @@
  * package is installed) and `npm run simulate`.
  * Each runs as its own process and must answer on its port as the README says. `npm test` and
  * `npm install` are what .ci/run runs; `docker compose up` needs a Docker engine these machines lack.
+ * The Benchmarks table's commands take minutes each and want the machine to themselves, so here
+ * each runs with `--check`: its selectors and environment are the bench's own, named as it would run.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { freePort } from '../support/redis-server.js';
@@ -93,4 +95,22 @@ describe('README commands', () => {
       b.includes('"kind":"frame"'),
     );
   }, 90_000);
+
+  it('every bench command of the Benchmarks table names benches that exist', () => {
+    const commands = [
+      ...new Set([...readme.matchAll(/`((?:[A-Z_]+=\S+ )*npm run bench(?: -- [^`]+)?)`/g)].map((m) => m[1]!)),
+    ];
+    expect(commands.length).toBeGreaterThanOrEqual(8);
+    for (const command of commands) {
+      const selectors = command.split(' -- ')[1]?.split(' ') ?? [];
+      const run = spawnSync('bash', ['-c', `${command}${selectors.length ? '' : ' --'} --check`], {
+        cwd: root,
+        encoding: 'utf8',
+        timeout: 30_000,
+      });
+      expect(run.status, `${command}: ${run.stderr}`).toBe(0);
+      const named = /would run: (.*)/.exec(run.stdout)?.[1]?.split(', ') ?? [];
+      for (const s of selectors) expect(named, command).toContain(s);
+    }
+  }, 120_000);
 });
