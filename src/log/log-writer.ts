@@ -1,16 +1,17 @@
 /**
- * The only way ingestion writes to the log: per-capsule group commit in arrival order, one batch in
- * flight per capsule, idempotent retries while the store is away, a queue bounded in bytes whose
- * overflow is recorded in the log as one `frames-possibly-missing` fact per run, and a floor (the
- * highest offset seen durable) passed with every append so a store that lost records starts a new
- * epoch instead of re-using offsets, and the capsule owner's fencing token (src/fleet): a batch the
- * store refuses as fenced comes from a replica that lost the capsule, so its
- * frames and facts are dropped (the new owner's replay restores them), its submissions re-sent
- * unfenced (any replica may record one), and `onFenced` listeners stop the ingestion. Reads are the hub's.
- *
- * This file is the public API and the per-capsule lanes; the queue's bounds are `lane-room.ts`, the send
- * loop and retries `batch-sender.ts` (batches cut by `batch-forming.ts`), and the reset and fencing
- * answers `epoch-and-fence.ts`.
+ * The only way ingestion writes to the log, in the order an entry lives through it:
+ * 1. `write` / `append` queue it on its capsule's lane, in arrival order; the queue is bounded in
+ *    bytes (`lane-room.ts`) and its overflow is recorded in the log as one `frames-possibly-missing`
+ *    fact per stretch of drops.
+ * 2. One batch per capsule is in flight at a time (group commit, `batch-sender.ts`, batches cut by
+ *    `batch-forming.ts`), retried idempotently while the store is away.
+ * 3. Every append carries a floor (the highest offset seen durable): a store that lost records starts
+ *    a new epoch instead of re-using offsets, and `onReset` listeners hear of it.
+ * 4. Every frame and fact carries the capsule owner's fencing token (src/fleet): a batch the store
+ *    refuses as fenced comes from a replica that lost the capsule, so its frames and facts are dropped
+ *    (the new owner's replay restores them), its submissions re-sent unfenced (any replica may record
+ *    one), and `onFenced` listeners stop the ingestion (`epoch-and-fence.ts`).
+ * 5. `flush` waits for it to be durable; `close` rejects what is left. Reads are the hub's.
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
@@ -100,6 +101,45 @@ export class LogWriter {
     return promise;
   }
 
+  private enqueue(capsule: string, entry: LogEntry, signal?: AbortSignal): Promise<Appended> {
+    if (this.closed) return Promise.reject(new GatewayError('shutting_down', 'log writer closed'));
+    if (signal?.aborted) return Promise.reject(withdrawnError());
+    const lane = this.lane(capsule);
+    const bytes = approxBytes(entry);
+    if (this.room.full(lane, bytes)) {
+      if (entry.kind === 'submission') {
+        return Promise.reject(
+          new GatewayError('store_unavailable', 'log store unavailable: submission not recorded'),
+        );
+      }
+      this.room.drop(lane, entry);
+      return Promise.reject(
+        new GatewayError('store_unavailable', 'log queue full: entry dropped', { dropped: true }),
+      );
+    }
+    return new Promise<Appended>((resolve, reject) => {
+      const pending: Pending = { entry, bytes, resolve, reject, batch: null };
+      if (signal) {
+        pending.signal = signal;
+        pending.onAbort = () => this.sender.withdraw(lane, pending);
+        signal.addEventListener('abort', pending.onAbort, { once: true });
+      }
+      this.room.push(lane, pending);
+    });
+  }
+
+  private lane(capsule: string): Lane {
+    let lane = this.lanes.get(capsule);
+    if (!lane) {
+      lane = newLane(capsule);
+      this.lanes.set(capsule, lane);
+      this.sweeper.track(capsule);
+    }
+    return lane;
+  }
+
+  // What can go wrong between the queue and the store, and who hears of it.
+
   /**
    * Call `listener(capsule)` synchronously when an append found the store regressed and a new epoch
    * began. By then every queued frame of that capsule is discarded (the capsule's replay re-delivers
@@ -186,43 +226,6 @@ export class LogWriter {
   capsuleStats(capsule: string): WriterStats | undefined {
     const lane = this.lanes.get(capsule);
     return lane ? laneStats(lane) : undefined;
-  }
-
-  private enqueue(capsule: string, entry: LogEntry, signal?: AbortSignal): Promise<Appended> {
-    if (this.closed) return Promise.reject(new GatewayError('shutting_down', 'log writer closed'));
-    if (signal?.aborted) return Promise.reject(withdrawnError());
-    const lane = this.lane(capsule);
-    const bytes = approxBytes(entry);
-    if (this.room.full(lane, bytes)) {
-      if (entry.kind === 'submission') {
-        return Promise.reject(
-          new GatewayError('store_unavailable', 'log store unavailable: submission not recorded'),
-        );
-      }
-      this.room.drop(lane, entry);
-      return Promise.reject(
-        new GatewayError('store_unavailable', 'log queue full: entry dropped', { dropped: true }),
-      );
-    }
-    return new Promise<Appended>((resolve, reject) => {
-      const pending: Pending = { entry, bytes, resolve, reject, batch: null };
-      if (signal) {
-        pending.signal = signal;
-        pending.onAbort = () => this.sender.withdraw(lane, pending);
-        signal.addEventListener('abort', pending.onAbort, { once: true });
-      }
-      this.room.push(lane, pending);
-    });
-  }
-
-  private lane(capsule: string): Lane {
-    let lane = this.lanes.get(capsule);
-    if (!lane) {
-      lane = newLane(capsule);
-      this.lanes.set(capsule, lane);
-      this.sweeper.track(capsule);
-    }
-    return lane;
   }
 
   private isIdle(capsule: string | null = null): boolean {
