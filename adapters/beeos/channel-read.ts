@@ -26,8 +26,9 @@ export const readChannelPage = async (
   contextId: string,
   after: number,
   limit: number,
+  tasks: readonly string[] = [],
 ): Promise<ChannelPage> => {
-  const page = await core.readContext(capsule, contextId, after, limit);
+  const page = await core.readContext(capsule, contextId, after, limit, tasks);
   return { ...page, full: page.records.length >= limit };
 };
 
@@ -54,7 +55,14 @@ export const projectChannel = async (
   const { head } = await core.position(channel.capsule);
   let after = Math.max(0, channel.startOffset - 1);
   while (after < head) {
-    const page = await readChannelPage(core, channel.capsule, channel.contextId, after, READ_PAGE);
+    const page = await readChannelPage(
+      core,
+      channel.capsule,
+      channel.contextId,
+      after,
+      READ_PAGE,
+      projector.linkedTasks(),
+    );
     for (const record of page.records) {
       if (record.offset > head) return projector;
       for (const p of projector.project(record).envelopes) onEnvelope?.(p);

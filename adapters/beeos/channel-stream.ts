@@ -169,7 +169,14 @@ const replayThenJoin = async (
       feed.join(listener, channel.id, channel.contextId, projector);
       return;
     }
-    const page = await readChannelPage(deps.core, capsule, channel.contextId, after, READ_PAGE);
+    const page = await readChannelPage(
+      deps.core,
+      capsule,
+      channel.contextId,
+      after,
+      READ_PAGE,
+      projector.linkedTasks(),
+    );
     if (!listener.live) return;
     // Retention trimmed records this reader had not read yet: it fell behind (as a slow reader
     // would); it reconnects with its last offset and is told what was lost.

@@ -173,6 +173,14 @@ export class ChannelProjector {
     return `${[...this.ownTasks].sort().join(',')}.${this.seen}.${this.h1}.${this.h2}`;
   }
 
+  /**
+   * The tasks this projector takes as the channel's, the ones its spec named included: a context
+   * read must bring their frames even before the log links them to the context.
+   */
+  linkedTasks(): string[] {
+    return [...this.ownTasks];
+  }
+
   /** Capsule task ids seen in the channel, in order of first appearance. */
   taskIds(): string[] {
     return [...this.attempts.keys()];

@@ -113,9 +113,15 @@ export class GatewayCoreImpl implements GatewayCore {
     return page;
   }
 
-  async readContext(capsule: string, contextId: string, after: number, limit: number): Promise<ContextPage> {
+  async readContext(
+    capsule: string,
+    contextId: string,
+    after: number,
+    limit: number,
+    tasks?: readonly string[],
+  ): Promise<ContextPage> {
     this.upstream(capsule);
-    const page = await this.deps.hub.readContext(capsule, contextId, after, limit);
+    const page = await this.deps.hub.readContext(capsule, contextId, after, limit, tasks);
     this.logAcks.observe(capsule, page.records);
     return page;
   }

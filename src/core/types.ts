@@ -142,15 +142,24 @@ export interface GatewayCore {
   ): Promise<{ records: LogRecord[]; position: LogPosition }>;
   /**
    * One context's records (a Flue conversation, a BeeOS channel: every record a ContextTracker
-   * attributes to `contextId`) plus every record attributed to no context (facts, frames of tasks
-   * not seen with a context yet), with offset > after, in offset order, at most `limit`. Costs
+   * attributes to `contextId`, and the earlier frames of its tasks once a record names their
+   * context) plus the records that concern every context (facts, frames of no task), with
+   * offset > after, in offset order, at most `limit`. Frames of a task no record has linked to a
+   * context yet are left out, unless the task is one of `tasks` (the caller knows it is the
+   * context's, e.g. a BeeOS channel's accepted submission before its outcome record). Costs
    * O(what it returns), not O(the capsule): a projector fed these sees every record it would have
    * used from a whole-capsule `read` (a superset of that context's). Caught up to the head as of the
    * call, writes through other replicas included. Resume from `next`: the offset the answer is
    * complete through (the last record returned when `limit` cut it short, else at least the head
    * as of the call; never below `after`). Trimmed offsets are missing: check `cursorStatus` first.
    */
-  readContext(capsule: string, contextId: string, after: number, limit: number): Promise<ContextPage>;
+  readContext(
+    capsule: string,
+    contextId: string,
+    after: number,
+    limit: number,
+    tasks?: readonly string[],
+  ): Promise<ContextPage>;
   /** The first retained offset attributed to `contextId` (null: none retained), caught up as readContext. */
   contextFirst(capsule: string, contextId: string): Promise<number | null>;
   /** Records after `after`, at once when some exist, else when the next arrive or after timeoutMs. */

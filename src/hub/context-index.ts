@@ -173,31 +173,47 @@ export class ContextIndex {
   }
 
   /**
-   * The context's offsets and every context's after `after`, at most `limit`, merged in order.
+   * The context's offsets and every context's after `after`, at most `limit`, merged in order, with
+   * the frames still waiting under any of `tasks`: tasks the reader knows to be the context's from
+   * outside the log read so far (a BeeOS channel's accepted submissions, known before their outcome
+   * record is durable or after it aged out), whose projector takes their frames as its own.
    * Offsets below `first` (trimmed) are dropped from the index on the way.
    */
-  select(contextId: string, after: number, limit: number, first: number): ContextSelection {
+  select(
+    contextId: string,
+    after: number,
+    limit: number,
+    first: number,
+    tasks: readonly string[] = [],
+  ): ContextSelection {
     this.trim(first);
+    const lists: OffsetList[] = [this.everyContext];
     const own = this.contexts.get(contextId);
-    const shared = this.everyContext;
+    if (own) lists.push(own);
+    for (const task of tasks) {
+      const pending = this.unknownTasks.get(task);
+      if (pending && !lists.includes(pending)) lists.push(pending);
+    }
     const offsets: number[] = [];
     // Trimmed offsets may still be listed (trim is amortised): start at `first` at the lowest.
     const from = Math.max(after, first - 1);
-    let i = own ? own.indexAfter(from) : 0;
-    let j = shared.indexAfter(from);
-    while (offsets.length < limit) {
-      const a = own?.at(i);
-      const b = shared.at(j);
-      if (a === undefined && b === undefined) break;
-      if (b === undefined || (a !== undefined && a < b)) {
-        offsets.push(a!);
-        i++;
-      } else {
-        offsets.push(b);
-        j++;
+    const at = lists.map((list) => list.indexAfter(from));
+    let more = false;
+    for (;;) {
+      let pick = -1;
+      let lowest = Infinity;
+      for (let k = 0; k < lists.length; k++) {
+        const offset = lists[k]!.at(at[k]!);
+        if (offset !== undefined && offset < lowest) [pick, lowest] = [k, offset];
       }
+      if (pick < 0) break;
+      if (offsets.length >= limit) {
+        more = true;
+        break;
+      }
+      offsets.push(lowest);
+      at[pick]!++;
     }
-    const more = own?.at(i) !== undefined || shared.at(j) !== undefined;
     // Cut short by `limit`: complete through the last offset selected (`after` when none was).
     const next = more ? (offsets[offsets.length - 1] ?? after) : Math.max(after, this.through);
     return { offsets, next };

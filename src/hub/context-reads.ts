@@ -63,12 +63,18 @@ export class ContextReads {
     if (entry) entry.index = new ContextIndex(0);
   }
 
-  async read(capsule: string, contextId: string, after: number, limit: number): Promise<ContextPage> {
+  async read(
+    capsule: string,
+    contextId: string,
+    after: number,
+    limit: number,
+    tasks: readonly string[] = [],
+  ): Promise<ContextPage> {
     for (let attempt = 0; ; attempt++) {
       const entry = await this.caughtUp(capsule);
       const { index } = entry;
       const position = entry.position!;
-      const { offsets, next } = index.select(contextId, after, Math.max(0, limit), position.first);
+      const { offsets, next } = index.select(contextId, after, Math.max(0, limit), position.first, tasks);
       const records = await this.fetch(capsule, index, offsets);
       // A run read saw another epoch: the offsets describe the old one; catch up and select again.
       if (records) return { records, next, position };

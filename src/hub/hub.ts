@@ -142,8 +142,14 @@ export class Hub implements HubReadSide {
     return channel.read(after, limit, false);
   }
 
-  readContext(capsule: string, contextId: string, after: number, limit: number): Promise<ContextPage> {
-    return this.contexts.read(capsule, contextId, after, limit);
+  readContext(
+    capsule: string,
+    contextId: string,
+    after: number,
+    limit: number,
+    tasks?: readonly string[],
+  ): Promise<ContextPage> {
+    return this.contexts.read(capsule, contextId, after, limit, tasks);
   }
 
   contextFirst(capsule: string, contextId: string): Promise<number | null> {
