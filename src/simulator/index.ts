@@ -79,6 +79,8 @@ export interface SimulatedCapsule extends EventEmitter {
   readonly release: SimRelease;
   /** The door token in force now (null: no auth); a 0.5+ restart mints a new one. */
   readonly doorToken: string | null;
+  /** Tasks accepted per A2A messageId over message/stream, every session: a message run twice shows 2. */
+  readonly runs: ReadonlyMap<string, number>;
   submit(text: string, contextId?: string): TaskHandle;
   idle(): Promise<void>;
   cutConnections(): void;
@@ -98,6 +100,7 @@ const checkRelease = (release: SimRelease): SimRelease => {
 
 class SimCapsule extends EventEmitter implements SimulatedCapsule, DoorHost {
   readonly written: WrittenFrame[] = [];
+  readonly runs = new Map<string, number>();
   readonly options: DoorOptions;
   current: Session;
   private readonly sessionOptions: SessionOptions;
