@@ -58,6 +58,14 @@ export class CapsuleQueue {
   private readonly waiters = new Set<() => void>();
   private sub: Subscription | null = null;
   private idleTimer: NodeJS.Timeout | null = null;
+  /**
+   * The offset a caller opened the subscription to fold (the head it saw): until the fold reaches
+   * it, an empty-looking fold is only one that has not read its records yet, so it stays open. A
+   * subscription delivers its first records a store read or two after it opens; closing it as idle
+   * before then (a 0 ms timer wins that race on a busy process) drops them, and its caller, opening
+   * it again, meets the same race: the fold could stand still for seconds.
+   */
+  private mustReach = 0;
 
   constructor(
     private readonly capsule: string,
@@ -65,7 +73,9 @@ export class CapsuleQueue {
     private readonly logger: Logger | undefined,
   ) {}
 
-  open(): void {
+  /** Fold the log from the last folded offset, at least through `reach` before closing when idle. */
+  open(reach = 0): void {
+    this.mustReach = Math.max(this.mustReach, reach);
     if (this.sub) return;
     this.sub = this.hub.subscribe(this.capsule, {
       after: this.fold.through,
@@ -87,23 +97,27 @@ export class CapsuleQueue {
         }
       },
     });
-    this.closeWhenIdle();
   }
 
   get isOpen(): boolean {
     return this.sub !== null;
   }
 
+  private closable(): boolean {
+    return idle(this.fold) && this.fold.through >= this.mustReach;
+  }
+
   private closeWhenIdle(): void {
-    if (!idle(this.fold)) {
+    if (!this.closable()) {
       if (this.idleTimer) clearTimeout(this.idleTimer);
       this.idleTimer = null;
       return;
     }
-    // Not from inside the subscription's own callback.
+    // Not from inside the subscription's own callback; checked again, as a caller may have asked
+    // for more meanwhile.
     this.idleTimer ??= setTimeout(() => {
       this.idleTimer = null;
-      if (idle(this.fold)) this.close();
+      if (this.closable()) this.close();
     }, 0);
     this.idleTimer.unref();
   }
@@ -112,7 +126,7 @@ export class CapsuleQueue {
   async poll(): Promise<void> {
     if (this.sub) return;
     const position = await this.hub.position(this.capsule);
-    if (position.head > this.fold.through) this.open();
+    if (position.head > this.fold.through) this.open(position.head);
   }
 
   close(): void {
@@ -142,9 +156,14 @@ export class CapsuleQueue {
     while (this.fold.through < offset) {
       // A head with no record after what was folded (a store that lost its counter reports a new
       // epoch's head before anything is appended in it) is reached already: no record will come.
-      if ((await this.hub.read(this.capsule, this.fold.through, 1)).records.length === 0) return;
+      if ((await this.hub.read(this.capsule, this.fold.through, 1)).records.length === 0) {
+        // Nothing to wait for: an idle fold may close again.
+        this.mustReach = Math.min(this.mustReach, this.fold.through);
+        this.closeWhenIdle();
+        return;
+      }
       if (this.fold.through >= offset) return;
-      if (!this.sub) this.open();
+      this.open(offset);
       const left = deadline - Date.now();
       if (left <= 0)
         throw new GatewayError('store_unavailable', 'the submission queue could not be read in time');
@@ -166,13 +185,13 @@ export class SubmissionQueues {
     this.limits = { ...DEFAULT_QUEUE_LIMITS, ...deps.limits };
   }
 
+  /** The capsule's queue; its fold is opened by whoever needs it current (through, poll). */
   private queue(capsule: string): CapsuleQueue {
     let q = this.queues.get(capsule);
     if (!q) {
       q = new CapsuleQueue(capsule, this.deps.hub, this.deps.logger);
       this.queues.set(capsule, q);
     }
-    q.open();
     return q;
   }
 
