@@ -48,6 +48,16 @@ export class Dispatcher {
   private retryAt = 0;
   private lastChange = Date.now();
   private lastThrough = 0;
+  /**
+   * Whether the capsule may be handed a message while a task runs. Its `lifecycle.task_acceptance`
+   * is on no card or ack, so it is learned: `queue` takes the message into the capsule's own queue
+   * (its order is ours: one hand-off at a time), `single` answers `rejected`. Until a `rejected`,
+   * waiting for the running task's final status would leave a `queue` capsule idle behind a task
+   * another client started, for as long as that task runs.
+   */
+  private takesWhileBusy = true;
+  /** The session count of the fold when takesWhileBusy was last learned. */
+  private session = -1;
 
   constructor(
     private readonly capsule: string,
@@ -107,12 +117,21 @@ export class Dispatcher {
   private async settleOrphans(): Promise<void> {
     const grace = this.options.orphanGraceMs ?? 3_000;
     while (!this.stopped && !this.connected()) await this.queue.changed(500);
-    const until = Date.now() + grace;
-    while (!this.stopped && Date.now() < until) await this.queue.changed(until - Date.now());
+    let until = Date.now() + grace;
+    while (!this.stopped && Date.now() < until) {
+      await this.queue.changed(until - Date.now());
+      this.noteProgress();
+      // An orphan a `queue` capsule may hold behind a running task starts once that task ends.
+      if (this.orphans().length > 0 && this.takesWhileBusy && this.fold.running.size > 0 && this.fresh())
+        until = Date.now() + grace;
+    }
     if (this.stopped) return;
     await this.catchUp();
-    for (const h of [...this.fold.handed.values()])
-      if (h.taskId === null && !this.mine.has(h.messageId)) await this.withdraw(h, 'failed', ORPHAN_REASON);
+    for (const h of this.orphans()) await this.withdraw(h, 'failed', ORPHAN_REASON);
+  }
+
+  private orphans(): HandedSubmission[] {
+    return [...this.fold.handed.values()].filter((h) => h.taskId === null && !this.mine.has(h.messageId));
   }
 
   private waitMs(): number {
@@ -120,19 +139,33 @@ export class Dispatcher {
     return Math.max(50, Math.min(1_000, retry > 0 ? retry : 1_000));
   }
 
-  /** The oldest queued submission, when the capsule can take it now. */
-  private nextToSend(): QueuedSubmission | null {
+  private noteProgress(): void {
     const fold = this.fold;
     if (fold.through !== this.lastThrough) {
       this.lastThrough = fold.through;
       this.lastChange = Date.now();
     }
+    // A restarted capsule may have restarted with another `task_acceptance`: learn it again.
+    if (fold.sessions !== this.session) {
+      this.session = fold.sessions;
+      this.takesWhileBusy = true;
+    }
+  }
+
+  /** The log has moved within staleBusyMs: a task it shows running is really running. */
+  private fresh(): boolean {
+    return Date.now() - this.lastChange <= (this.options.staleBusyMs ?? 30_000);
+  }
+
+  /** The oldest queued submission, when the capsule can take it now. */
+  private nextToSend(): QueuedSubmission | null {
+    this.noteProgress();
+    const fold = this.fold;
     const first = fold.queue[0];
     if (!first || !this.connected() || Date.now() < this.retryAt) return null;
     if (fold.handed.size > 0) return null;
-    // A running task whose final status the log may never get (frames lost): probe the capsule.
-    const stale = Date.now() - this.lastChange > (this.options.staleBusyMs ?? 30_000);
-    if (fold.running.size > 0 && !stale) return null;
+    // Not fresh: a running task whose final status the log may never get (frames lost); probe.
+    if (fold.running.size > 0 && !this.takesWhileBusy && this.fresh()) return null;
     return first;
   }
 
@@ -206,6 +239,9 @@ export class Dispatcher {
         }).catch(() => undefined);
         return;
       case 'rejected':
+        // Only `single` rejects (`queue` queues, `none` has no message/stream): until its next
+        // session, hand over only once the log shows the capsule free.
+        this.takesWhileBusy = false;
         return this.giveBack(handed, 'capsule busy');
       case 'invalid':
         if (outcome.data.includes(QUEUE_SEND_FAILED)) return this.giveBack(handed, 'capsule queue full');
@@ -239,9 +275,15 @@ export class Dispatcher {
    */
   private async afterUnreachable(h: HandedSubmission, reason: string): Promise<void> {
     while (!this.stopped && !this.connected()) await this.queue.changed(500);
-    const until = Date.now() + (this.options.orphanGraceMs ?? 3_000);
-    while (!this.stopped && h.taskId === null && Date.now() < until)
+    const grace = this.options.orphanGraceMs ?? 3_000;
+    let until = Date.now() + grace;
+    while (!this.stopped && h.taskId === null && Date.now() < until) {
       await this.queue.changed(until - Date.now());
+      this.noteProgress();
+      // A `queue` capsule holds it behind a task that still runs (the submit timed out waiting for
+      // its start): it starts once that task ends, so the grace counts from then.
+      if (this.takesWhileBusy && this.fold.running.size > 0 && this.fresh()) until = Date.now() + grace;
+    }
     if (this.stopped || h.taskId !== null || !this.fold.handed.has(h.messageId)) return;
     await this.withdraw(h, 'failed', `capsule unreachable: ${reason}`);
   }

@@ -42,6 +42,8 @@ export class QueueFold {
   upstreamLost = false;
   /** Offset of the last record folded. */
   through = 0;
+  /** How many `capsule-session-started` facts were folded: a new session may run another config. */
+  sessions = 0;
   private readonly ended = new Set<string>();
 
   apply(record: LogRecord): void {
@@ -96,6 +98,7 @@ export class QueueFold {
       case 'capsule-session-started':
         // The old session's tasks are gone (their submissions settle failed on every surface).
         this.running.clear();
+        this.sessions++;
         for (const [id, h] of this.handed) if (h.taskId !== null) this.handed.delete(id);
         this.acceptsNone = false;
         return;
