@@ -95,8 +95,11 @@ export interface GatewayTuning {
   upstream?: { backoffBaseMs?: number; backoffCapMs?: number; submitTimeoutMs?: number };
   /** e.g. a short store timeout for submissions in tests that freeze Redis */
   core?: { submitStoreTimeoutMs?: number };
-  /** Registry hash (tests sharing one Redis keep fleets apart), its resync and the discovery rescan. */
-  fleet?: { registryKey?: string; registryResyncMs?: number; discoveryRescanMs?: number };
+  /**
+   * Registry hash and the prefix of the leases, live-replica set and bus (tests sharing one Redis
+   * keep fleets apart with both), the registry's resync and the discovery rescan.
+   */
+  fleet?: { registryKey?: string; keyPrefix?: string; registryResyncMs?: number; discoveryRescanMs?: number };
   /** Where the kernel's backlog cap is read (a test stands in a low one). */
   listen?: { somaxconnFile?: string };
   /** The submission queue's dispatcher (e.g. a short orphan grace in failover tests). */
@@ -164,6 +167,7 @@ export const startGateway = async (
           replicaId: config.replicaId,
           ttlMs: config.lease.ttlMs,
           renewMs: config.lease.renewMs,
+          ...(tuning.fleet?.keyPrefix ? { keyPrefix: tuning.fleet.keyPrefix } : {}),
           control,
           logger: logger.child({ room: 'fleet' }),
         })
