@@ -42,8 +42,8 @@ export interface DoorHost {
   untrack(conn: Connection): void;
   /** Start receiving broadcast frames. */
   goLive(conn: Connection): void;
-  /** Tasks accepted per A2A messageId (a message run twice shows 2). */
-  readonly runs: Map<string, number>;
+  /** Count a task accepted for an A2A messageId (SimulatedCapsule.runs, and its 'run' event). */
+  countRun(messageId: string): void;
 }
 
 const MAX_BODY = 1 << 20;
@@ -127,8 +127,7 @@ const messageStream = (
     const why = result.kind === 'not-found' ? RPC.taskNotFound : RPC.unsupportedOperation;
     return conn.finish(errorFrame(why.message));
   }
-  if (result.kind === 'accepted')
-    host.runs.set(parsed.message.messageId, (host.runs.get(parsed.message.messageId) ?? 0) + 1);
+  if (result.kind === 'accepted') host.countRun(parsed.message.messageId);
   // 0.5+ closes this stream on this task's final only, and rejects it by this id at shutdown.
   conn.ownTaskId = result.task.taskId;
   if (result.kind === 'rejected') {

@@ -4,6 +4,7 @@
  * back to back wait their turn and run in admission order, abort settles the queued ones without
  * them ever reaching the capsule, and the bound answers 429 with Retry-After on each surface.
  */
+import { once } from 'node:events';
 import { createFlueClient } from '@flue/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashApiKey } from '../../adapters/beeos/auth.js';
@@ -26,6 +27,12 @@ interface Settlement {
 
 const runsOf = (sim: SimulatedCapsule): number[] => [...sim.runs.values()];
 
+/** The messageId of the next task the capsule accepts (its 'run' event), within `ms`. */
+const nextRun = async (sim: SimulatedCapsule, ms: number): Promise<string> => {
+  const [messageId] = (await once(sim, 'run', { signal: AbortSignal.timeout(ms) })) as [string];
+  return messageId;
+};
+
 describe.skipIf(!redisUrl)('submission queue (single mode, two replicas)', () => {
   let rig: CrossReplicaRig;
   const flue = (gw: TestGateway, conv: string) =>
@@ -39,6 +46,19 @@ describe.skipIf(!redisUrl)('submission queue (single mode, two replicas)', () =>
     });
   const get = (gw: TestGateway, path: string) =>
     fetch(api(gw, path), { headers: { authorization: `Bearer ${ALICE}` } });
+  const queueRow = async () =>
+    (await capsulesOf(rig.owner)).capsules.find((c) => c.id === rig.capsule) as unknown as {
+      queue_depth: number;
+      queue_oldest_ms: number;
+    };
+  /**
+   * Nothing of an earlier case still queued (the owner's queue is empty) or running (the capsule is
+   * idle), so the next task the capsule takes is this case's.
+   */
+  const quiet = async () => {
+    await until(async () => ((await queueRow()).queue_depth === 0 ? true : undefined), 30_000);
+    await rig.sim.idle();
+  };
 
   beforeAll(async () => {
     rig = await startCrossReplica(redisUrl!, {
@@ -119,8 +139,11 @@ describe.skipIf(!redisUrl)('submission queue (single mode, two replicas)', () =>
 
   it('a BeeOS task created while the capsule is busy reads queued, then runs', async () => {
     const running = flue(rig.owner, 'q-busy');
+    await quiet();
+    const started = nextRun(rig.sim, 10_000);
     const first = await running.send({ message: { kind: 'user', body: '#sim {"hold":true}' } });
-    await until(async () => ([...rig.sim.runs.values()].length > 0 ? true : undefined), 10_000);
+    // The held task is running: the BeeOS task below is created while the capsule is busy.
+    await started;
     const task = (await (await post(rig.owner, '/tasks', { message: 'after the hold' })).json()) as {
       data: { task_id: string; status: string };
     };
@@ -144,30 +167,22 @@ describe.skipIf(!redisUrl)('submission queue (single mode, two replicas)', () =>
 
   it('abort with two queued settles all three aborted; the queued two never reach the capsule', async () => {
     const client = flue(rig.other, 'q-abort');
-    // Start from a quiet capsule: nothing of the earlier tests still queued or running, so the run
-    // counts below are this test's alone.
-    await until(async () => {
-      const r = (await capsulesOf(rig.owner)).capsules.find((c) => c.id === rig.capsule) as unknown as {
-        queue_depth: number;
-      };
-      return r.queue_depth === 0 ? true : undefined;
-    }, 30_000);
-    await rig.sim.idle();
+    // The run counts below are this case's alone.
+    await quiet();
     const before = rig.sim.runs.size;
+    const started = nextRun(rig.sim, 10_000);
     const held = await client.send({ message: { kind: 'user', body: '#sim {"hold":true}' } });
     const queued = [
       await client.send({ message: { kind: 'user', body: 'queued one' } }),
       await client.send({ message: { kind: 'user', body: 'queued two' } }),
     ];
     // The held task is running (the capsule took it) and the other two wait in the queue.
-    await until(async () => (rig.sim.runs.size === before + 1 ? true : undefined), 30_000);
+    await started;
+    expect(rig.sim.runs.size).toBe(before + 1);
     const row = await until(async () => {
-      const r = (await capsulesOf(rig.owner)).capsules.find((c) => c.id === rig.capsule) as unknown as {
-        queue_depth: number;
-        queue_oldest_ms: number;
-      };
+      const r = await queueRow();
       return r.queue_depth === 2 ? r : undefined;
-    }, 30_000);
+    }, 10_000);
     expect(row.queue_oldest_ms).toBeGreaterThanOrEqual(0);
     const res = await fetch(`${rig.other.baseUrl}/flue/${rig.capsule}/q-abort/abort`, {
       method: 'POST',
@@ -208,8 +223,9 @@ describe('submission queue bounds (embedded store)', () => {
   it('past the bound: Flue and BeeOS answer 429 with Retry-After, and nothing is admitted', async () => {
     const url = `${gw.baseUrl}/flue/cap/bounded`;
     const client = createFlueClient({ url, token: ALICE });
+    const started = nextRun(sim, 10_000);
     const held = await client.send({ message: { kind: 'user', body: '#sim {"hold":true}' } });
-    await until(async () => (sim.runs.size === 1 ? true : undefined), 10_000);
+    await started;
     const a = await client.send({ message: { kind: 'user', body: 'waits 1' } });
     const b = await client.send({ message: { kind: 'user', body: 'waits 2' } });
     const refused = await fetch(url, {
