@@ -10,6 +10,7 @@ export type GatewayErrorCode =
   | 'payload_too_large'
   | 'upstream_unreachable'
   | 'upstream_busy'
+  | 'queue_full' // the capsule's (or the owner's) submission queue is at its bound: details.retryAfterSeconds
   | 'upstream_invalid'
   | 'upstream_method_not_found'
   | 'upstream_timeout'

@@ -15,6 +15,8 @@ import { createMurmurRoutes } from '../adapters/murmur/index.js';
 import { murmurMalformedPath } from '../adapters/murmur/malformed-path.js';
 import type { GatewayConfig } from './config/schema.js';
 import { GatewayCoreImpl } from './core/gateway-core.js';
+import { SubmissionQueues } from './core/submission-queue.js';
+import type { DispatchTuning } from './core/dispatcher.js';
 import { logFrameSource } from './core/log-frames.js';
 import type { GatewayCore } from './core/types.js';
 import { Hub } from './hub/hub.js';
@@ -101,10 +103,15 @@ export interface GatewayTuning {
   upstream?: { backoffBaseMs?: number; backoffCapMs?: number; submitTimeoutMs?: number };
   /** e.g. a short store timeout for submissions in tests that freeze Redis */
   core?: { submitStoreTimeoutMs?: number };
-  /** Registry hash (tests sharing one Redis keep fleets apart), its resync and the discovery rescan. */
-  fleet?: { registryKey?: string; registryResyncMs?: number; discoveryRescanMs?: number };
+  /**
+   * Registry hash and the prefix of the leases, live-replica set and bus (tests sharing one Redis
+   * keep fleets apart with both), the registry's resync and the discovery rescan.
+   */
+  fleet?: { registryKey?: string; keyPrefix?: string; registryResyncMs?: number; discoveryRescanMs?: number };
   /** Where the kernel's backlog cap is read (a test stands in a low one). */
   listen?: { somaxconnFile?: string };
+  /** The submission queue's dispatcher (e.g. a short orphan grace in failover tests). */
+  queue?: DispatchTuning;
 }
 
 export const startGateway = async (
@@ -142,10 +149,14 @@ export const startGateway = async (
       // The new term seeds from the stored tail: what is still queued for the capsule settles first
       // (appended, or refused by the fence), or the seed would miss it and the replay repeat it.
       void writer.flush(capsule).then(() => {
-        if (ownership.owns(capsule)) upstreams.get(capsule)?.start();
+        if (!ownership.owns(capsule)) return;
+        upstreams.get(capsule)?.start();
+        // The owner hands the capsule's queued submissions over, fenced like its appends.
+        queues.startDispatch(capsule);
       });
     },
     stop: async (capsule) => {
+      queues.stopDispatch(capsule);
       await upstreams.get(capsule)?.stopIngesting();
     },
     flush: async (capsule, timeoutMs) => {
@@ -164,6 +175,7 @@ export const startGateway = async (
           replicaId: config.replicaId,
           ttlMs: config.lease.ttlMs,
           renewMs: config.lease.renewMs,
+          ...(tuning.fleet?.keyPrefix ? { keyPrefix: tuning.fleet.keyPrefix } : {}),
           control,
           logger: logger.child({ room: 'fleet' }),
         })
@@ -205,6 +217,15 @@ export const startGateway = async (
     },
     logger: logger.child({ room: 'fleet' }),
   });
+  const queues = new SubmissionQueues({
+    hub,
+    writer,
+    upstreams,
+    limits: config.queue,
+    storeTimeoutMs: config.submitStoreTimeoutSeconds * 1000,
+    logger: logger.child({ room: 'queue' }),
+    ...(tuning.queue ? { dispatch: tuning.queue } : {}),
+  });
   const registry: CapsuleRegistry =
     store instanceof RedisStore
       ? new RedisCapsuleRegistry(store.connection, {
@@ -239,6 +260,7 @@ export const startGateway = async (
     shutdownSignal: shutdown.signal,
     logger: logger.child({ room: 'core' }),
     submitStoreTimeoutMs: config.submitStoreTimeoutSeconds * 1000,
+    queues,
     // Once-only decisions across replicas (same idempotency key on two replicas at once).
     ...(store instanceof RedisStore ? { claims: new RedisClaims(store.connection.client) } : {}),
     ...tuning.core,
@@ -324,6 +346,7 @@ export const startGateway = async (
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       // Streams end with each protocol's own end signal, then their sockets close.
       shutdown.abort();
+      queues.close();
       await hub.close();
       server.closeIdleConnections();
       await discovery?.close();

@@ -43,6 +43,8 @@ interface CapsuleChannels {
   byKey: Map<string, Channel>;
   /** A task's submission messageId → its channel: a failed submission made no task. */
   taskOf: Map<string, Channel>;
+  /** A task's or conversation turn's messageId → its channel (a queued one's task id comes later). */
+  submittedBy: Map<string, Channel>;
 }
 
 const keyOf = (owner: string, key: string): string => `${owner}\u0000${key}`;
@@ -53,6 +55,7 @@ const emptyState = (epoch: number): CapsuleChannels => ({
   byId: new Map(),
   byKey: new Map(),
   taskOf: new Map(),
+  submittedBy: new Map(),
 });
 
 export class ChannelRegistry {
@@ -101,6 +104,13 @@ export class ChannelRegistry {
   }
 
   private apply(state: CapsuleChannels, capsule: string, record: LogRecord): void {
+    if (record.kind === 'fact' && record.fact === 'submission-started') {
+      // A queued message the capsule took: the channel can cancel and attribute its task.
+      const channel = state.submittedBy.get(record.messageId);
+      const ids = channel ? (channel.upstreamTaskIds ??= []) : null;
+      if (ids && !ids.includes(record.taskId)) ids.push(record.taskId);
+      return;
+    }
     if (record.kind === 'fact' && record.fact === 'submission-failed') {
       const failed = state.taskOf.get(record.messageId);
       if (failed) this.unindex(state, failed);
@@ -126,10 +136,12 @@ export class ChannelRegistry {
       channel.startOffset = record.offset;
       if (!known) this.index(state, channel);
       if (meta.op === 'task') state.taskOf.set(record.messageId, channel);
+      if (meta.op === 'task') state.submittedBy.set(record.messageId, channel);
       return;
     }
     const channel = state.byId.get(meta.channelId);
     if (!channel) return;
+    if (meta.op === 'message') state.submittedBy.set(record.messageId, channel);
     if (meta.op === 'close') channel.closed = true;
     else if (meta.op === 'outcome' && meta.outcome === 'accepted' && meta.taskId) {
       const ids = (channel.upstreamTaskIds ??= []);

@@ -63,6 +63,7 @@ const FROM_CORE: Partial<Record<GatewayErrorCode, [BeeosErrorCode, string]>> = {
   payload_too_large: ['payload_too_large', 'request body too large'],
   upstream_unreachable: ['agent_service_unavailable', 'agent service is unavailable'],
   upstream_busy: ['conflict', 'agent is busy and refused the message'],
+  queue_full: ['rate_limited', 'too many queued messages, retry after the Retry-After delay'],
   upstream_method_not_found: ['conflict', 'agent does not accept tasks'],
   upstream_timeout: ['service_timeout', 'agent did not answer in time'],
   store_unavailable: ['agent_service_unavailable', 'log store unavailable, retry later'],

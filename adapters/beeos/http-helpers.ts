@@ -42,6 +42,9 @@ export const errorResponse = (c: Context<Env>, err: unknown): Response => {
       'beeos: request failed',
     );
   const headers: Record<string, string> = { [HEADER_REQUEST_ID]: rid };
+  // A full submission queue: the contract's `rate_limited`, with when to try again.
+  const retryAfter = err instanceof GatewayError ? err.details?.retryAfterSeconds : undefined;
+  if (typeof retryAfter === 'number') headers['Retry-After'] = String(retryAfter);
   return c.json(errorBody(e, rid), ERROR_TABLE[e.code].status as 400, headers);
 };
 

@@ -196,6 +196,8 @@ export class ChannelProjector {
     if (record.kind === 'fact' && record.fact === 'submission-failed') {
       // Facts name no context: this one belongs to the channel that holds the failed message.
       if (!this.unpaired.includes(record.messageId)) return { envelopes: [] };
+    } else if (record.kind === 'fact' && record.fact === 'submission-withdrawn') {
+      if (record.contextId !== this.spec.contextId) return { envelopes: [] };
     } else if (this.tracker.contextOf(record) !== this.spec.contextId) return { envelopes: [] };
     this.seen++;
     this.h1 = Math.imul(this.h1 ^ record.offset, 0x01000193) >>> 0;
@@ -203,6 +205,7 @@ export class ChannelProjector {
     this.updatedAt = record.receivedAt;
     this.latestOffset = Math.max(this.latestOffset, record.offset * OFFSET_SLOTS);
     if (record.kind === 'fact' && record.fact === 'submission-failed') return this.neverMade(record);
+    if (record.kind === 'fact' && record.fact === 'submission-withdrawn') return this.withdrawn(record);
     if (record.kind === 'submission') return this.submission(record);
     if (!view || !view.taskId) return { envelopes: [] };
     return this.frame(record, view, view.taskId);
@@ -271,6 +274,24 @@ export class ChannelProjector {
     this.status = 'failed';
     this.error = NEVER_MADE_MESSAGE;
     return this.finish([projected(envelope)]);
+  }
+
+  /**
+   * A queued message taken out of the submission queue (docs/submission-queue.md). Aborted: by a
+   * cancel or DELETE, whose close record already says so. Failed: it never ran (or its outcome is
+   * unknown), and the channel says why, as for an unreachable agent.
+   */
+  private withdrawn(record: LogRecord & { kind: 'fact'; fact: 'submission-withdrawn' }): ProjectionStep {
+    const at = this.unpaired.indexOf(record.messageId);
+    if (at < 0) return { envelopes: [] };
+    this.unpaired.splice(at, 1);
+    if (record.outcome === 'aborted') {
+      if (!this.terminal) this.status = 'canceled';
+      return { envelopes: [] };
+    }
+    this.status = 'failed';
+    this.error = record.reason;
+    return this.finish([projected(neverMadeEnvelope(this.spec, record, record.reason))]);
   }
 
   /** A terminal envelope: tasks end here (beeos-streaming.md §3 `task_terminal`). */

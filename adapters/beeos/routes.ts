@@ -63,7 +63,8 @@ export const registerBeeosRoutes = (app: Hono<Env>, deps: AdapterDeps, options: 
       const body = await parseBody(c, messageBodySchema, { required: ['message'] });
       // A chosen context is namespaced by owner upstream: it can never join another owner's.
       const contextId = body.context_id ? ownerContext(principal, body.context_id) : `ch-${randomUUID()}`;
-      const sub = await submitMessage(deps, agent, owner, contextId, body.message, { op: 'invoke' });
+      // A one-shot blocking call: sent at once (a busy agent answers `conflict`), never queued.
+      const sub = await submitMessage(deps, agent, owner, contextId, body.message, { op: 'invoke' }, false);
       const outcome = sub.result.outcome;
       if (outcome.kind !== 'accepted') throw outcomeError(outcome);
       const target = {
@@ -162,6 +163,8 @@ export const registerBeeosRoutes = (app: Hono<Env>, deps: AdapterDeps, options: 
             reason: 'cancel',
           }),
         );
+        // Queued, it never reaches the agent; handed over already, its task is canceled.
+        await core.withdrawContext(agent, channel.contextId, 'aborted', 'task canceled');
         if (!projector.terminal) {
           const taskIds = new Set([...(channel.upstreamTaskIds ?? []), ...projector.taskIds()]);
           for (const taskId of taskIds) await core.cancel(agent, taskId);
@@ -236,6 +239,7 @@ export const registerBeeosRoutes = (app: Hono<Env>, deps: AdapterDeps, options: 
             reason: 'delete',
           }),
         );
+        await core.withdrawContext(agent, channel.contextId, 'aborted', 'conversation deleted');
       }
       return c.body(null, 204);
     }),

@@ -23,6 +23,8 @@ export const submitMessage = async (
   contextId: string,
   text: string,
   meta: BeeosMeta,
+  /** Through the capsule's submission queue (tasks, conversation turns); invoke is sent at once. */
+  queue = true,
 ): Promise<Submitted> => {
   const messageId = randomUUID();
   const receivedAt = Date.now();
@@ -31,11 +33,15 @@ export const submitMessage = async (
     contextId,
     messageId,
     record: { protocol: 'beeos', owner, meta: { beeos: meta } },
+    queue,
   });
   return { result, messageId, receivedAt };
 };
 
-const OUTCOME_ERROR: Record<Exclude<SubmitOutcome['kind'], 'accepted'>, [BeeosErrorCode, string]> = {
+const OUTCOME_ERROR: Record<
+  Exclude<SubmitOutcome['kind'], 'accepted' | 'queued'>,
+  [BeeosErrorCode, string]
+> = {
   rejected: ['conflict', 'agent is busy and refused the message'],
   'method-not-found': ['conflict', 'agent does not accept tasks'],
   unreachable: ['agent_service_unavailable', 'agent service is unavailable'],
@@ -44,7 +50,7 @@ const OUTCOME_ERROR: Record<Exclude<SubmitOutcome['kind'], 'accepted'>, [BeeosEr
 
 /** The error a non-accepted outcome answers with (before any streaming). */
 export const outcomeError = (outcome: SubmitOutcome): BeeosError | null => {
-  if (outcome.kind === 'accepted') return null;
+  if (outcome.kind === 'accepted' || outcome.kind === 'queued') return null;
   const [code, message] = OUTCOME_ERROR[outcome.kind];
   return new BeeosError(code, message);
 };
@@ -64,6 +70,8 @@ export const recordOutcome = async (
   submitted: Submitted,
 ): Promise<void> => {
   const outcome = submitted.result.outcome;
+  // Queued: the log says the rest (its task's frames, or its withdrawal).
+  if (outcome.kind === 'queued') return;
   const err = outcomeError(outcome);
   const meta: BeeosMeta =
     outcome.kind === 'accepted'

@@ -46,6 +46,8 @@ export const outcomeEnvelope = (
 export const neverMadeEnvelope = (
   spec: Pick<ChannelSpec, 'contextId' | 'agentId'>,
   record: { offset: number; receivedAt: number; messageId: string },
+  /** Why it never ran (a withdrawn queued message); default: the store was down at admission. */
+  error: string = NEVER_MADE_MESSAGE,
 ): Envelope => {
   const at = receivedIso(record.receivedAt);
   return {
@@ -56,7 +58,7 @@ export const neverMadeEnvelope = (
     publisher_id: `agent:${spec.agentId}`,
     state: 'failed',
     stop_reason: 'agent_lost',
-    payload: { code: 'agent_service_unavailable', error: NEVER_MADE_MESSAGE },
+    payload: { code: 'agent_service_unavailable', error },
     created_at: at,
     updated_at: at,
   };

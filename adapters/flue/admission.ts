@@ -110,6 +110,7 @@ export interface AdmissionReceipt {
 const failureOf = (outcome: SubmitOutcome): string | null => {
   switch (outcome.kind) {
     case 'accepted':
+    case 'queued':
       return null;
     case 'rejected':
       return 'capsule is busy: task rejected';
@@ -240,6 +241,7 @@ export class Admissions {
       contextId: conversationId,
       messageId,
       record: { protocol: 'flue', owner: null, meta: meta as unknown as Record<string, unknown> },
+      queue: true,
     });
     const failure = failureOf(result.outcome);
     if (result.outcome.kind === 'accepted')

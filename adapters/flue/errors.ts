@@ -19,6 +19,7 @@ export type FlueErrorType =
   | 'stream_offset_gone'
   | 'payload_too_large'
   | 'unsupported_media_type'
+  | 'rate_limited'
   | 'runtime_unavailable'
   | 'conversation_stream_store_failure'
   | 'internal_error';
@@ -40,6 +41,8 @@ export const ERROR_STATUS: Record<FlueErrorType, number> = {
   stream_offset_gone: 416,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  // Retried by the SDK after Retry-After (flue-client.md): a full submission queue.
+  rate_limited: 429,
   runtime_unavailable: 503,
   conversation_stream_store_failure: 500,
   internal_error: 500,
@@ -80,6 +83,7 @@ const CORE_ERRORS: Record<GatewayErrorCode, FlueErrorType> = {
   payload_too_large: 'payload_too_large',
   upstream_unreachable: 'runtime_unavailable',
   upstream_busy: 'runtime_unavailable',
+  queue_full: 'rate_limited',
   upstream_invalid: 'internal_error',
   upstream_method_not_found: 'internal_error',
   upstream_timeout: 'runtime_unavailable',
@@ -89,8 +93,12 @@ const CORE_ERRORS: Record<GatewayErrorCode, FlueErrorType> = {
 };
 
 /** A core error in Flue's words; unknown failures never leak their message (§Error responses). */
-export const fromCoreError = (code: GatewayErrorCode): FlueError => {
+export const fromCoreError = (code: GatewayErrorCode, details?: Record<string, unknown>): FlueError => {
   const type = CORE_ERRORS[code];
+  if (type === 'rate_limited')
+    return new FlueError(type, 'too many queued messages, retry later', '', undefined, {
+      [HEADER.retryAfter]: String(details?.retryAfterSeconds ?? 1),
+    });
   const message =
     type === 'internal_error'
       ? 'internal error'

@@ -102,6 +102,7 @@ export class ConversationProjector {
   project(record: LogRecord): FlueChunk[] {
     this.lastContext = null;
     if (record.kind === 'fact' && record.fact === 'submission-failed') return this.forget(record);
+    if (record.kind === 'fact' && record.fact === 'submission-withdrawn') return this.withdrawn(record);
     const context = this.tracker.contextOf(record);
     this.lastContext = context;
     let bodies: ChunkBody[] = [];
@@ -110,6 +111,12 @@ export class ConversationProjector {
     } else if (context === this.conversationId) {
       bodies = record.kind === 'submission' ? this.submission(record) : this.frame(record);
     }
+    const chunks = this.apply(bodies, record.offset);
+    return this.createdAt === record.offset ? this.reset(record.offset) : chunks;
+  }
+
+  /** Make one record's bodies its chunks and apply them to `state`. */
+  private apply(bodies: ChunkBody[], offset: number): FlueChunk[] {
     // Each body is made for this call: it becomes its chunk (same keys, same order as a spread). A
     // spread of a dozen body shapes went through V8's generic clone, and `map` made a holey array
     // that JSON.stringify serialises on its slow path: both showed in a busy capsule's profile.
@@ -117,11 +124,11 @@ export class ConversationProjector {
     for (let index = 0; index < bodies.length; index++) {
       const chunk = bodies[index] as FlueChunk;
       chunk.conversationId = this.clientId;
-      chunk.position = { batch: record.offset, index };
+      chunk.position = { batch: offset, index };
       chunks.push(chunk);
     }
     for (const chunk of chunks) applyChunk(this.state, chunk);
-    return this.createdAt === record.offset ? this.reset(record.offset) : chunks;
+    return chunks;
   }
 
   /**
@@ -137,6 +144,22 @@ export class ConversationProjector {
     if (i >= 0) this.pending.splice(i, 1);
     this.state.messages = this.state.messages.filter((m) => m.id !== record.messageId);
     return this.reset(record.offset);
+  }
+
+  /**
+   * Taken out of the submission queue (abort, or it could not run): settled with its outcome. A
+   * queued one leaves the waiting list, so the next task's frames are never taken for its reply.
+   */
+  private withdrawn(record: LogRecord & { kind: 'fact'; fact: 'submission-withdrawn' }): FlueChunk[] {
+    if (record.contextId !== this.conversationId) return [];
+    const submissionId = this.bySubmissionMessage.get(record.messageId);
+    if (submissionId === undefined) return [];
+    const i = this.pending.indexOf(submissionId);
+    if (i >= 0) this.pending.splice(i, 1);
+    return this.apply(
+      this.settle(submissionId, record.outcome, { message: record.reason }, record.receivedAt),
+      record.offset,
+    );
   }
 
   /** §conversation-reset: creation is a structural boundary; the reset subsumes its batch. */

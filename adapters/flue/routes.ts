@@ -126,7 +126,7 @@ export const createRoutes = (deps: AdapterDeps): Hono => {
         return await handler(c, capsule, ownerContext(principal, chosen));
       } catch (err) {
         if (err instanceof FlueError) return errorResponse(err, c.req.method !== 'HEAD');
-        if (err instanceof GatewayError) return errorResponse(fromCoreError(err.code));
+        if (err instanceof GatewayError) return errorResponse(fromCoreError(err.code, err.details));
         logger.error({ err, path: c.req.path }, 'flue: unhandled error');
         return errorResponse(new FlueError('internal_error', 'internal error'));
       }
@@ -214,10 +214,12 @@ export const createRoutes = (deps: AdapterDeps): Hono => {
   const abort = guarded(async (_c, capsule, conversationId) => {
     const view = await index.lookup(capsule, conversationId);
     if (!view.conversation) return Response.json({ aborted: false }, { headers: jsonHeaders() });
+    // §abort: everything queued behind the running submission first, so none of it starts.
+    const withdrawn = await core.withdrawContext(capsule, conversationId, 'aborted', 'aborted');
     const projector = await stateAt(capsule, conversationId, view.epoch, view.head);
     const accepted = admissions.accepted.get(`${capsule}\u0000${conversationId}`) ?? [];
     const targets = new Set([...projector.openTasks(), ...accepted.filter((t) => !projector.knowsTask(t))]);
-    let aborted = false;
+    let aborted = withdrawn > 0;
     let unreachable = false;
     for (const taskId of targets) {
       const outcome = await core.cancel(capsule, taskId);

@@ -31,6 +31,7 @@ const TABLE: Record<MurmurErrorCode, ErrorShape> = {
   cursor_ahead: { status: 200, rpcCode: -32602, message: 'Invalid params' },
   upstream_unreachable: { status: 502, rpcCode: -32603, message: 'capsule unreachable' },
   upstream_busy: { status: 503, rpcCode: -32603, message: 'capsule busy' },
+  queue_full: { status: 429, rpcCode: -32603, message: 'submission queue full' },
   upstream_invalid: { status: 502, rpcCode: -32603, message: 'invalid capsule response' },
   upstream_method_not_found: { status: 200, rpcCode: -32601, message: 'Method not found' },
   upstream_timeout: { status: 504, rpcCode: -32603, message: 'capsule timed out' },

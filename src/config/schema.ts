@@ -301,6 +301,15 @@ export const configSchema = z
       .strict()
       .refine((l) => l.renewMs * 2 <= l.ttlMs, { message: 'renewMs must be at most half of ttlMs' })
       .default({ ttlMs: 5000, renewMs: 1000 }),
+    /** The submission queue's bounds (docs/submission-queue.md): past one, 429 with Retry-After. */
+    queue: z
+      .object({
+        maxPerCapsule: z.number().int().min(1).max(1_000_000).default(1000),
+        maxPerOwner: z.number().int().min(1).max(1_000_000).default(100),
+        retryAfterSeconds: z.number().int().min(1).max(3600).default(2),
+      })
+      .strict()
+      .default({ maxPerCapsule: 1000, maxPerOwner: 100, retryAfterSeconds: 2 }),
   })
   .strict()
   .superRefine((cfg, ctx) => {

@@ -9,6 +9,7 @@ import type { FactEntry, SubmissionEntry } from '../log/record.js';
 import type { LogPosition } from '../log/store.js';
 import { MemoryClaims, type ClaimStore, type HeldClaim } from '../fleet/claims.js';
 import { AckFromLog } from './ack-from-log.js';
+import type { SubmissionQueues } from './submission-queue.js';
 import type {
   CancelOutcome,
   CapsuleStatus,
@@ -42,6 +43,8 @@ export interface GatewayCoreDeps {
   logger?: Logger;
   /** Claims shared by the replicas (Redis); default: this process alone (memory). */
   claims?: ClaimStore;
+  /** The submission queues (`SubmitRequest.queue`); without them every submission is sent at once. */
+  queues?: SubmissionQueues;
 }
 
 export const DEFAULT_SUBMIT_STORE_TIMEOUT_MS = 5_000;
@@ -58,6 +61,16 @@ const conversationModeOf = (ack: string | null): 'stateless' | 'threaded' => {
     return 'stateless';
   }
 };
+
+/** The submission record a request makes (queued or sent at once). */
+const submissionOf = (request: SubmitRequest): SubmissionEntry => ({
+  kind: 'submission',
+  ...request.record,
+  contextId: request.contextId,
+  messageId: request.messageId,
+  text: request.text,
+  receivedAt: Date.now(),
+});
 
 export class GatewayCoreImpl implements GatewayCore {
   readonly shutdownSignal: AbortSignal;
@@ -150,16 +163,24 @@ export class GatewayCoreImpl implements GatewayCore {
   async submit(capsule: string, request: SubmitRequest): Promise<SubmitResult> {
     const upstream = this.upstream(capsule);
     if (this.shutdownSignal.aborted) throw new GatewayError('shutting_down', 'the gateway is shutting down');
+    const queues = this.deps.queues;
+    if (request.queue && queues && request.rawBody === undefined) {
+      const fold = await queues.current(capsule);
+      // `task_acceptance: none` (learned from a hand-off): refused at admission, as without a queue.
+      if (!fold.acceptsNone) {
+        // An unreachable capsule refuses at admission, as without a queue (clients retry a 503);
+        // what was queued before waits and runs once it is back.
+        const watch = upstream.state().state;
+        if (watch === 'stopped' ? fold.upstreamLost : watch !== 'connected')
+          throw new GatewayError('upstream_unreachable', 'the capsule is unreachable');
+        queues.checkRoom(fold, request.record.owner);
+        const recorded = await this.record(capsule, { ...submissionOf(request), queued: true });
+        return { outcome: { kind: 'queued' }, recorded };
+      }
+    }
     // Recorded before forwarding, so the submission precedes every frame of its task in the log.
     // A submission the store cannot record in time fails, and is then never forwarded.
-    const recorded = await this.record(capsule, {
-      kind: 'submission',
-      ...request.record,
-      contextId: request.contextId,
-      messageId: request.messageId,
-      text: request.text,
-      receivedAt: Date.now(),
-    });
+    const recorded = await this.record(capsule, submissionOf(request));
     const outcome = await upstream.submit({
       text: request.text,
       contextId: request.contextId,
@@ -173,6 +194,16 @@ export class GatewayCoreImpl implements GatewayCore {
 
   cancel(capsule: string, taskId: string): Promise<CancelOutcome> {
     return this.upstream(capsule).cancel(taskId);
+  }
+
+  async withdrawContext(
+    capsule: string,
+    contextId: string,
+    outcome: 'aborted' | 'failed',
+    reason: string,
+  ): Promise<number> {
+    this.upstream(capsule);
+    return this.deps.queues ? this.deps.queues.withdrawContext(capsule, contextId, outcome, reason) : 0;
   }
 
   forwardRpc(capsule: string, body: string): Promise<RpcForwardResult> {
@@ -304,6 +335,7 @@ export class GatewayCoreImpl implements GatewayCore {
       sessionId: connection?.sessionId ?? null,
       card: connection?.card ?? null,
       conversationMode: this.conversationMode(capsule),
+      queue: this.deps.queues?.stats(capsule) ?? { depth: 0, oldestMs: 0 },
       position,
       possiblyMissing,
     };

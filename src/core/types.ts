@@ -54,6 +54,8 @@ export type CursorStatus = 'ok' | 'gone' | 'ahead';
 /** What became of a task submitted upstream (`message/stream`). */
 export type SubmitOutcome =
   | { kind: 'accepted'; taskId: string; contextId: string }
+  /** Admitted into the capsule's submission queue (`SubmitRequest.queue`): its owner hands it over. */
+  | { kind: 'queued' }
   /** The capsule wrote a `rejected` status: `frame` is its data line, byte for byte. */
   | { kind: 'rejected'; frame: { id: string | null; data: string } }
   /** The capsule wrote an `error` frame (data line byte for byte, possibly invalid JSON). */
@@ -76,6 +78,11 @@ export interface SubmitRequest {
    * capsule's own validation answers). text/contextId/messageId then only describe the record.
    */
   rawBody?: string;
+  /**
+   * Admit into the capsule's durable submission queue instead of sending now (BeeOS and Flue): it
+   * runs when the capsule is free, in admission order. Refused past the queue bounds (`queue_full`).
+   */
+  queue?: boolean;
 }
 
 export interface SubmitResult {
@@ -123,6 +130,8 @@ export interface CapsuleStatus {
   possiblyMissing: number;
   /** As `GatewayCore.conversationMode`, taken with the rest (a removed capsule has none). */
   conversationMode: 'stateless' | 'threaded';
+  /** The submission queue: how many wait, and how long the oldest has waited (ms). */
+  queue: { depth: number; oldestMs: number };
 }
 
 export interface GatewayCore {
@@ -174,6 +183,16 @@ export interface GatewayCore {
   /** Record the submission, then send it upstream with `message/stream`. */
   submit(capsule: string, request: SubmitRequest): Promise<SubmitResult>;
   cancel(capsule: string, taskId: string): Promise<CancelOutcome>;
+  /**
+   * Withdraw every queued or running queued-submission of a context: queued ones never reach the
+   * capsule, a running one's task is canceled. Settled with `outcome` on every surface. Returns how many.
+   */
+  withdrawContext(
+    capsule: string,
+    contextId: string,
+    outcome: 'aborted' | 'failed',
+    reason: string,
+  ): Promise<number>;
   /** Forward a JSON-RPC body the gateway does not interpret (tasks/get, message/send, …). */
   forwardRpc(capsule: string, body: string): Promise<RpcForwardResult>;
   /** Append a record made by a surface (e.g. a BeeOS channel close) and return its offset. */

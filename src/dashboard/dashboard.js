@@ -107,6 +107,13 @@ const releaseText = (c) => {
   return (c.release === 'spec' ? 'spec line' : c.release) + card;
 };
 
+/** Queue depth and the oldest wait ("3 (12 s)"), or n/a from a gateway that does not report it. */
+const queueText = (c) => {
+  if (c.queue_depth === undefined) return 'n/a';
+  if (c.queue_depth === 0) return '0';
+  return `${c.queue_depth} (${Math.round((c.queue_oldest_ms ?? 0) / 1000)} s)`;
+};
+
 const render = (body) => {
   // Both shapes: {capsules} from one gateway, {replica, capsules} with owners across replicas.
   const capsules = Array.isArray(body) ? body : (body.capsules ?? []);
@@ -129,6 +136,7 @@ const render = (body) => {
       el('td', {}, age(c.last_frame_at)),
       el('td', { class: 'num' }, String(c.reconnects)),
       el('td', { class: 'num' }, missing === null ? 'n/a' : String(missing)),
+      el('td', { class: 'num queue' }, queueText(c)),
       el('td', {}, connectionsText(c.connections)),
       el('td', {}, sparkline(rates), ` ${(rates[rates.length - 1] ?? 0).toFixed(1)}`),
     );

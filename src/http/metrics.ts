@@ -43,6 +43,8 @@ export const createMetrics = (
     'upstream_unauthorized',
     "1 while the capsule's door refuses the gateway's token",
   );
+  const queueDepth = perCapsule('queue_depth', 'Submissions waiting in the capsule submission queue');
+  const queueOldest = perCapsule('queue_oldest_seconds', 'How long the oldest queued submission has waited');
   const collectCapsules = async (): Promise<void> => {
     const statuses = await core.statuses();
     release.reset();
@@ -52,6 +54,8 @@ export const createMetrics = (
       head.set({ capsule: s.id }, s.position.head);
       connected.set({ capsule: s.id }, s.state === 'connected' ? 1 : 0);
       reconnects.set({ capsule: s.id }, s.reconnects);
+      queueDepth.set({ capsule: s.id }, s.queue.depth);
+      queueOldest.set({ capsule: s.id }, s.queue.oldestMs / 1000);
     }
   };
   new Gauge({

@@ -62,6 +62,8 @@ export const createOpsRoutes = (deps: OpsDeps): Hono => {
         first_offset: s.position.first,
         epoch: s.position.epoch,
         frames_possibly_missing: s.possiblyMissing,
+        queue_depth: s.queue.depth,
+        queue_oldest_ms: s.queue.oldestMs,
         connections: connections[id] ?? {},
         owner: owners.get(id)?.owner ?? (deps.ownership ? null : 'local'),
         fencing_token: owners.get(id)?.fencingToken ?? 0,

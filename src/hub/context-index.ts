@@ -150,6 +150,11 @@ export class ContextIndex {
       if (task !== null) this.link(task, record.contextId, record.offset);
       return { context: record.contextId };
     }
+    // The capsule took a queued submission as this task: the link even when its frames name no context.
+    if (record.kind === 'fact' && record.fact === 'submission-started') {
+      this.link(record.taskId, record.contextId, record.offset);
+      return null;
+    }
     const view = viewFrame(record);
     if (!view || !view.taskId) return null;
     if (view.contextId) this.link(view.taskId, view.contextId, record.offset);

@@ -32,7 +32,11 @@ export class LaneRoom {
   }
 
   push(lane: Lane, pending: Pending): void {
-    if (pending.entry.kind !== 'submission' && lane.fence !== undefined) pending.fence = lane.fence;
+    // Submissions and withdrawals come from any replica (a client's request): never fenced.
+    const fromAnyReplica =
+      pending.entry.kind === 'submission' ||
+      (pending.entry.kind === 'fact' && pending.entry.fact === 'submission-withdrawn');
+    if (!fromAnyReplica && lane.fence !== undefined) pending.fence = lane.fence;
     lane.waiting.push(pending);
     lane.count++;
     lane.bytes += pending.bytes;

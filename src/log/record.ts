@@ -72,6 +72,32 @@ export type FactEntry =
       /** Why, e.g. `store-unavailable`: its client was told it failed before its record was durable. */
       reason: string;
       receivedAt: number;
+    }
+  /*
+   * The submission queue (src/core/submission-queue.ts): a queued submission is handed to the
+   * capsule by the capsule's owner, which records the hand-off (fenced) before it sends. The capsule
+   * may refuse it for now (busy, its own queue full): it goes back to its place in the queue. A
+   * withdrawn one never runs (aborted, or failed with the reason), or, handed already, is canceled.
+   */
+  | { kind: 'fact'; fact: 'submission-handed'; messageId: string; contextId: string; receivedAt: number }
+  | { kind: 'fact'; fact: 'submission-returned'; messageId: string; reason: string; receivedAt: number }
+  /** The capsule took a handed submission as this task: a reader whose log lost the task's first frame still links it. */
+  | {
+      kind: 'fact';
+      fact: 'submission-started';
+      messageId: string;
+      contextId: string;
+      taskId: string;
+      receivedAt: number;
+    }
+  | {
+      kind: 'fact';
+      fact: 'submission-withdrawn';
+      messageId: string;
+      contextId: string;
+      outcome: 'aborted' | 'failed';
+      reason: string;
+      receivedAt: number;
     };
 
 export type SurfaceName = 'murmur' | 'beeos' | 'flue';
@@ -89,6 +115,8 @@ export interface SubmissionEntry {
   text: string;
   /** Surface-specific facts (Flue submissionId, signal tag, BeeOS task id, …), JSON-serialisable. */
   meta?: Record<string, unknown>;
+  /** Waits in the capsule's submission queue until its owner hands it over (absent: sent at once). */
+  queued?: true;
   receivedAt: number;
 }
 

@@ -81,6 +81,11 @@ export interface SimulatedCapsule extends EventEmitter {
   readonly release: SimRelease;
   /** The door token in force now (null: no auth); a 0.5+ restart mints a new one. */
   readonly doorToken: string | null;
+  /**
+   * Tasks accepted per A2A messageId over message/stream, every session: a message run twice shows
+   * 2. Each one is also a 'run' event (the messageId), for tests that wait for the capsule to take one.
+   */
+  readonly runs: ReadonlyMap<string, number>;
   submit(text: string, contextId?: string): TaskHandle;
   idle(): Promise<void>;
   cutConnections(): void;
@@ -100,6 +105,7 @@ const checkRelease = (release: SimRelease): SimRelease => {
 
 class SimCapsule extends EventEmitter implements SimulatedCapsule, DoorHost {
   readonly written: WrittenFrame[] = [];
+  readonly runs = new Map<string, number>();
   readonly options: DoorOptions;
   current: Session;
   private readonly sessionOptions: SessionOptions;
@@ -200,6 +206,11 @@ class SimCapsule extends EventEmitter implements SimulatedCapsule, DoorHost {
 
   refused(): void {
     this.emit('refused', ++this.refusedCount);
+  }
+
+  countRun(messageId: string): void {
+    this.runs.set(messageId, (this.runs.get(messageId) ?? 0) + 1);
+    this.emit('run', messageId);
   }
 
   submit(text: string, contextId?: string): TaskHandle {

@@ -44,6 +44,8 @@ export interface DoorHost {
   goLive(conn: Connection): void;
   /** A request the door refused for its token. */
   refused(): void;
+  /** Count a task accepted for an A2A messageId (SimulatedCapsule.runs, and its 'run' event). */
+  countRun(messageId: string): void;
 }
 
 const MAX_BODY = 1 << 20;
@@ -127,6 +129,7 @@ const messageStream = (
     const why = result.kind === 'not-found' ? RPC.taskNotFound : RPC.unsupportedOperation;
     return conn.finish(errorFrame(why.message));
   }
+  if (result.kind === 'accepted') host.countRun(parsed.message.messageId);
   // 0.5+ closes this stream on this task's final only, and rejects it by this id at shutdown.
   conn.ownTaskId = result.task.taskId;
   if (result.kind === 'rejected') {

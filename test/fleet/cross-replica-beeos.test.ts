@@ -112,7 +112,10 @@ describe.skipIf(!redisUrl)('BeeOS on every replica', () => {
     }, 10_000);
 
     // A held task made on a, cancelled through b: the capsule cancels it.
+    const before = rig.sim.runs.size;
     const held = await json<{ task_id: string }>(post(a, '/tasks', { message: '#sim {"hold":true}' }));
+    // Running on the capsule (a task canceled while still queued never reaches it).
+    await until(async () => (rig.sim.runs.size > before ? true : undefined), 10_000);
     const cancel = await post(b, `/tasks/${held.task_id}/cancel`, {});
     expect(cancel.status).toBe(200);
     await until(

@@ -4,6 +4,7 @@
  * the owner and on the other one. Waits are bounded polls of public routes, never fixed sleeps.
  */
 import { randomUUID } from 'node:crypto';
+import { rendezvous } from '../../src/fleet/replicas.js';
 import { startSimulator, type SimulatedCapsule, type SimulatorOptions } from '../../src/simulator/index.js';
 import {
   startTestGateway,
@@ -48,7 +49,12 @@ export const startCrossReplica = async (
 ): Promise<CrossReplicaRig> => {
   const sim = await startSimulator({ heartbeatMs: 200, ...options.sim });
   const capsule = uniqueCapsule('xr');
-  const registryKey = `mg:fleet:capsules:test-${randomUUID()}`;
+  const fleetId = randomUUID();
+  const registryKey = `mg:fleet:capsules:test-${fleetId}`;
+  // Its own live-replica set too: ranked among every replica of the files running beside it, the
+  // capsule would prefer one that never fronts it, sit free for a lease TTL, be taken as a
+  // fallback, and move again every few TTLs (the owner found below would not stay the owner).
+  const keyPrefix = `mg-test-${fleetId}`;
   const start = () =>
     startTestGateway({
       capsules: { [capsule]: sim.url },
@@ -57,7 +63,7 @@ export const startCrossReplica = async (
       // Old code waited 60 s for a queued task's start it could never see: fail sooner than that.
       tuning: {
         upstream: { backoffBaseMs: 20, backoffCapMs: 200, submitTimeoutMs: 15_000 },
-        fleet: { registryKey },
+        fleet: { registryKey, keyPrefix },
       },
     });
   const gateways = [await start(), await start()];
@@ -66,17 +72,20 @@ export const startCrossReplica = async (
     await sim.stop();
   };
   try {
-    // Owned by one of the two, and its watch connected (the ack read), before anything is submitted.
-    const ownerId = await until(async () => {
+    // Owned by the replica the fleet ranks first for it, and its watch connected (the ack read),
+    // before anything is submitted. The first replica up takes the capsule alone and hands it over
+    // once it sees the second one live, if that one ranks first: an owner read before then would
+    // not stay the owner.
+    const replicaIds = (await Promise.all(gateways.map(capsulesOf))).map((v) => v.replica);
+    const preferred = rendezvous(capsule, replicaIds);
+    await until(async () => {
       const views = await Promise.all(gateways.map(capsulesOf));
-      const row = views[0]!.capsules.find((c) => c.id === capsule);
-      if (!row?.owner) return undefined;
-      const ownerView = views.find((v) => v.replica === row.owner);
-      const own = ownerView?.capsules.find((c) => c.id === capsule);
-      return own?.upstream === 'connected' ? row.owner : undefined;
+      const rows = views.map((v) => v.capsules.find((c) => c.id === capsule));
+      if (!rows.every((row) => row?.owner === preferred)) return undefined;
+      const own = rows[replicaIds.indexOf(preferred)];
+      return own?.upstream === 'connected' ? true : undefined;
     }, 15_000);
-    const views = await Promise.all(gateways.map(capsulesOf));
-    const i = views.findIndex((v) => v.replica === ownerId);
+    const i = replicaIds.indexOf(preferred);
     return { capsule, sim, owner: gateways[i]!, other: gateways[1 - i]!, close };
   } catch (err) {
     await close();

@@ -80,21 +80,33 @@ export const buildLog = (tasks: RecordedTask[], seed: number): LogEntry[] => {
     const frames = lostFirst ? task.frames.slice(1) : task.frames;
     const taskId = task.frames.map((f) => viewFrame({ ...f, offset: 0 })?.taskId).find(Boolean);
     // A BeeOS submission's accepted outcome names the capsule task: the link when its status is lost.
+    const link = r();
     const outcome: LogEntry[] =
-      lostFirst && taskId && r() < 0.5
+      lostFirst && taskId && link < 0.25
         ? [
             {
-              kind: 'submission',
-              protocol: 'beeos',
-              owner: null,
+              kind: 'fact',
+              fact: 'submission-started',
+              messageId: `msg-${seed}-${i}`,
               contextId: task.contextId,
-              messageId: `out-${seed}-${i}`,
-              text: '',
-              meta: { op: 'outcome', outcome: 'accepted', taskId },
+              taskId,
               receivedAt: 1,
             },
           ]
-        : [];
+        : lostFirst && taskId && link < 0.5
+          ? [
+              {
+                kind: 'submission',
+                protocol: 'beeos',
+                owner: null,
+                contextId: task.contextId,
+                messageId: `out-${seed}-${i}`,
+                text: '',
+                meta: { op: 'outcome', outcome: 'accepted', taskId },
+                receivedAt: 1,
+              },
+            ]
+          : [];
     const submission: LogEntry = {
       kind: 'submission',
       protocol: i % 2 ? 'flue' : 'beeos',
@@ -153,6 +165,10 @@ export const attribute = (records: readonly LogRecord[]): Map<number, string | n
     pending.delete(task);
   };
   for (const record of records) {
+    if (record.kind === 'fact' && record.fact === 'submission-started') {
+      tracker.link(record.taskId, record.contextId);
+      settle(record.taskId, record.contextId);
+    }
     if (record.kind === 'submission') {
       const task = record.meta?.op === 'outcome' ? record.meta.taskId : undefined;
       if (typeof task === 'string') {

@@ -14,6 +14,7 @@ import {
   startRig,
 } from './support/real-gateway.js';
 import type { Rig } from './support/real-gateway.js';
+import { until } from '../../fleet/fleet-rig.js';
 
 let rig: Rig | undefined;
 afterEach(async () => {
@@ -105,9 +106,12 @@ describe('BeeOS conformance: invoke on the real gateway + simulator', () => {
     expect(json.body.data).toMatchObject({ is_error: true, code: 'agent_reply_error', error: 'bang' });
   });
 
-  it('busy: a second task while one holds the capsule → 409 conflict (SSE and JSON), before streaming', async () => {
-    rig = await startRig();
-    const held = await createTask(rig, '#sim {"hold":true}');
+  it('busy: invoke while a task holds the capsule → 409 conflict (SSE and JSON); a task waits queued', async () => {
+    const r = await startRig();
+    rig = r;
+    const held = await createTask(r, '#sim {"hold":true}');
+    // The task goes through the submission queue: wait until the capsule runs it.
+    await until('the held task running', async () => (r.sim.runs.size === 1 ? true : null));
     const sse = await fetch(`${rig.api}/invoke`, {
       method: 'POST',
       headers: { ...ALICE, Accept: 'text/event-stream', 'Content-Type': 'application/json' },
@@ -119,9 +123,12 @@ describe('BeeOS conformance: invoke on the real gateway + simulator', () => {
       'conflict',
     );
     expectErrorEnvelope(await invokeJson(rig, 'me three'), 409, 'conflict');
+    // A task is admitted into the queue (docs/submission-queue.md), and runs once the capsule is free.
     const task = await postJson(`${rig.api}/tasks`, { message: 'a task too' });
-    expect(task.status).toBe(409);
+    expect(task.status).toBe(202);
+    expect(((await task.json()) as { data: { status: string } }).data.status).toBe('queued');
     expect((await postJson(`${rig.api}/tasks/${held.taskId}/cancel`, {})).status).toBe(200);
+    await until('the queued task running', async () => (r.sim.runs.size === 2 ? true : null));
     await rig.sim.idle();
   });
 

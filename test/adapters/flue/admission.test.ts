@@ -139,7 +139,7 @@ describe('admission', () => {
     expect(history.messages.filter((m) => m.role === 'user')).toHaveLength(1);
   });
 
-  it('a busy capsule: the admitted message settles failed; signals reach the capsule in their envelope', async () => {
+  it('a busy capsule: the next message waits its turn and runs after; signals reach the capsule in their envelope', async () => {
     const client = createFlueClient({ url: `${base}/b1` });
     const holding = await client.send({ message: { kind: 'user', body: '#sim {"hold":true}' } });
     const obs = client.observe({ live: 'long-poll' });
@@ -152,15 +152,26 @@ describe('admission', () => {
       });
     });
     obs.close();
-    const busy = await client.send({ message: { kind: 'user', body: 'second' } });
-    const error = await client.wait(busy).then(
+    // Queued (docs/submission-queue.md): the user message is in the transcript, not settled.
+    const next = await client.send({ message: { kind: 'user', body: 'second' } });
+    const waiting = await client.history();
+    expect(waiting.messages.filter((m) => m.role === 'user').map((m) => m.parts)).toHaveLength(2);
+    expect(waiting.settlements.map((s) => s.submissionId)).not.toContain(next.submissionId);
+    // The holding task ends (canceled on the capsule): the queued one runs.
+    // The holding task wrote the capsule's last frame ("inference turn 1", then nothing).
+    const running = sim.written.map((w) => JSON.parse(w.data) as { id?: string }).findLast((d) => d.id)?.id;
+    expect(running).toBeDefined();
+    await fetch(sim.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tasks/cancel', params: { id: running } }),
+    });
+    const error = await client.wait(holding).then(
       () => null,
       (e: unknown) => e,
     );
     expect(error).toBeInstanceOf(FlueExecutionError);
-    expect((error as Error).message).toContain('busy');
-    await client.abort();
-    await client.wait(holding).catch(() => undefined);
+    expect((await client.read(next)).text).toBe('Echo: second');
     const signal = await client.send({
       message: { kind: 'signal', type: 'deploy', body: 'done', tagName: 'ci', attributes: { env: 'prod' } },
     });

@@ -30,6 +30,7 @@ export const standInCore = (hub: Hub, shutdown: AbortSignal, capsule: string): G
     subscribe: (c, options) => hub.subscribe(c, options),
     submit: unused,
     cancel: unused,
+    withdrawContext: unused,
     forwardRpc: unused,
     append: unused,
     status: unused,
