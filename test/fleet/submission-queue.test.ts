@@ -201,6 +201,29 @@ describe.skipIf(!redisUrl)('submission queue (single mode, two replicas)', () =>
     const metrics = await (await fetch(`${rig.owner.baseUrl}/metrics`, { headers: TEST_OPS_HEADERS })).text();
     expect(metrics).toMatch(new RegExp(`murmur_gateway_queue_depth\\{capsule="${rig.capsule}"\\} 0`));
   }, 60_000);
+
+  it('a capsule restart with two queued: the running one settles failed, the queued two run after it, in order', async () => {
+    const client = flue(rig.other, 'q-restart');
+    await quiet();
+    const started = nextRun(rig.sim, 10_000);
+    const held = await client.send({ message: { kind: 'user', body: '#sim {"hold":true}' } });
+    const queued = [
+      await client.send({ message: { kind: 'user', body: 'queued one' } }),
+      await client.send({ message: { kind: 'user', body: 'queued two' } }),
+    ];
+    await started;
+    await until(async () => ((await queueRow()).queue_depth === 2 ? true : undefined), 10_000);
+    await rig.sim.restart();
+    await expect(client.wait(held)).rejects.toThrow();
+    for (const a of queued) await client.wait(a);
+    const settlements = (await client.history()).settlements as Settlement[];
+    expect(settlements.map((s) => [s.submissionId, s.outcome])).toEqual([
+      [held.submissionId, 'failed'],
+      ...queued.map((a) => [a.submissionId, 'completed']),
+    ]);
+    // Nothing ran twice across the restart.
+    expect(runsOf(rig.sim).every((n) => n === 1)).toBe(true);
+  }, 60_000);
 });
 
 describe('submission queue bounds (embedded store)', () => {
