@@ -12,6 +12,8 @@ export interface CapsuleProcess {
   /** Stop the workload, drain, run one last task: its task id. */
   settle(): Promise<string>;
   written(): Promise<WrittenFrame[]>;
+  /** Frames it dropped to watchers that fell behind, every session. */
+  dropped(): Promise<number>;
   stop(): Promise<void>;
 }
 
@@ -53,6 +55,7 @@ export const forkCapsule = async (release: string): Promise<CapsuleProcess> => {
     burst: (frames) => ask<void>({ op: 'burst', frames }),
     settle: () => ask<string>({ op: 'settle' }),
     written: () => ask<WrittenFrame[]>({ op: 'written' }),
+    dropped: () => ask<number>({ op: 'dropped' }),
     stop: async () => {
       if (child.exitCode !== null) return;
       const exited = new Promise<void>((r) => child.once('exit', () => r()));

@@ -19,6 +19,8 @@ export type CapsuleCommand =
   /** Stop the workload, wait for the queue to drain, run one last task; answers its task id. */
   | { seq: number; op: 'settle' }
   | { seq: number; op: 'written' }
+  /** Frames the capsule dropped to `stream/watch` readers that fell behind (the spec's silent loss). */
+  | { seq: number; op: 'dropped' }
   | { seq: number; op: 'stop' };
 
 export type CapsuleAnswer =
@@ -60,6 +62,8 @@ const main = async (): Promise<void> => {
         }
         case 'written':
           return sim.written satisfies WrittenFrame[];
+        case 'dropped':
+          return sim.droppedToWatchers;
         case 'stop':
           stopping = true;
           await sim.stop();

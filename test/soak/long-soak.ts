@@ -11,7 +11,8 @@ import { startCutProxy, type CutProxy } from '../adapters/murmur/cut-proxy.js';
 import { freePort, startRedisServer } from '../support/redis-server.js';
 import { forkCapsule, type CapsuleProcess } from './capsule-fleet.js';
 import { gatewayProcess } from './gateway-process.js';
-import { aroundLosses, checkLog, checkReaders, waitForFinal } from './soak-checks.js';
+import { writeFileSync, mkdirSync } from 'node:fs';
+import { aroundLosses, aroundOffset, checkLog, checkReaders, waitForFinal } from './soak-checks.js';
 
 const arg = (name: string, fallback: string): string => {
   const i = process.argv.indexOf(`--${name}`);
@@ -134,11 +135,16 @@ const oneRun = async (seed: number): Promise<boolean> => {
           .map(([k, n]) => `${k}: ${n}`)
           .join(', ') || 'none';
       log(
-        `  ${names[i]}: written ${check.written}, logged ${check.matched}, missing ${missing}, problems ${problems.length}`,
+        `  ${names[i]}: written ${check.written}, logged ${check.matched}, missing ${missing}, dropped by the capsule to a reader behind ${await capsules[i]!.dropped()}, problems ${problems.length}`,
       );
       if (problems.length > 0) {
         ok = false;
         for (const p of problems.slice(0, 20)) log(`    ${p}`);
+        const where = /log offset (\d+)/.exec(problems[0] ?? '');
+        if (where)
+          log(
+            `    log before and after offset ${where[1]}:\n${aroundOffset(check.records, Number(where[1]))}`,
+          );
         log(
           aroundLosses(check.records)
             .split('\n')
@@ -157,6 +163,12 @@ const oneRun = async (seed: number): Promise<boolean> => {
     for (const p of proxies) await p.close();
     for (const c of capsules) await c.stop();
     await redis.stop();
+  }
+  if (!ok) {
+    // The gateway's own account (pino JSON across every restart) for whoever replays the seed.
+    mkdirSync('.tmp', { recursive: true });
+    writeFileSync(`.tmp/soak-${seed}-${process.pid}-gateway.log`, `${gw.output.join('\n')}\n`);
+    log(`seed ${seed}: the gateway's output is in .tmp/soak-${seed}-${process.pid}-gateway.log`);
   }
   log(`seed ${seed}: ${ok ? 'exact' : 'FAILED'}`);
   return ok;

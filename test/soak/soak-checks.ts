@@ -19,6 +19,9 @@ export interface LogCheck {
   problems: string[];
 }
 
+const recordLine = (r: LogRecord): string =>
+  `${r.offset} ${new Date(r.receivedAt).toISOString().slice(11, 23)} ${r.kind} ${r.kind === 'frame' ? `${r.event} ${r.upstreamId} ${r.data.slice(0, 70)}` : JSON.stringify(r).slice(0, 160)}`;
+
 /** The log around every loss fact other than id-0 (what was stored before and after it). */
 export const aroundLosses = (records: readonly LogRecord[]): string =>
   records
@@ -27,11 +30,23 @@ export const aroundLosses = (records: readonly LogRecord[]): string =>
         ? records.slice(Math.max(0, i - 3), i + 4)
         : [],
     )
-    .map(
-      (r) =>
-        `${r.offset} ${r.kind} ${r.kind === 'frame' ? `${r.event} ${r.upstreamId} ${r.data.slice(0, 70)}` : JSON.stringify(r).slice(0, 120)}`,
-    )
+    .map(recordLine)
     .join('\n');
+
+/** The log records around `offset` (what a problem names), one line each. */
+export const aroundOffset = (
+  records: readonly LogRecord[],
+  offset: number,
+  before = 12,
+  after = 4,
+): string => {
+  const i = records.findIndex((r) => r.offset >= offset);
+  const at = i < 0 ? records.length : i;
+  return records
+    .slice(Math.max(0, at - before), at + after)
+    .map((r) => `    | ${recordLine(r)}`)
+    .join('\n');
+};
 
 /** Resolve once the log holds `taskId`'s final status (bounded by `timeoutMs`); false if it never did. */
 export const waitForFinal = async (
