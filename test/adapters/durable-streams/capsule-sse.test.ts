@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createCapsuleStreamRoutes } from '../../../adapters/durable-streams/capsule-stream.js';
 import { formatOffset } from '../../../adapters/flue/codec.js';
 import { recordJson } from '../../../adapters/murmur/poll-json.js';
+import type { AdapterConfig, AdapterDeps } from '../../../src/http/adapter-deps.js';
 import type { RetentionPolicy } from '../../../src/log/store.js';
 import { frames } from '../../hub/helpers.js';
 import { standInRoutes } from '../murmur/stand-in-core.js';
@@ -16,12 +17,16 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-const setup = (retention?: RetentionPolicy) => {
+const setup = (
+  retention?: RetentionPolicy,
+  config: Partial<AdapterConfig> = {},
+  wrap: (deps: AdapterDeps) => AdapterDeps = (deps) => deps,
+) => {
   const { app, store, close } = standInRoutes(
     CAPSULE,
-    (deps) => createCapsuleStreamRoutes(deps, { sseLifetimeMs: LIFETIME_MS }),
+    (deps) => createCapsuleStreamRoutes(wrap(deps), { sseLifetimeMs: LIFETIME_MS }),
     {
-      config: { longPollMaxMs: 300, heartbeatMs: 60_000, idleControlMs: 60_000 },
+      config: { longPollMaxMs: 300, heartbeatMs: 60_000, idleControlMs: 60_000, ...config },
       ...(retention ? { retention } : {}),
     },
   );
@@ -130,6 +135,40 @@ describe('capsule stream, live=sse', () => {
     expect(again.status).toBe(200);
     const resumed = await follow(again, lastIsUpToDate);
     expect(resumed.messages).toEqual([]);
+  });
+
+  it('an idle stream gets a control again after idleControlMs, with nothing new to send', async () => {
+    const { app, store } = setup(undefined, { idleControlMs: 100 });
+    await store.append(CAPSULE, frames(1, 2));
+    const { epoch, head } = await store.position(CAPSULE);
+    const res = await app.request(`${URL_}?offset=now&live=sse`);
+    const { events, controls } = await follow(res, (evs) => evs.length >= 2);
+    expect(events.map((e) => e.event)).toEqual(['control', 'control']);
+    for (const c of controls)
+      expect(c).toMatchObject({ streamNextOffset: formatOffset(epoch, head), upToDate: true });
+  });
+
+  it('records missing under a reader (trimmed as it read) end its stream after the last it had', async () => {
+    let skip = 0;
+    // The hub hands this reader the log without one record, as a trim between its reads would.
+    const { app, store } = setup(undefined, {}, (deps) => ({
+      ...deps,
+      core: {
+        ...deps.core,
+        subscribe: (capsule, options) =>
+          deps.core.subscribe(capsule, {
+            ...options,
+            onRecords: (records) => options.onRecords(records.filter((r) => r.offset !== skip)),
+          }),
+      },
+    }));
+    await store.append(CAPSULE, frames(1, 5));
+    const { epoch, first } = await store.position(CAPSULE);
+    skip = first + 2;
+    const { ended, messages, controls } = await follow(await app.request(`${URL_}?offset=-1&live=sse`));
+    expect(ended).toBe(true);
+    expect((messages as { offset: number }[]).map((m) => m.offset)).toEqual([first, first + 1]);
+    expect(controls.at(-1)!.streamNextOffset).toBe(formatOffset(epoch, first + 1));
   });
 
   it('refuses bad input before the stream opens, with the exact status and body', async () => {

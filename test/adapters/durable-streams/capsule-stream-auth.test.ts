@@ -92,6 +92,7 @@ describe('capsule stream auth', () => {
     const sse = await fetch(`${url}?offset=-1&live=sse&ticket=${t}`);
     expect(sse.status).toBe(200);
     expect(sse.headers.get('content-type')).toBe('text/event-stream');
+    expect(sse.headers.get('cache-control')).toBe('no-store');
     expect(typeof (await firstControl(sse)).streamNextOffset).toBe('string');
 
     const head = (await fetch(`${url}?offset=now`, { headers: bearer(KEY.observe) })).headers;
