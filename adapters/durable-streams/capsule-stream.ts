@@ -6,7 +6,8 @@
  * a silent skip. Catch-up, `live=long-poll` and `live=sse` (capsule-sse.ts); writes are 405 with
  * `Allow`. Readers need the `observe` scope (access.ts).
  */
-import { Hono } from 'hono';
+import { Hono, type Context } from 'hono';
+import { principalOf } from '../../src/auth/principal.js';
 import { linkSignals } from '../../src/core/linked-signal.js';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import type { LogRecord } from '../../src/log/record.js';
@@ -21,6 +22,13 @@ import { nextCursor, startOf } from './offsets.js';
 export const CAPSULE_STREAM_ROUTE = '/v1/stream/murmur/:capsule';
 const PAGE = 1000;
 const LIVE_MODES = new Set(['long-poll', 'sse']);
+
+/**
+ * §8.1: `private` for a log read with a credential (confidential: a shared cache must not hand it
+ * to the next client), `public` only when the gateway runs without auth.
+ */
+const cacheScope = (c: Context): 'public' | 'private' =>
+  principalOf(c).kind === 'open' ? 'public' : 'private';
 
 export interface CapsuleStreamOptions {
   /** How long an SSE connection lives before the server closes it (default SSE_LIFETIME_MS). */
@@ -77,7 +85,7 @@ export const createCapsuleStreamRoutes = (deps: AdapterDeps, options: CapsuleStr
           ? 'no-store'
           : upToDate
             ? 'no-cache'
-            : 'public, max-age=60, stale-while-revalidate=300',
+            : `${cacheScope(c)}, max-age=60, stale-while-revalidate=300`,
       };
       if (upToDate) headers['stream-up-to-date'] = 'true';
       if (live) headers['stream-cursor'] = nextCursor(c.req.query('cursor'));
