@@ -66,7 +66,12 @@ const lastIsUpToDate = (events: SseEvent[]): boolean => {
 describe('capsule stream, live=sse', () => {
   it('sends the log as data events of poll records, each followed by a camelCase control', async () => {
     const { app, store } = setup();
-    await store.append(CAPSULE, frames(1, 5));
+    // A loss fact is a message in its place among the frames.
+    await store.append(CAPSULE, [
+      ...frames(1, 2),
+      { kind: 'fact', fact: 'frames-possibly-missing', reason: 'gap', firstAvailableId: '9', receivedAt: 1 },
+      ...frames(3, 3),
+    ]);
     const res = await app.request(`${URL_}?offset=-1&live=sse`);
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toBe('text/event-stream');
@@ -74,6 +79,7 @@ describe('capsule stream, live=sse', () => {
     const { events, messages, controls } = await follow(res, lastIsUpToDate);
     const { records, position } = await store.read(CAPSULE, 0, 100);
     expect(messages).toEqual(records.map(recordJson));
+    expect((messages[2] as { fact?: string }).fact).toBe('frames-possibly-missing');
     expect(events.map((e) => e.event)).toEqual(['data', 'control']);
     expect(controls[0]).toEqual({
       streamNextOffset: formatOffset(position.epoch, position.head),
