@@ -122,9 +122,12 @@ export const capsuleSseResponse = (deps: AdapterDeps, c: Context, read: CapsuleS
     maxQueuedRecords: config.maxQueuedRecords,
     onRecords: (records) => {
       if (!stream.open) return undefined;
+      // What this connection already sent (a resubscription's overlap) is skipped, not a jump.
+      let from = 0;
+      while (from < records.length && records[from]!.offset <= next) from++;
       let kept = records.length;
       let lost = false;
-      for (let i = 0; i < records.length; i++) {
+      for (let i = from; i < records.length; i++) {
         const r = records[i]!;
         if ((contiguous && r.offset !== next + 1) || (isStoreReset(r) && r.offset > headAtStart)) {
           kept = i;
@@ -134,9 +137,9 @@ export const capsuleSseResponse = (deps: AdapterDeps, c: Context, read: CapsuleS
         contiguous = true;
         next = r.offset;
       }
-      if (kept > 0) {
+      if (kept > from) {
         if (next >= headAtStart) upToDate = true;
-        const batch = kept === records.length ? records : records.slice(0, kept);
+        const batch = from === 0 && kept === records.length ? records : records.slice(from, kept);
         stream.write(Buffer.from(dataEvent(batch), 'utf8'));
         stream.write(control());
       }
