@@ -38,6 +38,11 @@ describe('capsule stream through the gateway', () => {
       if (ev.event === 'control') {
         lastControl = JSON.parse(ev.data) as { streamNextOffset: string };
         if (!submitted) {
+          // Counted among the capsule's open downstream connections, under its own surface.
+          const ops = (await (await fetch(`${gw.baseUrl}/capsules`)).json()) as {
+            capsules: { id: string; connections: Record<string, number> }[];
+          };
+          expect(ops.capsules.find((c) => c.id === capsule)!.connections).toEqual({ 'durable-streams': 1 });
           submitted = true;
           sim.submit('#sim {"chunks":3}');
         }
