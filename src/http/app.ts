@@ -62,14 +62,24 @@ export interface HttpApp {
   connections: () => Record<string, Record<string, number>>;
 }
 
-/** `/murmur/x/…` → ['murmur', 'x']; BeeOS and Flue likewise. */
+/** Each surface's capsule paths; the capsule id is the first group. */
+const SURFACE_PATHS: readonly (readonly [RegExp, string])[] = [
+  [/^\/murmur\/([^/]+)/, 'murmur'],
+  [/^\/flue\/([^/]+)/, 'flue'],
+  [/^\/api\/v1\/agents\/([^/]+)/, 'beeos'],
+  [/^\/v1\/stream\/murmur\/([^/]+)/, 'durable-streams'],
+];
+
+/** `/murmur/x/…` → ['murmur', 'x']; the other surfaces likewise. */
 const surfaceOf = (path: string): [string, string] | null => {
-  const m =
-    /^\/murmur\/([^/]+)/.exec(path) ??
-    /^\/flue\/([^/]+)/.exec(path) ??
-    /^\/api\/v1\/agents\/([^/]+)/.exec(path);
+  let m: RegExpExecArray | null = null;
+  let surface = '';
+  for (const [re, name] of SURFACE_PATHS) {
+    m = re.exec(path);
+    surface = name;
+    if (m) break;
+  }
   if (!m || !m[1]) return null;
-  const surface = path.startsWith('/murmur/') ? 'murmur' : path.startsWith('/flue/') ? 'flue' : 'beeos';
   // A malformed escape (`%E0`) names no capsule: the adapter answers it in its own grammar.
   try {
     return [surface, decodeURIComponent(m[1])];

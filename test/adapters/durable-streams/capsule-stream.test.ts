@@ -1,8 +1,11 @@
 /** The read-only capsule stream over a real Hub and MemoryStore: catch-up, long-poll, offsets, errors. */
+import { Hono } from 'hono';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createCapsuleStreamRoutes } from '../../../adapters/durable-streams/capsule-stream.js';
 import { formatOffset } from '../../../adapters/flue/codec.js';
 import { recordJson } from '../../../adapters/murmur/poll-json.js';
+import { setPrincipal, type Principal } from '../../../src/auth/principal.js';
+import type { AdapterDeps } from '../../../src/http/adapter-deps.js';
 import { frames } from '../../hub/helpers.js';
 import { standInRoutes } from '../murmur/stand-in-core.js';
 
@@ -13,10 +16,17 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
 });
 
-const setup = () => {
-  const { app, store, close } = standInRoutes(CAPSULE, createCapsuleStreamRoutes, {
-    config: { longPollMaxMs: 300 },
-  });
+const setup = (principal?: Principal) => {
+  const routes = (deps: AdapterDeps): Hono => {
+    const app = new Hono();
+    if (principal)
+      app.use('*', async (c, next) => {
+        setPrincipal(c, principal);
+        await next();
+      });
+    return app.route('/', createCapsuleStreamRoutes(deps));
+  };
+  const { app, store, close } = standInRoutes(CAPSULE, routes, { config: { longPollMaxMs: 300 } });
   cleanups.push(close);
   return { app, store };
 };
@@ -62,5 +72,29 @@ describe('capsule stream', () => {
     expect(post.headers.get('allow')).toBe('GET, HEAD');
     const { records } = await store.read(CAPSULE, 0, 100);
     expect(records).toHaveLength(2);
+  });
+
+  it('a page short of the tail is cacheable: public without auth, private for a credential', async () => {
+    const key: Principal = {
+      kind: 'key',
+      owner: 'operator',
+      scopes: new Set(['observe']),
+      capsules: '*',
+      keyId: 'k',
+      ip: '127.0.0.1',
+    };
+    for (const [principal, scope] of [
+      [undefined, 'public'],
+      [key, 'private'],
+    ] as const) {
+      const { app, store } = setup(principal);
+      await store.append(CAPSULE, frames(1, 1001));
+      const page = await app.request(`${URL_}?offset=-1`);
+      expect(page.headers.get('stream-up-to-date')).toBeNull();
+      expect(page.headers.get('cache-control')).toBe(`${scope}, max-age=60, stale-while-revalidate=300`);
+      const rest = await app.request(`${URL_}?offset=${page.headers.get('stream-next-offset')!}`);
+      expect(rest.headers.get('stream-up-to-date')).toBe('true');
+      expect(rest.headers.get('cache-control')).toBe('no-cache');
+    }
   });
 });
