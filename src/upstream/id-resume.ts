@@ -15,10 +15,9 @@
  * the replay still holds what was lost unless a `gap` says it does not, which alone becomes a
  * frames-possibly-missing fact, with the count the ids prove. `lagged` never enters the log.
  */
-import type { AlignFrame, AlignOutput, MissingFact } from './replay-alignment.js';
+import type { AlignFrame, AlignOutput, MissingFact, ReconnectOutput } from './replay-alignment.js';
 
-export type IdResumeOutput =
-  AlignOutput | { kind: 'reconnect'; reason: 'lagged' | 'id hole' | 'another session' };
+export type IdResumeOutput = AlignOutput | ReconnectOutput;
 
 export interface IdResumeInput {
   /** The last stored id of the session the log holds (null: nothing resumable stored). */

@@ -66,6 +66,8 @@ export class IdZeroTracker {
    */
   private readonly last = new Map<string, { id: number; final: boolean; at: number }>();
   private inserted = 0;
+  /** The task of the last task-counter frame noted. */
+  private current: string | null = null;
 
   constructor(private readonly maxTasks = 4096) {}
 
@@ -75,6 +77,7 @@ export class IdZeroTracker {
     if (id === null) return false;
     const task = taskOf(f);
     if (task === null) return false;
+    this.current = task;
     // The task's entry is updated in place (one object per task, not one per frame).
     const seen = this.last.get(task);
     const beforeId = seen?.id ?? 0;
@@ -99,8 +102,41 @@ export class IdZeroTracker {
     return beforeFinal || (id === 1 && beforeId > 1);
   }
 
+  /**
+   * Whether `f`, read live, proves its task's frames just before it never reached this connection:
+   * the capsule drops the oldest of a live queue past 128 frames without a trace (spec "Frames a
+   * connection misses"). Within an attempt a task-counter id never moves more than one past the
+   * last (repeats and lower values happen, spec "Event ids"); a task never seen starts at 0 or 1,
+   * and after a final status only the next id (a hook's frame) or a new attempt's 0 or 1 follow.
+   * Call before `note(f)`.
+   */
+  skipsAhead(f: AlignFrame): boolean {
+    const id = counterValue(f.upstreamId);
+    if (id === null || id <= 1) return false;
+    const task = taskOf(f);
+    if (task === null) return false;
+    const seen = this.last.get(task);
+    if (seen === undefined) return true;
+    return seen.final ? id !== seen.id + 1 : id > seen.id + 1;
+  }
+
+  /**
+   * Whether `f`, read live, is a new task's first status while the task whose frame came last has
+   * not ended: the end of that task (its final status among it) was dropped from this connection.
+   * A `rejected` status (always id 0) answers another task while one runs, and is not one.
+   */
+  opensOverUnended(f: AlignFrame): boolean {
+    if (f.event !== 'status' || f.upstreamId !== '0' || f.data.includes('"state":"rejected"')) return false;
+    const task = taskOf(f);
+    const current = this.current;
+    if (task === null || current === null || task === current) return false;
+    const open = this.last.get(current);
+    return open !== undefined && !open.final;
+  }
+
   reset(): void {
     this.last.clear();
+    this.current = null;
   }
 }
 

@@ -44,6 +44,8 @@ export class CapsuleIngestor {
   /** 0.4+: the previous connection proved the stored stretch is another session's. */
   private anotherSession = false;
   private lagged = false;
+  /** The live frame that made the last connection end to replay (`frames skipped`). */
+  private skipped: AlignFrame | null = null;
   /** The open connection; aborted by us when the writer refuses a frame or the store reset. */
   private conn: AbortController | null = null;
   /** Set when this connection's frames must no longer reach the writer. */
@@ -272,8 +274,10 @@ export class CapsuleIngestor {
         hasHistory,
         bufferSize: this.bufferSize,
         idZero: this.tail.idZero,
+        acceptSkip: this.skipped,
         emit: (out) => this.onAligned(out),
       });
+      this.skipped = null;
     }
     this.setState('connected', 'connection-ack');
   }
@@ -284,6 +288,7 @@ export class CapsuleIngestor {
       // 0.4+: what this connection lost is still in the capsule's buffer: replay it now.
       if (out.reason === 'another session') this.anotherSession = true;
       if (out.reason === 'lagged') this.lagged = true;
+      if (out.reason === 'frames skipped') this.skipped = out.frame ?? null;
       this.options.logger?.info({ capsule: this.capsule, reason: out.reason }, 'reconnecting to replay');
       this.dropping = out.reason;
       this.conn?.abort();

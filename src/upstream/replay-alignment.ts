@@ -38,6 +38,16 @@ export type AlignOutput =
   | { kind: 'new-session' }
   | { kind: 'frame'; frame: AlignFrame };
 
+/**
+ * End this connection now and replay: what it lost is still in the capsule's buffer. `frame`: the
+ * live frame that proved frames before it were dropped (nothing from it on was released).
+ */
+export type ReconnectOutput = {
+  kind: 'reconnect';
+  reason: 'lagged' | 'id hole' | 'another session' | 'frames skipped';
+  frame?: AlignFrame;
+};
+
 /** The replay's id predicate (spec "Replay"): a replay from N without a gap holds frames with id > N. */
 export const replayPredicate = (lastEventId: string, gap: boolean): ((frame: AlignFrame) => boolean) => {
   if (gap) return () => true;
@@ -78,7 +88,12 @@ export interface AlignerInput {
   bufferSize: number;
   /** Noted for every released frame; the caller's own, so id-0 accounting carries on after. */
   idZero: IdZeroTracker;
-  emit(out: AlignOutput): void;
+  /**
+   * The frame that made the previous connection reconnect (`frames skipped`): if this replay still
+   * shows the same skip, the capsule's buffer holds it so (nothing was dropped): it is taken as is.
+   */
+  acceptSkip?: AlignFrame | null;
+  emit(out: AlignOutput | ReconnectOutput): void;
 }
 
 const isKey = replayPredicate('0', false);
@@ -104,6 +119,10 @@ export class ReplayAligner {
   private pastKey = false;
   private coveredByLabel = false;
   private oneTaskMemo: boolean | undefined;
+  /** Frames read after the replay was proven (or judged) over: the only ones a dropped run can precede. */
+  private readonly liveFrames = new WeakSet<AlignFrame>();
+  /** A reconnect was asked for: nothing more of this connection is released. */
+  private stopped = false;
 
   constructor(private readonly input: AlignerInput) {
     const tail = input.hasHistory ? input.storedTail : [];
@@ -126,6 +145,8 @@ export class ReplayAligner {
 
   /** Every frame after the ack (and the leading gap), in order. */
   push(frame: AlignFrame): void {
+    if (!isKey(frame) && (this.gapInfo === null || frame.upstreamId === null)) this.ended = true;
+    if (this.ended || this.hinted) this.liveFrames.add(frame);
     if (this.live) return this.afterOverlap(frame);
     this.started = true;
     this.held.push(frame);
@@ -137,24 +158,23 @@ export class ReplayAligner {
       this.alive = this.alive.filter((p) => n - p <= j || this.keys[p + j] === key);
     } else if (this.gapInfo !== null && frame.upstreamId !== null) {
       if (!this.ended) this.replay.push(frame); // a gap replay holds the id-0 frames too
-    } else {
-      this.ended = true; // never in a replay: the replay is over and this frame is live
     }
+    // else: never in a replay, so the replay is over and this frame is live (`ended`, above)
     this.advance();
   }
 
   /** A comment (heartbeat): never inside a replay, so the replay is over. */
   comment(): void {
-    if (this.ended || this.live) return;
+    if (this.ended) return;
     this.ended = true;
-    this.advance();
+    if (!this.live) this.advance();
   }
 
   /** Timing says the replay burst is probably over: judge labels now (never duplicates vs new). */
   hint(): void {
-    if (this.hinted || this.live) return;
+    if (this.hinted) return;
     this.hinted = true;
-    this.advance();
+    if (!this.live) this.advance();
   }
 
   /** The whole replay has been pushed (a batch caller): everything is decided now. */
@@ -253,6 +273,11 @@ export class ReplayAligner {
   }
 
   /** Whether the last k stored key frames all belong to one task (then the label needs the length). */
+  private accepted(f: AlignFrame): boolean {
+    const skip = this.input.acceptSkip;
+    return skip != null && frameKey(skip) === frameKey(f);
+  }
+
   private oneTask(k: number): boolean {
     this.oneTaskMemo ??= this.computeOneTask(k);
     return this.oneTaskMemo;
@@ -294,7 +319,21 @@ export class ReplayAligner {
   }
 
   private release(f: AlignFrame): void {
-    if (this.input.idZero.note(f) && !this.coveredByLabel) {
+    if (this.stopped) return;
+    const { idZero } = this.input;
+    if (this.liveFrames.has(f)) {
+      if (idZero.skipsAhead(f) && !this.accepted(f)) {
+        // Frames before this one were dropped from the connection, not from the buffer: replay them
+        // in their place rather than record this one after a hole.
+        this.stopped = true;
+        this.input.emit({ kind: 'reconnect', reason: 'frames skipped', frame: f });
+        return;
+      }
+      // A dropped run that ends at a task's first status took the previous task's end with it; the
+      // replay could not put them before this frame, which is already here: say so in place.
+      if (idZero.opensOverUnended(f)) this.input.emit({ kind: 'missing', fact: { reason: 'lagged' } });
+    }
+    if (idZero.note(f) && !this.coveredByLabel) {
       this.input.emit({ kind: 'missing', fact: { reason: 'id-zero-unreplayable', count: 1 } });
     }
     this.input.emit({ kind: 'frame', frame: f });

@@ -6,7 +6,14 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { IdZeroTracker } from '../../src/upstream/id-zero.js';
-import { ReplayAligner, type AlignFrame, type AlignOutput } from '../../src/upstream/replay-alignment.js';
+import {
+  ReplayAligner,
+  type AlignFrame,
+  type AlignOutput as AlignerOutput,
+  type ReconnectOutput,
+} from '../../src/upstream/replay-alignment.js';
+
+type AlignOutput = AlignerOutput | ReconnectOutput;
 
 const frame = (task: string, id: number, n: number, final = false): AlignFrame => ({
   event: id === 0 || final ? 'status' : 'text',
