@@ -101,7 +101,7 @@ export const readGeneralStream = async (
     headers['cache-control'] = 'no-store';
     if (entries.length === 0) return c.body(null, 204, headers);
   }
-  if (start.value.kind === 'now') {
+  if (start.value.kind === 'now' && !live) {
     headers['cache-control'] = 'no-store';
     return c.body(isJsonMode(meta.contentType) ? '[]' : '', 200, headers);
   }
@@ -128,13 +128,15 @@ const sseRead = (c: Context, deps: AdapterDeps, store: StreamStore, path: string
       body.streamCursor = cursor;
     }
     if (upToDate) body.upToDate = true;
-    return encodeSse({ event: 'control', data: JSON.stringify(body) });
+    return encodeSse({ event: 'control', data: JSON.stringify(body) }, '');
   };
   const stream = new ReadableStream<Uint8Array>({
     async start(controller) {
       const deadline = Date.now() + SSE_LIFETIME_MS;
       let position = from;
       let epoch: number | null = null;
+      // Whether the last control event already told the reader it is at this position's tail.
+      let told = false;
       try {
         while (!linked.signal.aborted && Date.now() < deadline) {
           const read = await store.read(path, position, PAGE_ENTRIES, PAGE_BYTES);
@@ -146,13 +148,19 @@ const sseRead = (c: Context, deps: AdapterDeps, store: StreamStore, path: string
               ? `[${entries.map((e) => e.toString('utf8')).join(',')}]`
               : Buffer.concat(entries).toString('utf8');
             position += entries.length;
-            controller.enqueue(encoder.encode(encodeSse({ event: 'data', data }) + control(meta, position)));
+            controller.enqueue(
+              encoder.encode(encodeSse({ event: 'data', data }, '') + control(meta, position)),
+            );
+            told = position >= meta.tail;
+            if (told && meta.closed) break;
             continue;
           }
-          controller.enqueue(encoder.encode(control(meta, position)));
+          // At the tail: one control says so (at once on the first read, then after each idle wait).
+          if (!told) controller.enqueue(encoder.encode(control(meta, position)));
           if (meta.closed) break;
           const left = Math.min(deps.config.longPollMaxMs, deadline - Date.now());
-          await store.waitAfter(path, position, Math.max(0, left), linked.signal);
+          const woke = await store.waitAfter(path, position, Math.max(0, left), linked.signal);
+          told = woke.ready;
         }
       } catch (err) {
         deps.logger.warn({ err: String(err), path }, 'general stream SSE read failed');

@@ -62,6 +62,10 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
     streamProblem(c, 'message_too_large', `a message exceeds ${maxMessageBytes} bytes`);
 
   app.put(ROUTE, limit, async (c) => {
+    // Forks are not part of PROTOCOL.md 1.0: refused rather than created as a plain stream.
+    if (c.req.header('stream-forked-from') !== undefined) {
+      return streamProblem(c, 'not_implemented', 'forks (Stream-Forked-From) are not supported');
+    }
     const parsed = parseCreate(headerOf(c));
     if (!parsed.ok) return streamProblem(c, parsed.error.code, parsed.error.message);
     const config = parsed.value;
@@ -168,6 +172,7 @@ const appendAnswer = (c: Context, result: AppendResult, wroteData: boolean): Res
     case 'duplicate': {
       const headers = metaHeaders(result.meta);
       delete headers['content-type'];
+      if (!result.producer) return c.body(null, 204, headers);
       headers['producer-epoch'] = String(result.producer.epoch);
       headers['producer-seq'] = String(result.producer.seq);
       return c.body(null, 204, headers);

@@ -99,6 +99,10 @@ export class MemoryStreamStore implements StreamStore {
       if (producer && s.closedBy === tupleOf(producer)) {
         return { kind: 'duplicate', meta: meta(), producer: { epoch: producer.epoch, seq: producer.seq } };
       }
+      // Closing again, with nothing to append and no producer to check: already done.
+      if (!producer && input.close && input.entries.length === 0) {
+        return { kind: 'duplicate', meta: meta(), producer: null };
+      }
       const state = producer ? s.producers.get(producer.id) : undefined;
       if (producer && state && producer.epoch < state.epoch) {
         return { kind: 'stale_producer_epoch', currentEpoch: state.epoch };

@@ -181,7 +181,7 @@ export class RedisStreamStore implements StreamStore {
         this.waiters.wake(path);
         return { kind, meta, producer: a === '' ? null : { epoch: Number(a), seq: Number(b) } };
       case 'duplicate':
-        return { kind, meta, producer: { epoch: Number(a), seq: Number(b) } };
+        return { kind, meta, producer: a === '' ? null : { epoch: Number(a), seq: Number(b) } };
       case 'stale_producer_epoch':
         return { kind, currentEpoch: Number(a) };
       case 'producer_epoch_seq_not_zero':

@@ -55,8 +55,8 @@ export interface AppendInput {
 
 export type AppendResult =
   | { kind: 'appended'; meta: StreamMeta; producer: { epoch: number; seq: number } | null }
-  /** A producer's retry of an accepted batch (or of the close): nothing written. */
-  | { kind: 'duplicate'; meta: StreamMeta; producer: { epoch: number; seq: number } }
+  /** A producer's retry of an accepted batch, or a close of a closed stream: nothing written. */
+  | { kind: 'duplicate'; meta: StreamMeta; producer: { epoch: number; seq: number } | null }
   | { kind: 'not_found' }
   | { kind: 'content_type_mismatch'; meta: StreamMeta }
   | { kind: 'stream_seq_conflict'; meta: StreamMeta }

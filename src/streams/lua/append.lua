@@ -60,6 +60,8 @@ end
 if m[5] == '1' then
   -- Closed: the retry of the closing batch is a duplicate; a zombie producer is still fenced.
   if tuple ~= '' and tuple == m[10] then return reply('duplicate', ARGV[5], ARGV[6]) end
+  -- Closing again, with nothing to append and no producer to check: already done.
+  if producerId == '' and close and #ARGV < FIRST_ENTRY then return reply('duplicate') end
   if state and producerEpoch < state.epoch then return reply('stale_producer_epoch', tostring(state.epoch)) end
   return reply('closed')
 end

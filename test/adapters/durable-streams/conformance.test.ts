@@ -7,7 +7,7 @@ import { afterAll, beforeAll, beforeEach, describe } from 'vitest';
 import { runConformanceTests } from '@durable-streams/server-conformance-tests';
 import { startTestGateway, type TestGateway } from '../../support/gateway.js';
 import { testRedisUrl } from '../../support/redis.js';
-import { expectListedFailures } from './conformance-expectations.js';
+import { expectListedFailures, STORE_SUITE_PREFIX } from './conformance-expectations.js';
 
 /** The gateway's `longPollSeconds` for this run: it bounds this surface's long-poll too. */
 const LONG_POLL_MS = 2_000;
@@ -19,7 +19,8 @@ const suiteAgainst = (store: 'embedded' | 'redis', redisUrl: string | undefined)
     gw = await startTestGateway({
       capsules: {},
       ...(redisUrl ? { redisUrl } : {}),
-      config: { longPollMaxMs: LONG_POLL_MS },
+      // CORS on, as a browser-facing deployment has it (the suite checks a preflight).
+      config: { longPollMaxMs: LONG_POLL_MS, corsOrigins: ['*'] },
       extra: { durableStreams: { writable: true } },
       tuning: { streams: { keyPrefix: `test:ds:conformance:${store}:${Date.now()}` } },
     });
@@ -28,14 +29,14 @@ const suiteAgainst = (store: 'embedded' | 'redis', redisUrl: string | undefined)
   afterAll(async () => {
     await gw?.close();
   });
-  expectListedFailures(store, { beforeEach, afterAll });
+  expectListedFailures({ beforeEach, afterAll });
   runConformanceTests(options);
 };
 
-describe('Durable Streams conformance, embedded store', () => {
+describe(`${STORE_SUITE_PREFIX}, embedded store`, () => {
   suiteAgainst('embedded', undefined);
 });
 
-describe.skipIf(!testRedisUrl())('Durable Streams conformance, Redis', () => {
+describe.skipIf(!testRedisUrl())(`${STORE_SUITE_PREFIX}, Redis`, () => {
   suiteAgainst('redis', testRedisUrl());
 });
