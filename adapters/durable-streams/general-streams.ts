@@ -139,6 +139,12 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
     return readGeneralStream(c, deps, store, path);
   });
 
+  // The store unreachable (Redis down or frozen): nothing was written, the client may retry.
+  app.onError((err, c) => {
+    deps.logger.warn({ err: String(err), path: c.req.path }, 'general stream: store failed');
+    return streamProblem(c, 'unavailable', 'the stream store is unavailable', { 'retry-after': '1' });
+  });
+
   app.all(ROUTE, (c) =>
     streamProblem(c, 'method_not_allowed', `${c.req.method} is not part of the protocol`, {
       allow: 'GET, HEAD, PUT, POST, DELETE',
