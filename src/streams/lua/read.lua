@@ -29,6 +29,12 @@ local epoch, tail = tonumber(m[6]), tonumber(m[7])
 if floorEpoch > epoch or (floorEpoch == epoch and floorTail > tail) or (m[8] and m[8] ~= '' and m[8] ~= runId) then
   epoch = math.max(epoch + 1, floorEpoch + 1, nowMs - ORIGIN_MS)
   redis.call('HSET', metaKey, 'epoch', string.format('%d', epoch), 'rid', runId)
+  -- Messages past the tail the meta records are not the stream's: dropped, and the stream's last id
+  -- set back, so the next append's XADD at <tail + 1>-0 is accepted.
+  for _, e in ipairs(redis.call('XRANGE', dataKey, string.format('(%d-0', tail), '+')) do
+    redis.call('XDEL', dataKey, e[1])
+  end
+  if redis.call('EXISTS', dataKey) == 1 then redis.pcall('XSETID', dataKey, string.format('%d-0', tail)) end
 elseif m[8] ~= runId then
   redis.call('HSET', metaKey, 'rid', runId)
 end
