@@ -68,6 +68,7 @@ export class RedisStreamStore implements StreamStore {
   private readonly prefix: string;
   private readonly channel: string;
   private runId: Promise<string>;
+  private closed = false;
 
   constructor(
     connection: RedisConnection,
@@ -96,7 +97,7 @@ export class RedisStreamStore implements StreamStore {
   }
 
   private async readRunId(): Promise<string> {
-    for (;;) {
+    while (!this.closed) {
       try {
         const info = await (this.redis as Redis).info('server');
         return /run_id:(\w+)/.exec(info)?.[1] ?? '';
@@ -105,6 +106,7 @@ export class RedisStreamStore implements StreamStore {
         await new Promise((r) => setTimeout(r, 100).unref());
       }
     }
+    return '';
   }
 
   private keys(path: string): string[] {
@@ -239,6 +241,7 @@ export class RedisStreamStore implements StreamStore {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     this.subscriber.disconnect();
   }
 }

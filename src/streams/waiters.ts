@@ -46,6 +46,8 @@ export class StreamWaiters {
         let timer: NodeJS.Timeout | undefined;
         const onAbort = (): void => woken();
         signal.addEventListener('abort', onAbort, { once: true });
+        // Aborted while ready() ran: no event will come.
+        if (signal.aborted) woken();
         await Promise.race([wake, new Promise<void>((r) => (timer = setTimeout(r, left)))]);
         clearTimeout(timer);
         signal.removeEventListener('abort', onAbort);
