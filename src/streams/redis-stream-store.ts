@@ -32,6 +32,8 @@ interface ScriptCommands {
   dsDelete(...args: Arg[]): Promise<number>;
 }
 
+const INFO_SCRIPT = "return redis.call('INFO', 'server')";
+
 /** Positions this process handed out, per path, kept for at most this many streams. */
 const MAX_HIGH_WATER = 100_000;
 
@@ -99,7 +101,8 @@ export class RedisStreamStore implements StreamStore {
   private async readRunId(): Promise<string> {
     while (!this.closed) {
       try {
-        const info = await (this.redis as Redis).info('server');
+        // Through a script on one of the streams' keys: on a Cluster, the node that holds them.
+        const info = (await this.redis.eval(INFO_SCRIPT, 1, `${this.prefix}:index`)) as string;
         return /run_id:(\w+)/.exec(info)?.[1] ?? '';
       } catch {
         // Not connected yet: the next 'ready' starts a fresh read; this one retries meanwhile.
