@@ -27,6 +27,8 @@ interface MemoryStream {
   closedBy: string | null;
 }
 
+const SWEEP_MS = 60_000;
+
 const tupleOf = (p: { id: string; epoch: number; seq: number }): string => `${p.id}\n${p.epoch}\n${p.seq}`;
 
 export const expiryOf = (config: StreamConfig, nowMs: number): number | null =>
@@ -40,8 +42,13 @@ export class MemoryStreamStore implements StreamStore {
   private readonly streams = new Map<string, MemoryStream>();
   private readonly waiters = new StreamWaiters();
   private generation = 0;
+  /** Expired streams nobody touches are dropped this often (memory, not correctness: access checks expiry). */
+  private readonly sweeper: NodeJS.Timeout;
 
-  constructor(private readonly bounds: StreamBounds) {}
+  constructor(private readonly bounds: StreamBounds) {
+    this.sweeper = setInterval(() => this.sweep(), SWEEP_MS);
+    this.sweeper.unref();
+  }
 
   /** The live stream at `path`; an expired one is removed here (expiry is checked on access). */
   private live(path: string): MemoryStream | undefined {
@@ -185,6 +192,7 @@ export class MemoryStreamStore implements StreamStore {
   }
 
   async close(): Promise<void> {
+    clearInterval(this.sweeper);
     this.streams.clear();
   }
 }
