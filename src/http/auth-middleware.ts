@@ -14,14 +14,16 @@ const TICKET_ROUTES: RegExp[] = [
   // BeeOS: the task and conversation event streams (their JSON reads take the Bearer header).
   /^\/api\/v1\/agents\/[^/]+\/(tasks|conversations)\/[^/]+\/events\/?$/,
   /^\/flue\/[^/]+\/[^/]+\/?$/,
+  // Durable Streams (capsule and general): their live reads.
+  /^\/v1\/stream\/.+$/,
 ];
 
 export const ticketAllowed = (c: Context): boolean => {
   if (c.req.method !== 'GET') return false;
   const path = c.req.path;
   if (!TICKET_ROUTES.some((r) => r.test(path))) return false;
-  // Flue: only its live reads (SSE or long-poll), not the one-shot catch-up read.
-  if (path.startsWith('/flue/')) return c.req.query('live') !== undefined;
+  // Flue and Durable Streams: only live reads (SSE or long-poll), not the one-shot catch-up read.
+  if (path.startsWith('/flue/') || path.startsWith('/v1/stream/')) return c.req.query('live') !== undefined;
   return true;
 };
 
