@@ -104,6 +104,32 @@ describe.skipIf(!haveRedis)('general streams across a Redis rollback', () => {
   });
 });
 
+describe.skipIf(!haveRedis)('general streams while Redis does not answer', () => {
+  it('answer 503, and a producer retry afterwards lands exactly once', async () => {
+    redis = await startRedisServer();
+    const gw = await start(redis.url, 'test:ds:frozen');
+    const url = `${gw.baseUrl}/v1/stream/frozen`;
+    expect((await fetch(url, { method: 'PUT', headers: text })).status).toBe(201);
+    const batch = {
+      method: 'POST',
+      headers: { ...text, 'producer-id': 'p', 'producer-epoch': '0', 'producer-seq': '0' },
+      body: 'once',
+    };
+    redis.pause();
+    const refused = await fetch(url, batch);
+    expect(refused.status).toBe(503);
+    expect(refused.headers.get('retry-after')).toBe('1');
+    expect(await refused.json()).toEqual({
+      error: { code: 'unavailable', message: 'the stream store is unavailable' },
+    });
+    redis.resume();
+    // The refused request may or may not have reached Redis: the retry is new data (200) or a duplicate (204).
+    const retried = await fetch(url, batch);
+    expect([200, 204]).toContain(retried.status);
+    expect(await (await fetch(`${url}?offset=-1`)).text()).toBe('once');
+  });
+});
+
 describe.skipIf(!haveRedis)('general streams on two replicas sharing one Redis', () => {
   it('serve one stream: append on one, read, long-poll and producers on the other', async () => {
     const redisUrl = testRedisUrl()!;
