@@ -156,7 +156,8 @@ const sseRead = (c: Context, deps: AdapterDeps, store: StreamStore, path: string
             continue;
           }
           // At the tail: one control says so (at once on the first read, then after each idle wait).
-          if (!told) controller.enqueue(encoder.encode(control(meta, position)));
+          // A close with nothing appended is news too: its control event ends the stream.
+          if (!told || meta.closed) controller.enqueue(encoder.encode(control(meta, position)));
           if (meta.closed) break;
           const left = Math.min(deps.config.longPollMaxMs, deadline - Date.now());
           const woke = await store.waitAfter(path, position, Math.max(0, left), linked.signal);

@@ -186,6 +186,36 @@ describe('general streams and the write scope', () => {
   });
 });
 
+describe('general streams over SSE', () => {
+  it('tell a reader waiting at the tail of a close with nothing appended, then end', async () => {
+    gw = await start(undefined);
+    const url = `${gw.baseUrl}/v1/stream/sse-close`;
+    expect(
+      (await fetch(url, { method: 'PUT', headers: { 'content-type': 'text/plain' }, body: 'a' })).status,
+    ).toBe(201);
+    const res = await fetch(`${url}?offset=-1&live=sse`);
+    const reader = res.body!.getReader();
+    const decoder = new TextDecoder();
+    let text = '';
+    // Bounded: a handful of reads reach the first upToDate control, then the close's.
+    const until = async (needle: string): Promise<void> => {
+      for (let i = 0; i < 20 && !text.includes(needle); i++) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        text += decoder.decode(value, { stream: true });
+      }
+    };
+    await until('"upToDate":true');
+    expect((await fetch(url, { method: 'POST', headers: { 'stream-closed': 'true' } })).status).toBe(204);
+    await until('"streamClosed":true');
+    expect(text).toContain('event: data\ndata:a\n\n');
+    expect(text).toMatch(
+      /event: control\ndata:\{"streamNextOffset":"[0-9_]+","streamClosed":true,"upToDate":true\}\n\n$/,
+    );
+    expect((await reader.read()).done).toBe(true);
+  });
+});
+
 describe('general streams and browser tickets', () => {
   it('accept a ticket on live reads only', async () => {
     gw = await start(undefined, { apiKeys: [key('writer-key', ['write'])] });
