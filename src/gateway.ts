@@ -30,6 +30,9 @@ import { MemoryStore } from './log/memory-store.js';
 import { RedisStore } from './log/redis-store.js';
 import { RedisClaims } from './fleet/claims.js';
 import type { LogStore } from './log/store.js';
+import { MemoryStreamStore } from './streams/memory-stream-store.js';
+import { RedisStreamStore } from './streams/redis-stream-store.js';
+import type { StreamStore } from './streams/types.js';
 import { CapsuleUpstream } from './upstream/capsule-upstream.js';
 import { LocalOwnership } from './fleet/local-ownership.js';
 import { FleetOwnership } from './fleet/ownership.js';
@@ -79,7 +82,26 @@ export const adapterConfigOf = (config: GatewayConfig): AdapterConfig => ({
   bodyLimitBytes: config.bodyLimitBytes,
   publicUrl: config.publicUrl,
   maxQueuedRecords: config.maxQueuedRecords,
+  durableStreams: {
+    writable: config.durableStreams.writable,
+    maxMessageBytes: config.durableStreams.maxMessageBytes,
+    maxBodyBytes: config.durableStreams.maxBodyBytes,
+  },
 });
+
+/** The general streams live where the capsule logs do: on the same Redis, or in memory. */
+const createStreamStore = (
+  config: GatewayConfig,
+  store: LogStore,
+  logger: Logger,
+  keyPrefix?: string,
+): StreamStore | undefined => {
+  if (!config.durableStreams.writable) return undefined;
+  const bounds = { maxStreams: config.durableStreams.maxStreams };
+  return store instanceof RedisStore
+    ? new RedisStreamStore(store.connection, { bounds, keyPrefix, logger: logger.child({ room: 'streams' }) })
+    : new MemoryStreamStore(bounds);
+};
 
 const createStore = (config: GatewayConfig, logger: Logger): LogStore => {
   const retention = {
@@ -112,6 +134,8 @@ export interface GatewayTuning {
   listen?: { somaxconnFile?: string };
   /** The submission queue's dispatcher (e.g. a short orphan grace in failover tests). */
   queue?: DispatchTuning;
+  /** The general streams' Redis key prefix (tests sharing one Redis keep their bounds apart). */
+  streams?: { keyPrefix?: string };
 }
 
 export const startGateway = async (
@@ -266,7 +290,13 @@ export const startGateway = async (
     ...tuning.core,
   });
 
-  const deps: AdapterDeps = { core, config: adapterConfigOf(config), logger: logger.child({ room: 'http' }) };
+  const streams = createStreamStore(config, store, logger, tuning.streams?.keyPrefix);
+  const deps: AdapterDeps = {
+    core,
+    config: adapterConfigOf(config),
+    logger: logger.child({ room: 'http' }),
+    ...(streams ? { streams } : {}),
+  };
   const tickets = createTicketAuthority(
     ticketSecretSource(config.auth.ticketSecret, store),
     config.auth.ticketTtlSeconds,
@@ -366,6 +396,7 @@ export const startGateway = async (
       clearTimeout(forced);
       await ownership.close();
       bounds.close();
+      await streams?.close();
       await store.close();
     })();
     return closing;

@@ -1,2 +1,9 @@
 /** The Durable Streams surface (PROTOCOL.md of durable-streams/durable-streams), mounted at '/'. */
-export { createCapsuleStreamRoutes as createDurableStreamsRoutes } from './capsule-stream.js';
+import { Hono } from 'hono';
+import type { AdapterDeps } from '../../src/http/adapter-deps.js';
+import { createCapsuleStreamRoutes } from './capsule-stream.js';
+import { createGeneralStreamRoutes } from './general-streams.js';
+
+/** The read-only capsule streams first: every other `/v1/stream/*` path is a general stream. */
+export const createDurableStreamsRoutes = (deps: AdapterDeps): Hono =>
+  new Hono().route('/', createCapsuleStreamRoutes(deps)).route('/', createGeneralStreamRoutes(deps));

@@ -5,7 +5,7 @@
  */
 import type { Context } from 'hono';
 
-export const SCOPES = ['submit', 'observe', 'control', 'admin', 'ops'] as const;
+export const SCOPES = ['submit', 'observe', 'control', 'admin', 'ops', 'write'] as const;
 export type Scope = (typeof SCOPES)[number];
 
 export type PrincipalKind = 'key' | 'jwt' | 'ticket' | 'anonymous' | 'open';

@@ -26,7 +26,31 @@ export const capsuleSchema = z.object({
   doorToken: z.string().min(1, 'must not be empty').optional(),
 });
 
-const scopeSchema = z.enum(['submit', 'observe', 'control', 'admin', 'ops']);
+const scopeSchema = z.enum(['submit', 'observe', 'control', 'admin', 'ops', 'write']);
+
+/** The writable, general Durable Streams surface and its bounds. */
+const durableStreamsSchema = z
+  .object({
+    /** Serve the rest of /v1/stream/* as a full Durable Streams server (scope `write` when auth is on). */
+    writable: z.boolean().default(false),
+    /** Streams that may exist at once (creates past it are refused with 507). */
+    maxStreams: z.number().int().min(1).max(10_000_000).default(10_000),
+    /** Largest single message: a JSON-mode element, or a whole append of a byte stream. */
+    maxMessageBytes: z
+      .number()
+      .int()
+      .min(1)
+      .max(64 * 1024 * 1024)
+      .default(1024 * 1024),
+    /** Largest request body of a create or an append. */
+    maxBodyBytes: z
+      .number()
+      .int()
+      .min(1)
+      .max(64 * 1024 * 1024)
+      .default(1024 * 1024),
+  })
+  .strict();
 
 /** A key of any surface (BeeOS `oag_…` keys are just keys); only its SHA-256 is held. */
 const apiKeySchema = z
@@ -310,6 +334,8 @@ export const configSchema = z
       })
       .strict()
       .default({ maxPerCapsule: 1000, maxPerOwner: 100, retryAfterSeconds: 2 }),
+    /** General Durable Streams under /v1/stream/* (docs/surfaces/durable-streams-writable.md); off by default. */
+    durableStreams: durableStreamsSchema.default(() => durableStreamsSchema.parse({})),
   })
   .strict()
   .superRefine((cfg, ctx) => {

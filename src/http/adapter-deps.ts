@@ -1,6 +1,7 @@
 /** What every adapter's `create<Proto>Routes(deps)` receives from the assembly in `src/http/app.ts`. */
 import type { Logger } from 'pino';
 import type { GatewayCore } from '../core/types.js';
+import type { StreamStore } from '../streams/types.js';
 
 export interface AdapterConfig {
   /** Interval of SSE heartbeats / keepalive comments, from connection open (15 s by default). */
@@ -15,10 +16,14 @@ export interface AdapterConfig {
   publicUrl: string | null;
   /** Records queued per live subscriber before it is ended as slow. */
   maxQueuedRecords: number;
+  /** The general Durable Streams surface (config `durableStreams`); absent = off. */
+  durableStreams?: { writable: boolean; maxMessageBytes: number; maxBodyBytes: number };
 }
 
 export interface AdapterDeps {
   core: GatewayCore;
   config: AdapterConfig;
   logger: Logger;
+  /** The general streams' store; absent when `durableStreams.writable` is off. */
+  streams?: StreamStore;
 }

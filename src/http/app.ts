@@ -26,6 +26,27 @@ export const EXPOSED_HEADERS = [
   'Stream-Cursor',
   'Location',
   'X-Request-Id',
+  // The general Durable Streams (PROTOCOL.md §5): closure, expiry, producers, cache validation.
+  'Stream-Closed',
+  'Stream-TTL',
+  'Stream-Expires-At',
+  'Producer-Epoch',
+  'Producer-Seq',
+  'Producer-Expected-Seq',
+  'Producer-Received-Seq',
+  'ETag',
+];
+
+/** Request headers of the general Durable Streams a browser may send cross-origin. */
+const STREAM_REQUEST_HEADERS = [
+  'If-None-Match',
+  'Stream-TTL',
+  'Stream-Expires-At',
+  'Stream-Seq',
+  'Stream-Closed',
+  'Producer-Id',
+  'Producer-Epoch',
+  'Producer-Seq',
 ];
 
 export interface HttpAppOptions {
@@ -114,8 +135,9 @@ export const createHttpApp = (options: HttpAppOptions): HttpApp => {
           'Idempotency-Key',
           'traceparent',
           'tracestate',
+          ...STREAM_REQUEST_HEADERS,
         ],
-        allowMethods: ['GET', 'HEAD', 'POST', 'DELETE', 'OPTIONS'],
+        allowMethods: ['GET', 'HEAD', 'PUT', 'POST', 'DELETE', 'OPTIONS'],
         exposeHeaders: EXPOSED_HEADERS,
         maxAge: 600,
       }),

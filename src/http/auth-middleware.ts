@@ -14,15 +14,15 @@ const TICKET_ROUTES: RegExp[] = [
   // BeeOS: the task and conversation event streams (their JSON reads take the Bearer header).
   /^\/api\/v1\/agents\/[^/]+\/(tasks|conversations)\/[^/]+\/events\/?$/,
   /^\/flue\/[^/]+\/[^/]+\/?$/,
-  /^\/v1\/stream\/murmur\/[^/]+\/?$/,
+  // Durable Streams (capsule and general): their live reads.
+  /^\/v1\/stream\/.+$/,
 ];
 
 export const ticketAllowed = (c: Context): boolean => {
   if (c.req.method !== 'GET') return false;
   const path = c.req.path;
   if (!TICKET_ROUTES.some((r) => r.test(path))) return false;
-  // Flue and the capsule Durable Streams: only their live reads (SSE or long-poll), not the
-  // one-shot catch-up read.
+  // Flue and Durable Streams: only live reads (SSE or long-poll), not the one-shot catch-up read.
   if (path.startsWith('/flue/') || path.startsWith('/v1/stream/')) return c.req.query('live') !== undefined;
   return true;
 };

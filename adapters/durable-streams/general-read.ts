@@ -1,0 +1,190 @@
+/**
+ * GET of a general stream (PROTOCOL.md §5.5–§5.7): catch-up, `live=long-poll` and `live=sse`.
+ * Long-poll and SSE wait on the store's `waitAfter` (appends of every replica wake it), never by
+ * polling. An offset of an earlier epoch (the store regressed, or the stream was deleted and created
+ * again) is 410: the reader starts over from `-1`.
+ */
+import type { Context } from 'hono';
+import { linkSignals } from '../../src/core/linked-signal.js';
+import type { AdapterDeps } from '../../src/http/adapter-deps.js';
+import { encodeSse } from '../../src/http/sse.js';
+import type { StreamMeta, StreamStore } from '../../src/streams/types.js';
+import { nextCursor } from './offsets.js';
+import { SECURITY_HEADERS, streamProblem } from './stream-errors.js';
+import { offsetAt } from './stream-headers.js';
+import { isJsonMode, parseReadOffset, sseAllowed, type ReadStart } from './stream-input.js';
+
+/** One read answers at most this many messages and about this many bytes (§5.5 chunking). */
+const PAGE_ENTRIES = 1000;
+const PAGE_BYTES = 1024 * 1024;
+/** §8.2: SSE connections end about this often, so CDNs can collapse onto new requests. */
+const SSE_LIFETIME_MS = 60_000;
+
+type Position = { position: number } | { code: 'offset_gone' | 'bad_request'; message: string };
+
+const positionOf = (start: ReadStart, meta: StreamMeta): Position => {
+  if (start.kind === 'start') return { position: 0 };
+  if (start.kind === 'now') return { position: meta.tail };
+  if (start.epoch < meta.epoch)
+    return { code: 'offset_gone', message: 'offset from an earlier epoch of this stream' };
+  if (start.epoch > meta.epoch || start.position > meta.tail) {
+    return { code: 'bad_request', message: 'offset beyond the tail of the stream' };
+  }
+  return { position: start.position };
+};
+
+const bodyOf = (meta: StreamMeta, entries: Buffer[]): Buffer =>
+  isJsonMode(meta.contentType)
+    ? Buffer.concat([
+        Buffer.from('['),
+        ...entries.flatMap((e, i) => (i === 0 ? [e] : [Buffer.from(','), e])),
+        Buffer.from(']'),
+      ])
+    : Buffer.concat(entries);
+
+export const readGeneralStream = async (
+  c: Context,
+  deps: AdapterDeps,
+  store: StreamStore,
+  path: string,
+): Promise<Response> => {
+  const live = c.req.query('live');
+  if (live !== undefined && live !== 'long-poll' && live !== 'sse') {
+    return streamProblem(c, 'bad_request', 'live must be long-poll or sse');
+  }
+  const offsets = c.req.queries('offset');
+  const start = parseReadOffset(offsets);
+  if (!start.ok) return streamProblem(c, start.error.code, start.error.message);
+  if (live && offsets === undefined) return streamProblem(c, 'bad_request', `live=${live} needs an offset`);
+  const head = await store.head(path);
+  if (!head) return streamProblem(c, 'not_found', 'no such stream');
+  const at = positionOf(start.value, head);
+  if ('code' in at) return streamProblem(c, at.code, at.message);
+  if (live === 'sse') {
+    if (!sseAllowed(head.contentType)) {
+      return streamProblem(c, 'bad_request', 'live=sse is only for text/* and application/json streams');
+    }
+    return sseRead(c, deps, store, path, at.position);
+  }
+
+  const after = at.position;
+  let read =
+    start.value.kind === 'now'
+      ? { meta: head, entries: [] }
+      : await store.read(path, after, PAGE_ENTRIES, PAGE_BYTES);
+  if (!read) return streamProblem(c, 'not_found', 'no such stream');
+  if (live === 'long-poll' && read.entries.length === 0 && !read.meta.closed) {
+    const linked = linkSignals(c.req.raw.signal, deps.core.shutdownSignal);
+    try {
+      await store.waitAfter(path, after, deps.config.longPollMaxMs, linked.signal);
+    } finally {
+      linked.release();
+    }
+    read = await store.read(path, after, PAGE_ENTRIES, PAGE_BYTES);
+    if (!read) return streamProblem(c, 'not_found', 'no such stream');
+    // A new epoch while waiting: the position no longer names what the reader holds.
+    if (read.meta.epoch !== head.epoch)
+      return streamProblem(c, 'offset_gone', 'the stream began a new epoch');
+  }
+  const { meta, entries } = read;
+  const next = after + entries.length;
+  const upToDate = next >= meta.tail;
+  const headers: Record<string, string> = {
+    ...SECURITY_HEADERS,
+    'content-type': meta.contentType,
+    'stream-next-offset': offsetAt(meta, next),
+  };
+  if (upToDate) headers['stream-up-to-date'] = 'true';
+  if (upToDate && meta.closed) headers['stream-closed'] = 'true';
+  if (live) {
+    headers['stream-cursor'] = nextCursor(c.req.query('cursor'));
+    headers['cache-control'] = 'no-store';
+    if (entries.length === 0) return c.body(null, 204, headers);
+  }
+  if (start.value.kind === 'now' && !live) {
+    headers['cache-control'] = 'no-store';
+    return c.body(isJsonMode(meta.contentType) ? '[]' : '', 200, headers);
+  }
+  headers['cache-control'] ??= upToDate ? 'no-cache' : 'private, max-age=60, stale-while-revalidate=300';
+  const etag = `"${meta.epoch}:${after}:${next}${upToDate && meta.closed ? ':c' : ''}"`;
+  headers.etag = etag;
+  if (c.req.header('if-none-match') === etag) return c.body(null, 304, headers);
+  return c.body(new Uint8Array(bodyOf(meta, entries)), 200, headers);
+};
+
+/** §5.7: `event: data` per read, each followed by `event: control`; ends at a closed tail or after §8.2's lifetime. */
+const sseRead = (c: Context, deps: AdapterDeps, store: StreamStore, path: string, from: number): Response => {
+  // The reader cancelling the body ends the loop as a disconnect does.
+  const cancelled = new AbortController();
+  const linked = linkSignals(c.req.raw.signal, deps.core.shutdownSignal, cancelled.signal);
+  const encoder = new TextEncoder();
+  let cursor: string | undefined = c.req.query('cursor');
+  const control = (meta: StreamMeta, position: number): string => {
+    const upToDate = position >= meta.tail;
+    const body: Record<string, unknown> = { streamNextOffset: offsetAt(meta, position) };
+    if (upToDate && meta.closed) body.streamClosed = true;
+    else {
+      cursor = nextCursor(cursor);
+      body.streamCursor = cursor;
+    }
+    if (upToDate) body.upToDate = true;
+    return encodeSse({ event: 'control', data: JSON.stringify(body) }, '');
+  };
+  const stream = new ReadableStream<Uint8Array>({
+    async start(controller) {
+      const deadline = Date.now() + SSE_LIFETIME_MS;
+      let position = from;
+      let epoch: number | null = null;
+      // Whether the last control event already told the reader it is at this position's tail.
+      let told = false;
+      try {
+        while (!linked.signal.aborted && Date.now() < deadline) {
+          const read = await store.read(path, position, PAGE_ENTRIES, PAGE_BYTES);
+          if (!read || (epoch !== null && read.meta.epoch !== epoch)) break;
+          epoch = read.meta.epoch;
+          const { meta, entries } = read;
+          if (entries.length > 0) {
+            const data = isJsonMode(meta.contentType)
+              ? `[${entries.map((e) => e.toString('utf8')).join(',')}]`
+              : Buffer.concat(entries).toString('utf8');
+            position += entries.length;
+            controller.enqueue(
+              encoder.encode(encodeSse({ event: 'data', data }, '') + control(meta, position)),
+            );
+            told = position >= meta.tail;
+            if (told && meta.closed) break;
+            continue;
+          }
+          // At the tail: one control says so (at once on the first read, then after each idle wait).
+          // A close with nothing appended is news too: its control event ends the stream.
+          if (!told || meta.closed) controller.enqueue(encoder.encode(control(meta, position)));
+          if (meta.closed) break;
+          const left = Math.min(deps.config.longPollMaxMs, deadline - Date.now());
+          const woke = await store.waitAfter(path, position, Math.max(0, left), linked.signal);
+          told = woke.ready;
+        }
+      } catch (err) {
+        deps.logger.warn({ err: String(err), path }, 'general stream SSE read failed');
+      } finally {
+        linked.release();
+        try {
+          controller.close();
+        } catch {
+          // The reader went away first.
+        }
+      }
+    },
+    cancel() {
+      cancelled.abort();
+    },
+  });
+  return new Response(stream, {
+    status: 200,
+    headers: {
+      ...SECURITY_HEADERS,
+      'content-type': 'text/event-stream',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+    },
+  });
+};

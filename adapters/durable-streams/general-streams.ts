@@ -1,0 +1,213 @@
+/**
+ * `/v1/stream/{path}`: the general, writable Durable Streams (PROTOCOL.md), every path but the
+ * read-only capsule streams (`/v1/stream/murmur/{capsule}`, mounted before these). Create, append
+ * (JSON mode and bytes, Stream-Seq, idempotent producers, close), delete and HEAD here; reads in
+ * general-read.ts. Off (`durableStreams.writable: false`): every method is 404. Validation is
+ * stream-input.ts; each request is one store call, so a refused one leaves nothing behind.
+ */
+import { Hono, type Context } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+import type { AdapterDeps } from '../../src/http/adapter-deps.js';
+import type { AppendResult, StreamStore } from '../../src/streams/types.js';
+import { readGeneralStream } from './general-read.js';
+import { streamRefusal } from './stream-access.js';
+import { SECURITY_HEADERS, streamProblem } from './stream-errors.js';
+import { expiryHeaders, metaHeaders } from './stream-headers.js';
+import {
+  closedFlag,
+  isJsonMode,
+  jsonMessages,
+  mediaTypeOf,
+  parseCreate,
+  parseProducer,
+  validStreamPath,
+  type Header,
+} from './stream-input.js';
+
+export const GENERAL_STREAM_PREFIX = '/v1/stream/';
+const ROUTE = '/v1/stream/*';
+
+const streamPathOf = (c: Context): string => c.req.path.slice(GENERAL_STREAM_PREFIX.length);
+const headerOf =
+  (c: Context): Header =>
+  (name) =>
+    c.req.header(name);
+
+export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
+  const app = new Hono();
+  const settings = deps.config.durableStreams;
+  const store = deps.streams;
+  if (!settings?.writable || !store) {
+    app.all(ROUTE, (c) =>
+      streamProblem(c, 'not_found', 'general streams are off (durableStreams.writable is false)'),
+    );
+    return app;
+  }
+  const { maxBodyBytes, maxMessageBytes } = settings;
+
+  app.use(ROUTE, async (c, next) => {
+    if (!validStreamPath(streamPathOf(c))) return streamProblem(c, 'not_found', 'no such stream');
+    const refused = streamRefusal(c);
+    if (refused) return refused;
+    await next();
+  });
+
+  const limit = bodyLimit({
+    maxSize: maxBodyBytes,
+    onError: (c) => streamProblem(c, 'body_too_large', `request body exceeds ${maxBodyBytes} bytes`),
+  });
+  const bodyOf = async (c: Context): Promise<Buffer> => Buffer.from(await c.req.arrayBuffer());
+  const oversized = (entries: Buffer[]): boolean => entries.some((e) => e.length > maxMessageBytes);
+  const tooLarge = (c: Context): Response =>
+    streamProblem(c, 'message_too_large', `a message exceeds ${maxMessageBytes} bytes`);
+
+  app.put(ROUTE, limit, async (c) => {
+    // Forks are not part of PROTOCOL.md 1.0: refused rather than created as a plain stream.
+    if (c.req.header('stream-forked-from') !== undefined) {
+      return streamProblem(c, 'not_implemented', 'forks (Stream-Forked-From) are not supported');
+    }
+    const parsed = parseCreate(headerOf(c));
+    if (!parsed.ok) return streamProblem(c, parsed.error.code, parsed.error.message);
+    const config = parsed.value;
+    const body = await bodyOf(c);
+    let entries: Buffer[] = [];
+    if (body.length > 0) {
+      if (isJsonMode(config.contentType)) {
+        const messages = jsonMessages(body, { allowEmptyArray: true });
+        if (!messages.ok) return streamProblem(c, messages.error.code, messages.error.message);
+        entries = messages.value;
+      } else {
+        entries = [body];
+      }
+    }
+    if (oversized(entries)) return tooLarge(c);
+    const path = streamPathOf(c);
+    const result = await store.create(path, config, entries);
+    switch (result.kind) {
+      case 'too_many_streams':
+        return streamProblem(c, 'too_many_streams', 'the gateway holds as many streams as it may');
+      case 'conflict':
+        return streamProblem(c, 'stream_exists', 'the stream exists with another configuration');
+      case 'exists':
+        return c.body(null, 200, metaHeaders(result.meta));
+      case 'created':
+        return c.body(null, 201, { ...metaHeaders(result.meta), location: locationOf(c, deps) });
+    }
+  });
+
+  app.post(ROUTE, limit, async (c) => {
+    const header = headerOf(c);
+    const close = closedFlag(header);
+    const producer = parseProducer(header);
+    if (!producer.ok) return streamProblem(c, producer.error.code, producer.error.message);
+    const body = await bodyOf(c);
+    if (body.length === 0 && !close) return streamProblem(c, 'bad_request', 'an append needs a body');
+    // A close-only POST carries no messages: its Content-Type is not compared (nothing is typed).
+    let contentType: string | null = null;
+    let entries: Buffer[] = [];
+    if (body.length > 0) {
+      contentType = mediaTypeOf(header('content-type'));
+      if (contentType === null)
+        return streamProblem(c, 'bad_request', 'an append needs a valid Content-Type');
+      if (isJsonMode(contentType)) {
+        const messages = jsonMessages(body, { allowEmptyArray: false });
+        if (!messages.ok) return streamProblem(c, messages.error.code, messages.error.message);
+        entries = messages.value;
+      } else {
+        entries = [body];
+      }
+      if (oversized(entries)) return tooLarge(c);
+    }
+    const result = await store.append(streamPathOf(c), {
+      contentType,
+      entries,
+      streamSeq: header('stream-seq') ?? null,
+      producer: producer.value,
+      close,
+    });
+    return appendAnswer(c, result, entries.length > 0);
+  });
+
+  app.delete(ROUTE, async (c) => {
+    const existed = await store.delete(streamPathOf(c));
+    return existed ? c.body(null, 204, SECURITY_HEADERS) : streamProblem(c, 'not_found', 'no such stream');
+  });
+
+  app.on(['GET', 'HEAD'], ROUTE, async (c) => {
+    const path = streamPathOf(c);
+    if (c.req.method === 'HEAD') return headAnswer(c, store, path);
+    return readGeneralStream(c, deps, store, path);
+  });
+
+  // The store unreachable (Redis down or frozen): nothing was written, the client may retry.
+  app.onError((err, c) => {
+    deps.logger.warn({ err: String(err), path: c.req.path }, 'general stream: store failed');
+    return streamProblem(c, 'unavailable', 'the stream store is unavailable', { 'retry-after': '1' });
+  });
+
+  app.all(ROUTE, (c) =>
+    streamProblem(c, 'method_not_allowed', `${c.req.method} is not part of the protocol`, {
+      allow: 'GET, HEAD, PUT, POST, DELETE',
+    }),
+  );
+  return app;
+};
+
+const locationOf = (c: Context, deps: AdapterDeps): string => {
+  const url = new URL(c.req.url);
+  return `${deps.config.publicUrl?.replace(/\/$/, '') ?? url.origin}${url.pathname}`;
+};
+
+const headAnswer = async (c: Context, store: StreamStore, path: string): Promise<Response> => {
+  const meta = await store.head(path);
+  if (!meta) return streamProblem(c, 'not_found', 'no such stream');
+  return c.body(null, 200, { ...metaHeaders(meta), ...expiryHeaders(meta), 'cache-control': 'no-store' });
+};
+
+/** §5.2 and §5.2.1: the status and recovery headers of each append outcome. */
+const appendAnswer = (c: Context, result: AppendResult, wroteData: boolean): Response => {
+  switch (result.kind) {
+    case 'appended': {
+      const headers = metaHeaders(result.meta);
+      delete headers['content-type'];
+      if (!result.producer) return c.body(null, 204, headers);
+      headers['producer-epoch'] = String(result.producer.epoch);
+      headers['producer-seq'] = String(result.producer.seq);
+      return c.body(null, wroteData ? 200 : 204, headers);
+    }
+    case 'duplicate': {
+      const headers = metaHeaders(result.meta);
+      delete headers['content-type'];
+      if (!result.producer) return c.body(null, 204, headers);
+      headers['producer-epoch'] = String(result.producer.epoch);
+      headers['producer-seq'] = String(result.producer.seq);
+      return c.body(null, 204, headers);
+    }
+    case 'not_found':
+      return streamProblem(c, 'not_found', 'no such stream');
+    case 'closed':
+      return streamProblem(c, 'stream_closed', 'the stream is closed', {
+        'stream-closed': 'true',
+        'stream-next-offset': metaHeaders(result.meta)['stream-next-offset']!,
+      });
+    case 'content_type_mismatch':
+      return streamProblem(
+        c,
+        'content_type_mismatch',
+        `the stream's content type is ${result.meta.contentType}`,
+      );
+    case 'stream_seq_conflict':
+      return streamProblem(c, 'stream_seq_conflict', 'Stream-Seq must exceed the last one appended');
+    case 'stale_producer_epoch':
+      return streamProblem(c, 'stale_producer_epoch', 'a newer producer epoch exists', {
+        'producer-epoch': String(result.currentEpoch),
+      });
+    case 'producer_epoch_seq_not_zero':
+      return streamProblem(c, 'bad_request', 'a new producer epoch starts at Producer-Seq 0');
+    case 'producer_seq_gap':
+      return streamProblem(c, 'producer_seq_gap', 'Producer-Seq skips ahead', {
+        'producer-expected-seq': String(result.expected),
+        'producer-received-seq': String(result.received),
+      });
+  }
+};

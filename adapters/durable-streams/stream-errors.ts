@@ -1,0 +1,47 @@
+/**
+ * The general streams' error grammar: one code table, every refusal a JSON body
+ * `{"error":{"code","message"}}` with the status PROTOCOL.md gives it, plus the protocol headers a
+ * client needs to recover (producer epochs, expected sequence, the tail of a closed stream).
+ */
+import type { Context } from 'hono';
+
+export const STREAM_ERROR_STATUS = {
+  bad_request: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  stale_producer_epoch: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  content_type_mismatch: 409,
+  stream_exists: 409,
+  stream_seq_conflict: 409,
+  producer_seq_gap: 409,
+  stream_closed: 409,
+  offset_gone: 410,
+  body_too_large: 413,
+  message_too_large: 413,
+  too_many_streams: 507,
+  not_implemented: 501,
+  unavailable: 503,
+} as const;
+
+export type StreamErrorCode = keyof typeof STREAM_ERROR_STATUS;
+
+/** §10.7: on every response of the surface, errors included. */
+export const SECURITY_HEADERS: Record<string, string> = {
+  'x-content-type-options': 'nosniff',
+  'cross-origin-resource-policy': 'cross-origin',
+};
+
+export const streamProblem = (
+  c: Context,
+  code: StreamErrorCode,
+  message: string,
+  headers: Record<string, string> = {},
+): Response =>
+  c.body(JSON.stringify({ error: { code, message } }), STREAM_ERROR_STATUS[code], {
+    'content-type': 'application/json; charset=utf-8',
+    'cache-control': 'no-store',
+    ...SECURITY_HEADERS,
+    ...headers,
+  });

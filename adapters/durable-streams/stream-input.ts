@@ -1,0 +1,133 @@
+/**
+ * Parsing and validation of a general stream request's headers, query and body (PROTOCOL.md §5,
+ * §6, §7.1), pure: each function answers the parsed value or the refusal (`StreamInputError`), so
+ * routes refuse bad input before the store is asked anything.
+ */
+import { z } from 'zod';
+import type { ProducerClaim, StreamConfig } from '../../src/streams/types.js';
+import type { StreamErrorCode } from './stream-errors.js';
+
+export interface StreamInputError {
+  code: StreamErrorCode;
+  message: string;
+}
+
+type Parsed<T> = { ok: true; value: T } | { ok: false; error: StreamInputError };
+const ok = <T>(value: T): Parsed<T> => ({ ok: true, value });
+const bad = (message: string, code: StreamErrorCode = 'bad_request'): Parsed<never> => ({
+  ok: false,
+  error: { code, message },
+});
+
+export const DEFAULT_CONTENT_TYPE = 'application/octet-stream';
+
+/** §5.1: decimal, no sign, no leading zeros, no point or exponent. */
+const decimalInteger = z
+  .string()
+  .regex(/^(0|[1-9]\d*)$/)
+  .transform(Number)
+  .refine((n) => Number.isSafeInteger(n));
+
+/** RFC 3339 date-time (`Z` or a numeric offset), and a date JavaScript can represent. */
+const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
+const rfc3339 = z
+  .string()
+  .regex(RFC3339)
+  .refine((s) => Number.isFinite(Date.parse(s)));
+
+/** The media type alone, lower-cased: `Application/JSON; charset=utf-8` → `application/json` (§5.2 compares types). */
+export const mediaTypeOf = (raw: string | undefined): string | null => {
+  if (raw === undefined) return null;
+  const type = raw.split(';')[0]!.trim().toLowerCase();
+  return /^[a-z0-9!#$&^_.+-]+\/[a-z0-9!#$&^_.+-]+$/.test(type) ? type : null;
+};
+
+export const isJsonMode = (contentType: string): boolean => contentType === 'application/json';
+
+/** §5.7, §7: SSE only for text/* and application/json streams. */
+export const sseAllowed = (contentType: string): boolean =>
+  contentType.startsWith('text/') || isJsonMode(contentType);
+
+export type Header = (name: string) => string | undefined;
+
+/** `Stream-Closed: true` (any case); anything else is absent. */
+export const closedFlag = (header: Header): boolean =>
+  header('stream-closed')?.trim().toLowerCase() === 'true';
+
+/** PUT's configuration: content type, Stream-TTL or Stream-Expires-At (both: 400, §5.1), Stream-Closed. */
+export const parseCreate = (header: Header): Parsed<StreamConfig> => {
+  const rawType = header('content-type');
+  const contentType = rawType === undefined ? DEFAULT_CONTENT_TYPE : mediaTypeOf(rawType);
+  if (contentType === null) return bad('malformed Content-Type');
+  const ttlRaw = header('stream-ttl');
+  const expiresRaw = header('stream-expires-at');
+  if (ttlRaw !== undefined && expiresRaw !== undefined) {
+    return bad('Stream-TTL and Stream-Expires-At are exclusive');
+  }
+  let ttlSeconds: number | null = null;
+  if (ttlRaw !== undefined) {
+    const ttl = decimalInteger.safeParse(ttlRaw);
+    if (!ttl.success) return bad('Stream-TTL must be a non-negative decimal integer');
+    ttlSeconds = ttl.data;
+  }
+  let expiresAt: string | null = null;
+  if (expiresRaw !== undefined) {
+    const at = rfc3339.safeParse(expiresRaw);
+    if (!at.success) return bad('Stream-Expires-At must be an RFC 3339 timestamp');
+    expiresAt = at.data;
+  }
+  return ok({ contentType, ttlSeconds, expiresAt, closed: closedFlag(header) });
+};
+
+/** §5.2.1: all three producer headers or none; id non-empty; epoch and seq integers ≤ 2^53-1. */
+export const parseProducer = (header: Header): Parsed<ProducerClaim | null> => {
+  const id = header('producer-id');
+  const epoch = header('producer-epoch');
+  const seq = header('producer-seq');
+  if (id === undefined && epoch === undefined && seq === undefined) return ok(null);
+  if (id === undefined || epoch === undefined || seq === undefined) {
+    return bad('Producer-Id, Producer-Epoch and Producer-Seq go together');
+  }
+  if (id.trim() === '') return bad('Producer-Id must not be empty');
+  const e = decimalInteger.safeParse(epoch.trim());
+  const s = decimalInteger.safeParse(seq.trim());
+  if (!e.success || !s.success) return bad('Producer-Epoch and Producer-Seq must be non-negative integers');
+  return ok({ id, epoch: e.data, seq: s.data });
+};
+
+/** §7.1: one message per element of a top-level array (one level flattened), else the value itself. */
+export const jsonMessages = (
+  body: Buffer,
+  { allowEmptyArray }: { allowEmptyArray: boolean },
+): Parsed<Buffer[]> => {
+  let value: unknown;
+  try {
+    value = JSON.parse(body.toString('utf8'));
+  } catch {
+    return bad('body is not valid JSON');
+  }
+  if (!Array.isArray(value)) return ok([Buffer.from(JSON.stringify(value), 'utf8')]);
+  if (value.length === 0 && !allowEmptyArray) return bad('an empty JSON array appends nothing');
+  return ok(value.map((v: unknown) => Buffer.from(JSON.stringify(v), 'utf8')));
+};
+
+export type ReadStart = { kind: 'start' } | { kind: 'now' } | { kind: 'at'; epoch: number; position: number };
+
+/** §6: `-1`, `now` or one of this surface's offsets (`EPOCH_POSITION`, two 16-digit components). */
+export const parseReadOffset = (values: string[] | undefined): Parsed<ReadStart> => {
+  if (values === undefined || values.length === 0) return ok({ kind: 'start' });
+  if (values.length > 1) return bad('offset given more than once');
+  const raw = values[0]!;
+  if (raw === '-1') return ok({ kind: 'start' });
+  if (raw === 'now') return ok({ kind: 'now' });
+  const m = /^(\d{16})_(\d{16})$/.exec(raw);
+  if (!m) return bad('malformed offset');
+  return ok({ kind: 'at', epoch: Number(m[1]), position: Number(m[2]) });
+};
+
+/** The stream path after `/v1/stream/`: non-empty, bounded, no empty or dot segments. */
+export const MAX_PATH_BYTES = 1024;
+export const validStreamPath = (path: string): boolean =>
+  path.length > 0 &&
+  Buffer.byteLength(path) <= MAX_PATH_BYTES &&
+  path.split('/').every((seg) => seg !== '' && seg !== '.' && seg !== '..');

@@ -1,0 +1,121 @@
+-- append.lua: POST to a general stream (PROTOCOL.md §5.2, §5.2.1) in ONE atomic step: the
+-- closed check, the content type, the idempotent producer's validation, Stream-Seq, the messages,
+-- the producer state, the new tail and the close commit together or not at all. Wakes every
+-- replica's waiters (PUBLISH). Lines shared with create.lua and read.lua are duplicated on purpose.
+local metaKey = KEYS[1] -- hash: ct, ttl, exp, expms, closed, epoch, tail, sseq, rid, cby
+local dataKey = KEYS[2] -- stream of messages, entry id <position>-0 (1-based), field d
+local producersKey = KEYS[3] -- hash: producer id -> "<epoch>:<lastSeq>"
+local indexKey = KEYS[4] -- sorted set of every stream's path, scored by expiry
+local path = ARGV[1]
+local contentType = ARGV[2] -- '' = close-only (not compared)
+local streamSeq = ARGV[3] -- '' = none
+local producerId = ARGV[4] -- '' = no producer headers
+local producerEpoch = tonumber(ARGV[5])
+local producerSeq = tonumber(ARGV[6])
+local close = ARGV[7] == '1'
+local floorEpoch = tonumber(ARGV[8]) -- the highest offset this process handed out: epoch (-1 = none)
+local floorTail = tonumber(ARGV[9]) -- ... and position
+local runId = ARGV[10] -- this Redis process's run id, as the store last read it
+local channel = ARGV[11] -- pub/sub channel that wakes waiters on every replica
+local FIRST_ENTRY = 12
+
+local ORIGIN_MS = 1767225600000
+local t = redis.call('TIME')
+local nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local m = redis.call('HMGET', metaKey, 'ct', 'ttl', 'exp', 'expms', 'closed', 'epoch', 'tail', 'sseq', 'rid', 'cby')
+if not m[1] then return { 'not_found' } end
+if m[4] and m[4] ~= '' and tonumber(m[4]) <= nowMs then
+  redis.call('DEL', metaKey, dataKey, producersKey)
+  redis.call('ZREM', indexKey, path)
+  return { 'not_found' }
+end
+
+-- The fence: Redis holds less than this process handed out (a restart from an older snapshot, a
+-- failover to a replica that lagged), or Redis restarted since the stream's last touch (which
+-- cannot be told from a clean restart): a new epoch, so no offset ever names two positions.
+local epoch, tail = tonumber(m[6]), tonumber(m[7])
+if floorEpoch > epoch or (floorEpoch == epoch and floorTail > tail) or (m[9] and m[9] ~= '' and m[9] ~= runId) then
+  epoch = math.max(epoch + 1, floorEpoch + 1, nowMs - ORIGIN_MS)
+  redis.call('HSET', metaKey, 'epoch', string.format('%d', epoch), 'rid', runId)
+  -- Messages past the tail the meta records are not the stream's: dropped, and the stream's last id
+  -- set back, so the next append's XADD at <tail + 1>-0 is accepted.
+  for _, e in ipairs(redis.call('XRANGE', dataKey, string.format('(%d-0', tail), '+')) do
+    redis.call('XDEL', dataKey, e[1])
+  end
+  if redis.call('EXISTS', dataKey) == 1 then redis.pcall('XSETID', dataKey, string.format('%d-0', tail)) end
+elseif m[9] ~= runId then
+  redis.call('HSET', metaKey, 'rid', runId)
+end
+
+local function reply(kind, a, b)
+  return { kind, m[1], m[2] or '', m[3] or '', m[4] or '', m[5] or '0', string.format('%d', epoch),
+    tostring(tail), a or '', b or '' }
+end
+
+local tuple = producerId ~= '' and (producerId .. '\n' .. ARGV[5] .. '\n' .. ARGV[6]) or ''
+local state = nil
+if producerId ~= '' then
+  local raw = redis.call('HGET', producersKey, producerId)
+  if raw then
+    local e, s = string.match(raw, '^(%d+):(%d+)$')
+    state = { epoch = tonumber(e), lastSeq = tonumber(s) }
+  end
+end
+
+if m[5] == '1' then
+  -- Closed: the retry of the closing batch is a duplicate; a zombie producer is still fenced.
+  if tuple ~= '' and tuple == m[10] then return reply('duplicate', ARGV[5], ARGV[6]) end
+  -- Closing again, with nothing to append and no producer to check: already done.
+  if producerId == '' and close and #ARGV < FIRST_ENTRY then return reply('duplicate') end
+  if state and producerEpoch < state.epoch then return reply('stale_producer_epoch', tostring(state.epoch)) end
+  return reply('closed')
+end
+if contentType ~= '' and contentType ~= m[1] then return reply('content_type_mismatch') end
+
+-- §5.2.1, as producer-check.ts.
+local nextEpoch, nextSeq = nil, nil
+if producerId ~= '' then
+  if not state then
+    if producerSeq ~= 0 then return reply('producer_seq_gap', '0', ARGV[6]) end
+    nextEpoch, nextSeq = producerEpoch, 0
+  elseif producerEpoch < state.epoch then
+    return reply('stale_producer_epoch', tostring(state.epoch))
+  elseif producerEpoch > state.epoch then
+    if producerSeq ~= 0 then return reply('producer_epoch_seq_not_zero') end
+    nextEpoch, nextSeq = producerEpoch, 0
+  elseif producerSeq <= state.lastSeq then
+    return reply('duplicate', tostring(state.epoch), tostring(state.lastSeq))
+  elseif producerSeq == state.lastSeq + 1 then
+    nextEpoch, nextSeq = state.epoch, producerSeq
+  else
+    return reply('producer_seq_gap', tostring(state.lastSeq + 1), ARGV[6])
+  end
+end
+
+-- Stream-Seq is scoped per stream: byte-wise lexicographic, strictly increasing (§5.2).
+if streamSeq ~= '' and m[8] and m[8] ~= '' and streamSeq <= m[8] then return reply('stream_seq_conflict') end
+
+-- Every check passed: only now is anything written.
+local count = #ARGV - FIRST_ENTRY + 1
+for i = 1, count do
+  redis.call('XADD', dataKey, string.format('%d-0', tail + i), 'd', ARGV[FIRST_ENTRY + i - 1])
+end
+tail = tail + count
+local fields = { 'tail', tostring(tail) }
+if streamSeq ~= '' then table.insert(fields, 'sseq'); table.insert(fields, streamSeq) end
+if close then
+  m[5] = '1'
+  table.insert(fields, 'closed'); table.insert(fields, '1')
+  table.insert(fields, 'cby'); table.insert(fields, tuple)
+end
+redis.call('HSET', metaKey, unpack(fields))
+if nextEpoch then
+  redis.call('HSET', producersKey, producerId, string.format('%d:%d', nextEpoch, nextSeq))
+end
+if m[4] and m[4] ~= '' then
+  if count > 0 then redis.call('PEXPIREAT', dataKey, m[4]) end
+  redis.call('PEXPIREAT', producersKey, m[4])
+end
+redis.call('PUBLISH', channel, path)
+return reply('appended', nextEpoch and string.format('%d', nextEpoch) or '', nextSeq and string.format('%d', nextSeq) or '')

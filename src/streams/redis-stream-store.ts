@@ -1,0 +1,250 @@
+/**
+ * General streams on Redis: every replica serves every stream. Each mutation is one Lua script
+ * (src/streams/lua), so the messages, the producer state, Stream-Seq, the tail and a close commit
+ * together or not at all. Waiters are woken through pub/sub from whichever replica appended.
+ * All keys share one hash tag, so the stream-count bound is exact (one slot on a Cluster).
+ */
+import { readFileSync } from 'node:fs';
+import type { Cluster, Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import type { RedisConnection } from '../log/redis-connection.js';
+import { StreamWaiters } from './waiters.js';
+import type {
+  AppendInput,
+  AppendResult,
+  CreateResult,
+  ReadResult,
+  StreamBounds,
+  StreamConfig,
+  StreamMeta,
+  StreamStore,
+  WaitOutcome,
+} from './types.js';
+
+const lua = (name: string): string => readFileSync(new URL(`./lua/${name}.lua`, import.meta.url), 'utf8');
+
+type Arg = string | number | Buffer;
+type Reply = (Buffer | string)[];
+interface ScriptCommands {
+  dsCreateBuffer(...args: Arg[]): Promise<Reply>;
+  dsAppendBuffer(...args: Arg[]): Promise<Reply>;
+  dsReadBuffer(...args: Arg[]): Promise<Reply>;
+  dsDelete(...args: Arg[]): Promise<number>;
+}
+
+const INFO_SCRIPT = "return redis.call('INFO', 'server')";
+
+/** Positions this process handed out, per path, kept for at most this many streams. */
+const MAX_HIGH_WATER = 100_000;
+
+export interface RedisStreamStoreOptions {
+  bounds: StreamBounds;
+  /** Key prefix; tests isolate themselves with their own. */
+  keyPrefix?: string;
+  logger?: Logger;
+}
+
+const text = (v: Buffer | string | undefined): string => (v === undefined ? '' : v.toString());
+
+/** The seven meta fields every script answers after its verdict. */
+const metaOf = (r: Reply, at = 1): StreamMeta => {
+  const ttl = text(r[at + 1]);
+  const exp = text(r[at + 2]);
+  const expms = text(r[at + 3]);
+  return {
+    contentType: text(r[at]),
+    ttlSeconds: ttl === '' ? null : Number(ttl),
+    expiresAt: exp === '' ? null : exp,
+    expiresAtMs: expms === '' ? null : Number(expms),
+    closed: text(r[at + 4]) === '1',
+    epoch: Number(text(r[at + 5])),
+    tail: Number(text(r[at + 6])),
+  };
+};
+
+export class RedisStreamStore implements StreamStore {
+  private readonly redis: (Redis | Cluster) & ScriptCommands;
+  private readonly subscriber: Redis | Cluster;
+  private readonly waiters = new StreamWaiters();
+  private readonly highWater = new Map<string, { epoch: number; tail: number }>();
+  private readonly prefix: string;
+  private readonly channel: string;
+  private runId: Promise<string>;
+  private closed = false;
+
+  constructor(
+    connection: RedisConnection,
+    private readonly options: RedisStreamStoreOptions,
+  ) {
+    this.prefix = `${options.keyPrefix ?? 'mg:ds'}:{streams}`;
+    this.channel = `${this.prefix}:wake`;
+    this.redis = connection.client as (Redis | Cluster) & ScriptCommands;
+    this.redis.defineCommand('dsCreate', { numberOfKeys: 4, lua: lua('create') });
+    this.redis.defineCommand('dsAppend', { numberOfKeys: 4, lua: lua('append') });
+    this.redis.defineCommand('dsRead', { numberOfKeys: 4, lua: lua('read') });
+    this.redis.defineCommand('dsDelete', { numberOfKeys: 4, lua: lua('delete') });
+    // A restart or failover of Redis drops the connection: its run id is read again before any
+    // script runs on the new one (the scripts fence a stream whose last touch saw another run id).
+    this.runId = this.readRunId();
+    this.redis.on('ready', () => (this.runId = this.readRunId()));
+    // Subscribing blocks a connection: one of its own, queueing until connected.
+    this.subscriber = (this.redis as Redis).duplicate({ enableOfflineQueue: true });
+    this.subscriber.on('message', (_channel: string, path: string) => this.waiters.wake(path));
+    this.subscriber.on('error', (err: Error) =>
+      options.logger?.debug({ err: err.message }, 'stream wake channel'),
+    );
+    void this.subscriber.subscribe(this.channel).catch((err: unknown) => {
+      options.logger?.warn({ err: String(err) }, 'stream wake channel: subscribe failed');
+    });
+  }
+
+  private async readRunId(): Promise<string> {
+    while (!this.closed) {
+      try {
+        // Through a script on one of the streams' keys: on a Cluster, the node that holds them.
+        const info = (await this.redis.eval(INFO_SCRIPT, 1, `${this.prefix}:index`)) as string;
+        return /run_id:(\w+)/.exec(info)?.[1] ?? '';
+      } catch {
+        // Not connected yet: the next 'ready' starts a fresh read; this one retries meanwhile.
+        await new Promise((r) => setTimeout(r, 100).unref());
+      }
+    }
+    return '';
+  }
+
+  private keys(path: string): string[] {
+    return [
+      `${this.prefix}:m:${path}`,
+      `${this.prefix}:d:${path}`,
+      `${this.prefix}:p:${path}`,
+      `${this.prefix}:index`,
+    ];
+  }
+
+  private floor(path: string): [number, number] {
+    const hw = this.highWater.get(path);
+    return hw ? [hw.epoch, hw.tail] : [-1, 0];
+  }
+
+  /** Remember the furthest position handed out for `path`: Redis answering below it is a regression. */
+  private saw(path: string, meta: StreamMeta): StreamMeta {
+    const hw = this.highWater.get(path);
+    if (!hw || meta.epoch > hw.epoch || (meta.epoch === hw.epoch && meta.tail > hw.tail)) {
+      this.highWater.delete(path);
+      if (this.highWater.size >= MAX_HIGH_WATER) this.highWater.delete(this.highWater.keys().next().value!);
+      this.highWater.set(path, { epoch: meta.epoch, tail: meta.tail });
+    }
+    return meta;
+  }
+
+  async create(path: string, config: StreamConfig, initial: Buffer[]): Promise<CreateResult> {
+    const reply = await this.redis.dsCreateBuffer(
+      ...this.keys(path),
+      path,
+      config.contentType,
+      config.ttlSeconds === null ? '' : String(config.ttlSeconds),
+      config.expiresAt ?? '',
+      config.ttlSeconds === null ? '' : String(config.ttlSeconds * 1000),
+      config.expiresAt === null ? '' : String(Date.parse(config.expiresAt)),
+      config.closed ? '1' : '0',
+      this.options.bounds.maxStreams,
+      this.floor(path)[0],
+      await this.runId,
+      ...initial,
+    );
+    const kind = text(reply[0]);
+    if (kind === 'too_many_streams') return { kind };
+    const meta = this.saw(path, metaOf(reply));
+    return { kind: kind as 'created' | 'exists' | 'conflict', meta };
+  }
+
+  async append(path: string, input: AppendInput): Promise<AppendResult> {
+    const [floorEpoch, floorTail] = this.floor(path);
+    const p = input.producer;
+    const reply = await this.redis.dsAppendBuffer(
+      ...this.keys(path),
+      path,
+      input.contentType ?? '',
+      input.streamSeq ?? '',
+      p?.id ?? '',
+      p?.epoch ?? 0,
+      p?.seq ?? 0,
+      input.close ? '1' : '0',
+      floorEpoch,
+      floorTail,
+      await this.runId,
+      this.channel,
+      ...input.entries,
+    );
+    const kind = text(reply[0]);
+    if (kind === 'not_found') return { kind };
+    const meta = this.saw(path, metaOf(reply));
+    const a = text(reply[8]);
+    const b = text(reply[9]);
+    switch (kind) {
+      case 'appended':
+        this.waiters.wake(path);
+        return { kind, meta, producer: a === '' ? null : { epoch: Number(a), seq: Number(b) } };
+      case 'duplicate':
+        return { kind, meta, producer: a === '' ? null : { epoch: Number(a), seq: Number(b) } };
+      case 'stale_producer_epoch':
+        return { kind, currentEpoch: Number(a) };
+      case 'producer_epoch_seq_not_zero':
+        return { kind };
+      case 'producer_seq_gap':
+        return { kind, expected: Number(a), received: Number(b) };
+      case 'closed':
+      case 'content_type_mismatch':
+      case 'stream_seq_conflict':
+        return { kind, meta };
+      default:
+        throw new Error(`append.lua answered ${kind}`);
+    }
+  }
+
+  async read(path: string, after: number, maxEntries: number, maxBytes: number): Promise<ReadResult | null> {
+    const [floorEpoch, floorTail] = this.floor(path);
+    const reply = await this.redis.dsReadBuffer(
+      ...this.keys(path),
+      path,
+      after,
+      maxEntries,
+      maxBytes,
+      floorEpoch,
+      floorTail,
+      await this.runId,
+    );
+    if (text(reply[0]) === 'not_found') return null;
+    const meta = this.saw(path, metaOf(reply));
+    const entries = reply.slice(8).map((e) => (typeof e === 'string' ? Buffer.from(e) : e));
+    return { meta, entries };
+  }
+
+  async head(path: string): Promise<StreamMeta | null> {
+    return (await this.read(path, 0, 0, 0))?.meta ?? null;
+  }
+
+  async delete(path: string): Promise<boolean> {
+    const existed = await this.redis.dsDelete(...this.keys(path), path, this.channel);
+    this.highWater.delete(path);
+    this.waiters.wake(path);
+    return existed === 1;
+  }
+
+  waitAfter(path: string, after: number, timeoutMs: number, signal: AbortSignal): Promise<WaitOutcome> {
+    return this.waiters.waitUntil(
+      path,
+      async () => {
+        const meta = await this.head(path);
+        return !meta || meta.tail > after || meta.closed;
+      },
+      timeoutMs,
+      signal,
+    );
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.subscriber.disconnect();
+  }
+}
