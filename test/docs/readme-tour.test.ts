@@ -26,6 +26,7 @@ const EXPECT: [string, (out: string) => void][] = [
   ['the fleet', (out) => expect(JSON.parse(out).capsules.map((c: { id: string }) => c.id)).toEqual(DEMO_IDS)],
   ['the native stream', (out) => expect(out).toMatch(/^event: connection-ack\n/)],
   ['the JSON pages', (out) => expect(JSON.parse(out).records.length).toBeGreaterThan(0)],
+  ['the Durable Stream', (out) => expect(out).toMatch(/^stream-next-offset: \d{16}_\d{16}\r?$/im)],
   [
     'a Flue conversation',
     (out) => {
