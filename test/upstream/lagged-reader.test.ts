@@ -5,78 +5,24 @@
  * 512-frame buffer still holds; only what it no longer holds may be missing, flagged with the count
  * the ids prove; `lagged` itself never enters the log.
  */
-import { afterEach, describe, expect, it } from 'vitest';
-import { RedisStore } from '../../src/log/redis-store.js';
-import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
-import {
-  freePort,
-  redisServerAvailable,
-  startRedisServer,
-  type RedisServer,
-} from '../support/redis-server.js';
-import { gatewayProcess, type GatewayProcess } from '../soak/gateway-process.js';
-import { waitForFinal } from '../soak/soak-checks.js';
+import { describe, expect, it } from 'vitest';
+import { redisServerAvailable } from '../support/redis-server.js';
+import { behindRig, writeWhileStopped } from './behind-rig.js';
 import { compareLog, readAll } from './log-vs-written.js';
 
 const haveRedis = redisServerAvailable() || process.env.REQUIRE_REDIS === '1';
-const CAPSULE = 'behind';
-
-let redis: RedisServer | undefined;
-let sim: SimulatedCapsule | undefined;
-let gw: GatewayProcess | undefined;
-let store: RedisStore | undefined;
-afterEach(async () => {
-  await gw?.kill();
-  await store?.close();
-  await sim?.stop();
-  await redis?.stop();
-  gw = sim = store = redis = undefined;
-});
-
-/** A gateway process on Redis in front of a fresh 0.4 capsule, watching it. */
-const attach = async (): Promise<{ s: SimulatedCapsule; g: GatewayProcess; st: RedisStore }> => {
-  redis = await startRedisServer();
-  // A short per-connection queue, so a burst the buffer still holds in full overflows it.
-  sim = await startSimulator({ release: '0.4', taskAcceptance: 'queue', connectionQueue: 32 });
-  const watching = new Promise<void>((resolve) => sim!.on('watchers', (n: number) => n > 0 && resolve()));
-  gw = gatewayProcess(await freePort(), ['--redis', redis.url, '--capsule', `${CAPSULE}=${sim.url}`], {
-    REPLICA_ID: 'behind-1',
-  });
-  await gw.start();
-  await watching;
-  store = new RedisStore(redis.url, { commandTimeoutMs: 1000 });
-  return { s: sim, g: gw, st: store };
-};
-
-/** The burst written while the gateway is stopped, then the gateway resumed and the log settled. */
-const burstWhileStopped = async (
-  s: SimulatedCapsule,
-  g: GatewayProcess,
-  st: RedisStore,
-  chunks: number,
-  chunkBytes: number,
-): Promise<void> => {
-  await s.submit('#sim {"chunks":4}').done;
-  g.pause();
-  const dropped = s.droppedToWatchers;
-  await s.submit(`#sim ${JSON.stringify({ chunks, delayMs: 0, chunkBytes })}`).done;
-  // The stopped reader really fell behind: the capsule dropped frames from its connection.
-  expect(s.droppedToWatchers).toBeGreaterThan(dropped);
-  g.resume();
-  const last = s.submit('#sim {"chunks":3}');
-  await last.done;
-  expect(await waitForFinal(st, CAPSULE, last.taskId)).toBe(true);
-};
+const attach = behindRig('behind');
 
 describe.skipIf(!haveRedis)('a reader that falls behind a 0.4 capsule', () => {
   it(
     'within the buffer: reconnects on `lagged` and replays, nothing missing',
     { timeout: 60_000 },
     async () => {
-      const { s, g, st } = await attach();
+      const rig = await attach('0.4');
+      const { s } = rig;
       // Under 512 frames in all: whatever the connection lost, the buffer still holds.
-      await burstWhileStopped(s, g, st, 450, 16_384);
-      const records = await readAll(st, CAPSULE);
+      await writeWhileStopped(rig, [{ chunks: 450, chunkBytes: 16_384 }]);
+      const records = await readAll(rig.st, rig.capsule);
       const cmp = compareLog(records, s.written);
       expect(cmp.problems).toEqual([]);
       expect(cmp.covered).toEqual([]);
@@ -94,9 +40,10 @@ describe.skipIf(!haveRedis)('a reader that falls behind a 0.4 capsule', () => {
     'past the buffer: only what it no longer holds is missing, flagged with the exact count',
     { timeout: 60_000 },
     async () => {
-      const { s, g, st } = await attach();
-      await burstWhileStopped(s, g, st, 1500, 4096);
-      const records = await readAll(st, CAPSULE);
+      const rig = await attach('0.4');
+      const { s } = rig;
+      await writeWhileStopped(rig, [{ chunks: 1500, chunkBytes: 4096 }]);
+      const records = await readAll(rig.st, rig.capsule);
       const cmp = compareLog(records, s.written);
       expect(cmp.problems).toEqual([]);
       expect(cmp.covered.length).toBeGreaterThan(0);
