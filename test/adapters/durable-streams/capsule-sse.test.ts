@@ -9,6 +9,9 @@ import { frames } from '../../hub/helpers.js';
 import { standInRoutes } from '../murmur/stand-in-core.js';
 import { readSse, type SseEvent } from '../beeos/support/sse-client.js';
 
+/** The surface's error codes by status (stream-errors.ts). */
+const CODE: Record<number, string> = { 400: 'bad_request', 404: 'not_found', 410: 'offset_gone' };
+
 const CAPSULE = 'cap-1';
 const URL_ = `/v1/stream/murmur/${CAPSULE}`;
 const LIFETIME_MS = 400;
@@ -201,7 +204,7 @@ describe('capsule stream, live=sse', () => {
       const res = await app.request(url);
       expect({ url, status: res.status }).toEqual({ url, status });
       expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8');
-      expect(await res.json()).toEqual({ error });
+      expect(await res.json()).toEqual({ error: { code: CODE[status]!, message: error } });
     }
   });
 });

@@ -59,11 +59,15 @@ describe('capsule stream auth', () => {
     const anonymous = await fetch(`${url}?offset=now&live=sse`);
     expect(anonymous.status).toBe(401);
     expect(anonymous.headers.get('www-authenticate')).toBe('Bearer realm="murmur-gateway"');
-    expect(await anonymous.json()).toEqual({ error: 'unauthorized' });
+    expect(await anonymous.json()).toEqual({
+      error: { code: 'unauthorized', message: 'credentials required' },
+    });
 
     const submitOnly = await fetch(`${url}?offset=now&live=sse`, { headers: bearer(KEY.submitOnly) });
     expect(submitOnly.status).toBe(403);
-    expect(await submitOnly.json()).toEqual({ error: 'forbidden: needs the "observe" scope' });
+    expect(await submitOnly.json()).toEqual({
+      error: { code: 'forbidden', message: 'needs the "observe" scope' },
+    });
 
     const unknown = await fetch(`${base}/v1/stream/murmur/no-such-capsule?offset=now&live=sse`, {
       headers: bearer(KEY.observe),
@@ -72,10 +76,10 @@ describe('capsule stream auth', () => {
       const q = live ? `?offset=now&live=${live}` : '?offset=-1';
       const outside = await fetch(`${url}${q}`, { headers: bearer(KEY.otherCapsule) });
       expect(outside.status).toBe(404);
-      expect(await outside.text()).toBe('{"error":"no such stream"}');
+      expect(await outside.text()).toBe('{"error":{"code":"not_found","message":"no such stream"}}');
     }
     expect(unknown.status).toBe(404);
-    expect(await unknown.text()).toBe('{"error":"no such stream"}');
+    expect(await unknown.text()).toBe('{"error":{"code":"not_found","message":"no such stream"}}');
 
     const allowed = await fetch(`${url}?offset=now&live=sse`, { headers: bearer(KEY.observe) });
     expect(allowed.status).toBe(200);
@@ -102,7 +106,9 @@ describe('capsule stream auth', () => {
 
     const catchUp = await fetch(`${url}?offset=-1&ticket=${t}`);
     expect(catchUp.status).toBe(401);
-    expect(await catchUp.json()).toEqual({ error: 'unauthorized' });
+    expect(await catchUp.json()).toEqual({
+      error: { code: 'unauthorized', message: 'credentials required' },
+    });
 
     const forged = await fetch(`${url}?offset=-1&live=sse&ticket=${t.slice(0, -2)}AA`);
     expect(forged.status).toBe(401);

@@ -70,6 +70,17 @@ describe('capsule stream', () => {
     const post = await app.request(URL_, { method: 'POST', body: '[]' });
     expect(post.status).toBe(405);
     expect(post.headers.get('allow')).toBe('GET, HEAD');
+    expect(await post.json()).toEqual({
+      error: { code: 'method_not_allowed', message: 'capsule streams are read-only' },
+    });
+    for (const method of ['PUT', 'DELETE']) {
+      const refused = await app.request(URL_, { method });
+      expect({ method, status: refused.status, allow: refused.headers.get('allow') }).toEqual({
+        method,
+        status: 405,
+        allow: 'GET, HEAD',
+      });
+    }
     const { records } = await store.read(CAPSULE, 0, 100);
     expect(records).toHaveLength(2);
   });
