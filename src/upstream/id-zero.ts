@@ -103,33 +103,39 @@ export class IdZeroTracker {
   }
 
   /**
-   * Whether `f`, read live, proves its task's frames just before it never reached this connection:
-   * the capsule drops the oldest of a live queue past 128 frames without a trace (spec "Frames a
-   * connection misses"). Within an attempt a task-counter id never moves more than one past the
-   * last (repeats and lower values happen, spec "Event ids"); a task never seen starts at 0 or 1,
-   * and after a final status only the next id (a hook's frame) or a new attempt's 0 or 1 follow.
-   * Call before `note(f)`.
+   * Whether `f` proves its task's frames just before it never reached this connection: the capsule
+   * drops the oldest of a live queue past 128 frames without a trace (spec "Frames a connection
+   * misses"). Within an attempt a task-counter id never moves more than one past the last (repeats
+   * and lower values happen, spec "Event ids"); a task never seen starts at 0, or at 1 when its id-0
+   * status was not replayed, and only once the task before it ended; after a final status only the
+   * next id (a hook's frame) or a new attempt's 0 or 1 follow. Call before `note(f)`.
    */
   skipsAhead(f: AlignFrame): boolean {
     const id = counterValue(f.upstreamId);
-    if (id === null || id <= 1) return false;
+    if (id === null || id === 0) return false;
     const task = taskOf(f);
     if (task === null) return false;
     const seen = this.last.get(task);
-    if (seen === undefined) return true;
+    if (seen === undefined) return id > 1 || this.unendedOther(task);
+    if (id === 1) return false;
     return seen.final ? id !== seen.id + 1 : id > seen.id + 1;
   }
 
   /**
-   * Whether `f`, read live, is a new task's first status while the task whose frame came last has
-   * not ended: the end of that task (its final status among it) was dropped from this connection.
-   * A `rejected` status (always id 0) answers another task while one runs, and is not one.
+   * Whether `f` is a new task's first status while the task whose frame came last has not ended:
+   * the end of that task (its final status among it) was dropped from this connection. A `rejected`
+   * status (always id 0) answers another task while one runs, and is not one.
    */
   opensOverUnended(f: AlignFrame): boolean {
     if (f.event !== 'status' || f.upstreamId !== '0' || f.data.includes('"state":"rejected"')) return false;
     const task = taskOf(f);
+    return task !== null && this.unendedOther(task);
+  }
+
+  /** Whether the task of the last task-counter frame is another one, and has not ended. */
+  private unendedOther(task: string): boolean {
     const current = this.current;
-    if (task === null || current === null || task === current) return false;
+    if (current === null || current === task) return false;
     const open = this.last.get(current);
     return open !== undefined && !open.final;
   }

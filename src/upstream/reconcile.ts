@@ -93,11 +93,12 @@ export const reconcile = (input: ReconcileInput): ReconcileResult => {
     hasHistory: input.hasHistory,
     bufferSize: input.bufferSize,
     idZero,
+    watchDrops: false,
     emit: (out) => {
       if (out.kind === 'frame') result.append.push(out.frame);
       else if (out.kind === 'new-session') result.newSession = true;
-      // A whole replay holds no live frame, so no dropped run to replay again.
-      else if (out.kind === 'reconnect') return;
+      else if (out.kind === 'reconnect')
+        return; // never asked for: watchDrops is off
       else if (out.fact.reason === 'id-zero-unreplayable')
         result.missingAt.push({ index: result.append.length, fact: out.fact });
       else result.missing.push(out.fact);

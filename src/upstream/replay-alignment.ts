@@ -93,6 +93,8 @@ export interface AlignerInput {
    * shows the same skip, the capsule's buffer holds it so (nothing was dropped): it is taken as is.
    */
   acceptSkip?: AlignFrame | null;
+  /** False for a replay known to be whole (reconcile.ts): no connection, so no run dropped from one. */
+  watchDrops?: boolean;
   emit(out: AlignOutput | ReconnectOutput): void;
 }
 
@@ -119,8 +121,15 @@ export class ReplayAligner {
   private pastKey = false;
   private coveredByLabel = false;
   private oneTaskMemo: boolean | undefined;
-  /** Frames read after the replay was proven (or judged) over: the only ones a dropped run can precede. */
+  /** Frames read after the replay was proven (or judged) over. */
   private readonly liveFrames = new WeakSet<AlignFrame>();
+  /**
+   * Whether a skip is checked in the replay too: after an overlap with what we hold, the buffer has
+   * every frame that follows it, so a skip there is a run dropped right behind the replay (the
+   * socket was still full of it). A replay that starts past us (no overlap, first contact) may begin
+   * in the middle of a task: only live frames are checked then.
+   */
+  private checkReplay = false;
   /** A reconnect was asked for: nothing more of this connection is released. */
   private stopped = false;
 
@@ -219,6 +228,7 @@ export class ReplayAligner {
     if (needsLength && !this.ended && !this.hinted) return;
     this.label(k);
     this.live = true;
+    this.checkReplay = this.input.hasHistory && k > 0;
     const held = this.held;
     this.held = [];
     let skip = k;
@@ -321,10 +331,11 @@ export class ReplayAligner {
   private release(f: AlignFrame): void {
     if (this.stopped) return;
     const { idZero } = this.input;
-    if (this.liveFrames.has(f)) {
+    if (this.input.watchDrops !== false && (this.checkReplay || this.liveFrames.has(f))) {
       if (idZero.skipsAhead(f) && !this.accepted(f)) {
         // Frames before this one were dropped from the connection, not from the buffer: replay them
-        // in their place rather than record this one after a hole.
+        // in their place rather than record this one after a hole (the next connection takes this
+        // frame as is if its replay shows the same skip).
         this.stopped = true;
         this.input.emit({ kind: 'reconnect', reason: 'frames skipped', frame: f });
         return;

@@ -1,10 +1,11 @@
 /**
  * A capsule on the spec's line drops the oldest frames of a connection's live queue past 128 without
- * a trace (spec "Frames a connection misses"). The frame after such a run is the only witness: a task
- * whose id jumps ahead of its run, or a task first seen past its second frame. The aligner then asks
- * for a replay (the buffer still holds the run) instead of appending that frame after a hole, and a
- * run that ends on a task's first status is said in place. Frames inside a replay never count:
- * the buffer holds what the capsule wrote, whatever its ids say.
+ * a trace (spec "Frames a connection misses"), most often right behind a replay that filled the
+ * socket. The frame after such a run is the only witness: a task whose id jumps ahead of its run, or a
+ * task first seen past its start. The aligner then asks for a replay (the buffer still holds the run)
+ * instead of appending that frame after a hole; a skip the next replay shows again is the capsule's
+ * own and is taken as is; a run that ends on a task's first status is said in place. A replay that
+ * starts past what we hold may begin inside a task, so there only live frames are checked.
  */
 import { describe, expect, it } from 'vitest';
 import { IdZeroTracker } from '../../src/upstream/id-zero.js';
@@ -146,14 +147,36 @@ describe('a run dropped from a live connection (spec line)', () => {
     expect(framesOf(out)).toEqual(live);
   });
 
-  it('inside the replay a skip is what the capsule holds: released, no reconnect', () => {
-    const odd = [...task('A', 10).slice(0, 5), text('A', 9), status('A', 10, true)];
+  it('a run dropped right behind the replay (the socket still full of it), no heartbeat between: reconnect', () => {
+    // Stored A:0..20; the replay brings A:21..30; A:31..50 were dropped behind it; A:51 comes next.
     const out: Out[] = [];
-    const a = aligner(odd.slice(0, 3), out);
-    for (const f of replayOf(odd)) a.push(f); // before any proof that the replay is over
+    const a = aligner(history.slice(0, 21), out);
+    for (const f of replayOf(history.slice(0, 31))) a.push(f);
+    a.push(history[51]!);
+    a.close();
+    expect(framesOf(out)).toEqual(history.slice(21, 31));
+    expect(out.at(-1)).toEqual({ kind: 'reconnect', reason: 'frames skipped', frame: history[51] });
+  });
+
+  it("a run behind the replay that ends at the next task's second frame: reconnect (the first one ended unseen)", () => {
+    const bStart = 61;
+    const out: Out[] = [];
+    const a = aligner(history.slice(0, 21), out);
+    for (const f of replayOf(history.slice(0, 31))) a.push(f);
+    a.push(history[bStart + 1]!); // B:1, A:31..60 and B:0 dropped
+    a.close();
+    expect(out.at(-1)).toEqual({ kind: 'reconnect', reason: 'frames skipped', frame: history[bStart + 1] });
+  });
+
+  it('a replay that starts past what we hold (a gap: evicted) may begin inside a task: no reconnect', () => {
+    const out: Out[] = [];
+    const a = aligner(task('X', 3), out);
+    a.gap({ firstAvailableId: '30' });
+    for (const f of history.slice(30, 45)) a.push(f);
     a.comment();
     a.close();
     expect(out.some((o) => o.kind === 'reconnect')).toBe(false);
-    expect(framesOf(out)).toEqual(odd.slice(3));
+    expect(out[0]).toEqual({ kind: 'missing', fact: { reason: 'gap', firstAvailableId: '30' } });
+    expect(framesOf(out)).toEqual(history.slice(30, 45));
   });
 });
