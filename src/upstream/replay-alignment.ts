@@ -121,15 +121,13 @@ export class ReplayAligner {
   private pastKey = false;
   private coveredByLabel = false;
   private oneTaskMemo: boolean | undefined;
-  /** Frames read after the replay was proven (or judged) over. */
-  private readonly liveFrames = new WeakSet<AlignFrame>();
   /**
-   * Whether a skip is checked in the replay too: after an overlap with what we hold, the buffer has
-   * every frame that follows it, so a skip there is a run dropped right behind the replay (the
-   * socket was still full of it). A replay that starts past us (no overlap, first contact) may begin
-   * in the middle of a task: only live frames are checked then.
+   * The buffer holds every frame after the overlap in write order, and live frames follow it, so any
+   * released frame that skips ahead of its task is the witness of a run dropped from this connection
+   * (often right behind the replay, which still filled the socket). Only the first frame of a replay
+   * that does not continue ours (no overlap, first contact, a gap) may begin inside a task.
    */
-  private checkReplay = false;
+  private firstMayStartInside = false;
   /** A reconnect was asked for: nothing more of this connection is released. */
   private stopped = false;
 
@@ -154,8 +152,6 @@ export class ReplayAligner {
 
   /** Every frame after the ack (and the leading gap), in order. */
   push(frame: AlignFrame): void {
-    if (!isKey(frame) && (this.gapInfo === null || frame.upstreamId === null)) this.ended = true;
-    if (this.ended || this.hinted) this.liveFrames.add(frame);
     if (this.live) return this.afterOverlap(frame);
     this.started = true;
     this.held.push(frame);
@@ -167,23 +163,24 @@ export class ReplayAligner {
       this.alive = this.alive.filter((p) => n - p <= j || this.keys[p + j] === key);
     } else if (this.gapInfo !== null && frame.upstreamId !== null) {
       if (!this.ended) this.replay.push(frame); // a gap replay holds the id-0 frames too
+    } else {
+      this.ended = true; // never in a replay: the replay is over and this frame is live
     }
-    // else: never in a replay, so the replay is over and this frame is live (`ended`, above)
     this.advance();
   }
 
   /** A comment (heartbeat): never inside a replay, so the replay is over. */
   comment(): void {
-    if (this.ended) return;
+    if (this.ended || this.live) return;
     this.ended = true;
-    if (!this.live) this.advance();
+    this.advance();
   }
 
   /** Timing says the replay burst is probably over: judge labels now (never duplicates vs new). */
   hint(): void {
-    if (this.hinted) return;
+    if (this.hinted || this.live) return;
     this.hinted = true;
-    if (!this.live) this.advance();
+    this.advance();
   }
 
   /** The whole replay has been pushed (a batch caller): everything is decided now. */
@@ -228,7 +225,7 @@ export class ReplayAligner {
     if (needsLength && !this.ended && !this.hinted) return;
     this.label(k);
     this.live = true;
-    this.checkReplay = this.input.hasHistory && k > 0;
+    this.firstMayStartInside = k === 0;
     const held = this.held;
     this.held = [];
     let skip = k;
@@ -331,7 +328,9 @@ export class ReplayAligner {
   private release(f: AlignFrame): void {
     if (this.stopped) return;
     const { idZero } = this.input;
-    if (this.input.watchDrops !== false && (this.checkReplay || this.liveFrames.has(f))) {
+    const inside = this.firstMayStartInside;
+    this.firstMayStartInside = false;
+    if (this.input.watchDrops !== false && !inside) {
       if (idZero.skipsAhead(f) && !this.accepted(f)) {
         // Frames before this one were dropped from the connection, not from the buffer: replay them
         // in their place rather than record this one after a hole (the next connection takes this

@@ -168,6 +168,23 @@ describe('a run dropped from a live connection (spec line)', () => {
     expect(out.at(-1)).toEqual({ kind: 'reconnect', reason: 'frames skipped', frame: history[bStart + 1] });
   });
 
+  it('nothing of the session stored yet (a gateway killed before its first frames were durable), a run dropped behind the whole replay: reconnect', () => {
+    const out: Out[] = [];
+    const idZero = new IdZeroTracker();
+    const a = new ReplayAligner({
+      storedTail: [],
+      hasHistory: true, // the killed process's connection fact is all the log holds
+      bufferSize: 512,
+      idZero,
+      emit: (o) => out.push(o),
+    });
+    for (const f of replayOf(history.slice(0, 61))) a.push(f); // A, whole
+    a.push(history[61 + 20]!); // B:20: B:0..19 dropped behind the replay
+    a.close();
+    expect(framesOf(out)).toEqual(replayOf(history.slice(0, 61)));
+    expect(out.at(-1)).toEqual({ kind: 'reconnect', reason: 'frames skipped', frame: history[81] });
+  });
+
   it('a replay that starts past what we hold (a gap: evicted) may begin inside a task: no reconnect', () => {
     const out: Out[] = [];
     const a = aligner(task('X', 3), out);

@@ -8,6 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import type { SimulatedCapsule } from '../../src/simulator/index.js';
 import { redisServerAvailable } from '../support/redis-server.js';
+import { waitForFinal } from '../soak/soak-checks.js';
 import { behindRig, writeWhileStopped } from './behind-rig.js';
 import { compareLog, readAll } from './log-vs-written.js';
 
@@ -46,6 +47,35 @@ describe.skipIf(!haveRedis)('a reader that falls behind a capsule on the spec li
     await writeWhileStopped(rig, [large(450)]);
     expectReplayedInPlace(await readAll(rig.st, rig.capsule), rig.s, 1);
   });
+
+  it(
+    'a gateway started again that reads its replay slowly: the run dropped behind the replay is replayed in place',
+    { timeout: 60_000 },
+    async () => {
+      const rig = await attach('spec');
+      const { s, g } = rig;
+      const first = s.submit('#sim {"chunks":4}');
+      await first.done;
+      expect(await waitForFinal(rig.st, rig.capsule, first.taskId)).toBe(true);
+      await g.kill();
+      // Written while no gateway runs: the next connection's replay (5 MB) fills its socket.
+      await s.submit(`#sim ${JSON.stringify({ ...large(300), delayMs: 0 })}`).done;
+      const connected = new Promise<void>((resolve) => s.on('watchers', (n: number) => n > 0 && resolve()));
+      await g.start();
+      await connected;
+      g.pause(); // the new process, not reading yet: live frames queue behind the replay
+      const dropped = s.droppedToWatchers;
+      await s.submit(`#sim ${JSON.stringify({ ...large(100), delayMs: 0 })}`).done;
+      expect(s.droppedToWatchers).toBeGreaterThan(dropped);
+      g.resume();
+      const last = s.submit('#sim {"chunks":3}');
+      await last.done;
+      expect(await waitForFinal(rig.st, rig.capsule, last.taskId)).toBe(true);
+      // Id-0 statuses no replay carries: the task written while no gateway ran, the one the run took,
+      // and the last one if its first status came while the gateway reconnected to replay.
+      expectReplayedInPlace(await readAll(rig.st, rig.capsule), s, 3);
+    },
+  );
 
   it('a run across two tasks: replayed in its place', { timeout: 60_000 }, async () => {
     const rig = await attach('spec');
