@@ -15,6 +15,11 @@
  * Timing only labels: "capsule restarted" vs "no overlap" and whether an ambiguous (periodic) overlap
  * is certain depend on how long the replay is; `hint()` (the caller's quiet/max window) says when to
  * judge that length. Such frames wait for the label, never for the decision.
+ *
+ * The capsule also drops runs of live frames from a connection that fell behind, without a trace
+ * (spec "Frames a connection misses"), most often right behind a replay that filled the socket. The
+ * frame after such a run skips ahead of its task (id-zero.ts `skipsAhead`): nothing from it on is
+ * released, and a `reconnect` output asks for the replay that puts the run in its place.
  */
 import type { MissingReason } from '../log/record.js';
 import type { IdZeroTracker } from './id-zero.js';
