@@ -62,6 +62,8 @@ export class MemoryStreamStore implements StreamStore {
   private readonly streams = new Map<string, MemoryStream>();
   private readonly waiters = new StreamWaiters();
   private generation = 0;
+  /** Soft-deleted streams: kept for their forks, they no longer count towards maxStreams. */
+  private gone = 0;
   /** Expired streams nobody touches are dropped this often (memory, not correctness: access checks expiry). */
   private readonly sweeper: NodeJS.Timeout;
 
@@ -87,12 +89,14 @@ export class MemoryStreamStore implements StreamStore {
     this.waiters.wake(s.path);
     if (s.refs > 0) {
       s.meta.gone = true;
+      this.gone++;
       return false;
     }
     if (this.streams.get(s.path) === s) this.streams.delete(s.path);
     // The parent loses a fork; a soft-deleted parent without forks goes too, and so on up the chain.
     for (let p = s.parent; p && --p.refs === 0 && p.meta.gone; p = p.parent) {
       if (this.streams.get(p.path) === p) this.streams.delete(p.path);
+      this.gone--;
     }
     return true;
   }
@@ -177,8 +181,8 @@ export class MemoryStreamStore implements StreamStore {
       forkPoint = point.forkPoint;
       if (point.prefix) own = [Buffer.from(point.prefix), ...own];
     }
-    if (this.streams.size >= this.bounds.maxStreams) this.sweep();
-    if (this.streams.size >= this.bounds.maxStreams) return { kind: 'too_many_streams' };
+    if (this.streams.size - this.gone >= this.bounds.maxStreams) this.sweep();
+    if (this.streams.size - this.gone >= this.bounds.maxStreams) return { kind: 'too_many_streams' };
     const meta: StreamMeta = {
       contentType: config.contentType,
       ttlSeconds: config.ttlSeconds,

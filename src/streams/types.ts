@@ -8,9 +8,9 @@
 /** A stream's configuration and position. `tail` counts the messages (entries) appended so far. */
 export interface StreamMeta {
   contentType: string;
-  /** Stream-TTL as created (seconds from creation), or null. */
+  /** Stream-TTL as created: a sliding window of seconds, renewed by every access but HEAD; or null. */
   ttlSeconds: number | null;
-  /** Absolute expiry (ms since epoch) from Stream-TTL or Stream-Expires-At, or null. */
+  /** Absolute expiry (ms since epoch): the last access plus Stream-TTL, or Stream-Expires-At; or null. */
   expiresAtMs: number | null;
   /** Stream-Expires-At exactly as created (it is echoed on HEAD), or null. */
   expiresAt: string | null;
