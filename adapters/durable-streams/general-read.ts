@@ -2,7 +2,8 @@
  * GET of a general stream (PROTOCOL.md §5.5–§5.7): catch-up, `live=long-poll` and `live=sse`.
  * Long-poll and SSE wait on the store's `waitAfter` (appends of every replica wake it), never by
  * polling. An offset of an earlier epoch (the store regressed, or the stream was deleted and created
- * again) is 410: the reader starts over from `-1`.
+ * again) is 410: the reader starts over from `-1`. A fork's read stitches its source's messages
+ * (the store does); a soft-deleted stream is 410.
  */
 import type { Context } from 'hono';
 import { linkSignals } from '../../src/core/linked-signal.js';
