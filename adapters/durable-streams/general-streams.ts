@@ -97,8 +97,8 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
         return streamProblem(c, 'source_gone', 'the source stream was deleted');
       case 'source_type_mismatch':
         return streamProblem(c, 'content_type_mismatch', "the fork's content type differs from its source's");
-      case 'bad_fork_offset':
-        return streamProblem(c, result.code, `Stream-Fork-Offset: ${result.message}`);
+      case 'bad_fork':
+        return streamProblem(c, result.code, result.message);
       case 'conflict':
         return streamProblem(c, 'stream_exists', 'the stream exists with another configuration');
       case 'exists':

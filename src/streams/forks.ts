@@ -8,6 +8,13 @@
  */
 import type { EpochAlias, ForkRequest, StreamConfig, StreamMeta } from './types.js';
 
+/**
+ * How deep forks of forks nest: a read walks the chain (one step per ancestor), so its length is
+ * bounded like any other per-request cost.
+ */
+export const MAX_FORK_DEPTH = 64;
+export const TOO_DEEP = `forks nest at most ${MAX_FORK_DEPTH} deep`;
+
 export type OffsetVerdict = { position: number } | { code: 'offset_gone' | 'bad_request'; message: string };
 
 export const OFFSET_GONE = 'offset from an earlier epoch of this stream';

@@ -10,8 +10,10 @@ import {
   forkConfigOf,
   forkPointOf,
   forkSpecOf,
+  MAX_FORK_DEPTH,
   resolveOffset,
   sameAsExisting,
+  TOO_DEEP,
 } from './forks.js';
 import { checkProducer, type ProducerState } from './producer-check.js';
 import { StreamWaiters } from './waiters.js';
@@ -162,10 +164,14 @@ export class MemoryStreamStore implements StreamStore {
       if (!fork.inheritContentType && config.contentType !== source.meta.contentType) {
         return { kind: 'source_type_mismatch' };
       }
+      if (source.meta.aliases.length >= MAX_FORK_DEPTH) {
+        return { kind: 'bad_fork', code: 'bad_request', message: TOO_DEEP };
+      }
       const at = fork.offset
         ? resolveOffset(source.meta, fork.offset.epoch, fork.offset.position)
         : { position: source.meta.tail };
-      if ('code' in at) return { kind: 'bad_fork_offset', code: at.code, message: at.message };
+      if ('code' in at)
+        return { kind: 'bad_fork', code: at.code, message: `Stream-Fork-Offset: ${at.message}` };
       const next: Buffer[] = [];
       this.collect(source, at.position, source.meta.tail, next, 1, Number.POSITIVE_INFINITY);
       const point = forkPointOf(
@@ -175,7 +181,7 @@ export class MemoryStreamStore implements StreamStore {
         source.meta.contentType === 'application/json',
         next[0],
       );
-      if ('code' in point) return { kind: 'bad_fork_offset', code: point.code, message: point.message };
+      if ('code' in point) return { kind: 'bad_fork', code: point.code, message: point.message };
       config = forkConfigOf(config, fork, source.meta);
       parent = source;
       forkPoint = point.forkPoint;

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { RedisConnection } from '../log/redis-connection.js';
-import { forkSpecOf } from './forks.js';
+import { forkSpecOf, MAX_FORK_DEPTH, TOO_DEEP } from './forks.js';
 import { StreamWaiters } from './waiters.js';
 import type {
   AppendInput,
@@ -203,6 +203,8 @@ export class RedisStreamStore implements StreamStore {
           forkSpecOf(fork),
           fork.inheritContentType ? '1' : '0',
           fork.inheritExpiry ? '1' : '0',
+          MAX_FORK_DEPTH,
+          TOO_DEEP,
           ...initial,
         )
       : await this.redis.dsCreateBuffer(...common, ...initial);
@@ -214,7 +216,7 @@ export class RedisStreamStore implements StreamStore {
       case 'source_gone':
       case 'source_type_mismatch':
         return { kind };
-      case 'bad_fork_offset':
+      case 'bad_fork':
         return { kind, code: text(reply[1]) as 'bad_request' | 'offset_gone', message: text(reply[2]) };
       default:
         return { kind: kind as 'created' | 'exists' | 'conflict', meta: this.saw(path, metaOf(reply)) };

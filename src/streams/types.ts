@@ -73,7 +73,7 @@ export type CreateResult =
   | { kind: 'source_not_found' }
   | { kind: 'source_gone' }
   | { kind: 'source_type_mismatch' }
-  | { kind: 'bad_fork_offset'; code: 'bad_request' | 'offset_gone'; message: string };
+  | { kind: 'bad_fork'; code: 'bad_request' | 'offset_gone'; message: string };
 
 export interface AppendInput {
   /** The request's Content-Type (normalised), compared with the stream's; null for a close-only POST. */

@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
-import { resolveOffset } from '../../src/streams/forks.js';
+import { MAX_FORK_DEPTH, resolveOffset, TOO_DEEP } from '../../src/streams/forks.js';
 import type {
   AppendInput,
   ForkRequest,
@@ -117,14 +117,31 @@ export const runForkContract = (name: string, factory: StreamStoreFactory, skip 
         [],
         forkOf(src, { offset: { epoch: s.epoch, position: 9 } }),
       );
-      expect(beyond).toMatchObject({ kind: 'bad_fork_offset', code: 'bad_request' });
+      expect(beyond).toMatchObject({ kind: 'bad_fork', code: 'bad_request' });
       const before = await store.create(
         path(),
         text,
         [],
         forkOf(src, { offset: { epoch: s.epoch - 1, position: 1 } }),
       );
-      expect(before).toMatchObject({ kind: 'bad_fork_offset', code: 'offset_gone' });
+      expect(before).toMatchObject({ kind: 'bad_fork', code: 'offset_gone' });
+    });
+
+    it('bounds how deep forks of forks nest', async () => {
+      const store = await make();
+      let parent = path();
+      await created(store, parent, text, [b('a')]);
+      for (let depth = 1; depth <= MAX_FORK_DEPTH; depth++) {
+        const next = path();
+        await created(store, next, text, [], forkOf(parent));
+        parent = next;
+      }
+      expect(await store.create(path(), text, [], forkOf(parent))).toEqual({
+        kind: 'bad_fork',
+        code: 'bad_request',
+        message: TOO_DEEP,
+      });
+      expect(await contents(store, parent)).toEqual(['a']);
     });
 
     it('cuts a byte sub-offset into a copied prefix and moves a JSON one by messages; no producer state', async () => {
@@ -141,13 +158,13 @@ export const runForkContract = (name: string, factory: StreamStoreFactory, skip 
       const r = await store.append(bytes, append(['q'], { producer: { id: 'p', epoch: 0, seq: 0 } }));
       expect(r.kind).toBe('appended');
       expect(await store.create(path(), text, [], forkOf(src, { offset: at1, subOffset: 6 }))).toMatchObject({
-        kind: 'bad_fork_offset',
+        kind: 'bad_fork',
       });
       await created(store, j, json, [b('1'), b('2'), b('3')]);
       await created(store, jf, json, [], forkOf(j, { offset: { epoch: 0, position: 0 }, subOffset: 2 }));
       expect(await contents(store, jf)).toEqual(['1', '2']);
       expect(await store.create(path(), json, [], forkOf(j, { subOffset: 1 }))).toMatchObject({
-        kind: 'bad_fork_offset',
+        kind: 'bad_fork',
       });
     });
 

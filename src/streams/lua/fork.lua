@@ -24,7 +24,9 @@ local subOffset = tonumber(ARGV[14])
 local spec = ARGV[15] -- forkSpecOf the request
 local inheritType = ARGV[16] == '1'
 local inheritExpiry = ARGV[17] == '1'
-local FIRST_ENTRY = 18
+local maxDepth = tonumber(ARGV[18]) -- forks.ts MAX_FORK_DEPTH
+local tooDeep = ARGV[19]
+local FIRST_ENTRY = 20
 
 local ORIGIN_MS = 1767225600000
 local nowMs = libNowMs()
@@ -51,26 +53,27 @@ local sourceEpoch, sourceTail = tonumber(s[5]), tonumber(s[6])
 -- offset of its recorded epoch up to its recorded tail names what readers of that epoch received.
 local aliases = {}
 for e, u in string.gmatch(s[7] or '', '(%d+):(%d+)') do table.insert(aliases, { tonumber(e), tonumber(u) }) end
+if #aliases >= maxDepth then return { 'bad_fork', 'bad_request', tooDeep } end
 local position = sourceTail
 if offsetEpoch ~= '' then
   local e = tonumber(offsetEpoch)
   position = nil
   if offsetPos == 0 then position = 0
   elseif e == sourceEpoch then
-    if offsetPos > sourceTail then return { 'bad_fork_offset', 'bad_request', 'offset beyond the tail of the stream' } end
+    if offsetPos > sourceTail then return { 'bad_fork', 'bad_request', 'Stream-Fork-Offset: offset beyond the tail of the stream' } end
     position = offsetPos
   else
     for _, a in ipairs(aliases) do
       if a[1] == e then
         if offsetPos > a[2] then
-          return { 'bad_fork_offset', 'bad_request', 'offset of the source past the fork point' }
+          return { 'bad_fork', 'bad_request', 'Stream-Fork-Offset: offset of the source past the fork point' }
         end
         position = offsetPos
       end
     end
     if position == nil then
-      if e < sourceEpoch then return { 'bad_fork_offset', 'offset_gone', 'offset from an earlier epoch of this stream' } end
-      return { 'bad_fork_offset', 'bad_request', 'offset beyond the tail of the stream' }
+      if e < sourceEpoch then return { 'bad_fork', 'offset_gone', 'Stream-Fork-Offset: offset from an earlier epoch of this stream' } end
+      return { 'bad_fork', 'bad_request', 'Stream-Fork-Offset: offset beyond the tail of the stream' }
     end
   end
 end
@@ -81,14 +84,14 @@ local forkPoint, prefix = position, nil
 if subOffset > 0 then
   if s[1] == 'application/json' then
     if position + subOffset > sourceTail then
-      return { 'bad_fork_offset', 'bad_request', 'Stream-Fork-Sub-Offset past the messages of the source' }
+      return { 'bad_fork', 'bad_request', 'Stream-Fork-Sub-Offset past the messages of the source' }
     end
     forkPoint = position + subOffset
   else
     local next = {}
     libCollect(source, position, sourceTail, next, 1, 0, 0)
     if not next[1] or subOffset > #next[1] then
-      return { 'bad_fork_offset', 'bad_request', 'Stream-Fork-Sub-Offset past the next message of the source' }
+      return { 'bad_fork', 'bad_request', 'Stream-Fork-Sub-Offset past the next message of the source' }
     end
     if subOffset == #next[1] then forkPoint = position + 1 else prefix = string.sub(next[1], 1, subOffset) end
   end
