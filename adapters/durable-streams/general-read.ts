@@ -2,17 +2,19 @@
  * GET of a general stream (PROTOCOL.md §5.5–§5.7): catch-up, `live=long-poll` and `live=sse`.
  * Long-poll and SSE wait on the store's `waitAfter` (appends of every replica wake it), never by
  * polling. An offset of an earlier epoch (the store regressed, or the stream was deleted and created
- * again) is 410: the reader starts over from `-1`.
+ * again) is 410: the reader starts over from `-1`. A fork's read stitches its source's messages
+ * (the store does); a soft-deleted stream is 410.
  */
 import type { Context } from 'hono';
 import { linkSignals } from '../../src/core/linked-signal.js';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import { encodeSse } from '../../src/http/sse.js';
+import { resolveOffset, type OffsetVerdict } from '../../src/streams/forks.js';
 import type { StreamMeta, StreamStore } from '../../src/streams/types.js';
 import { nextCursor } from './offsets.js';
-import { SECURITY_HEADERS, streamProblem } from './stream-errors.js';
+import { GONE_MESSAGE, SECURITY_HEADERS, streamProblem } from './stream-errors.js';
 import { offsetAt } from './stream-headers.js';
-import { isJsonMode, parseReadOffset, sseAllowed, type ReadStart } from './stream-input.js';
+import { isJsonMode, parseReadOffset, sseBase64, type ReadStart } from './stream-input.js';
 
 /** One read answers at most this many messages and about this many bytes (§5.5 chunking). */
 const PAGE_ENTRIES = 1000;
@@ -20,17 +22,10 @@ const PAGE_BYTES = 1024 * 1024;
 /** §8.2: SSE connections end about this often, so CDNs can collapse onto new requests. */
 const SSE_LIFETIME_MS = 60_000;
 
-type Position = { position: number } | { code: 'offset_gone' | 'bad_request'; message: string };
-
-const positionOf = (start: ReadStart, meta: StreamMeta): Position => {
+const positionOf = (start: ReadStart, meta: StreamMeta): OffsetVerdict => {
   if (start.kind === 'start') return { position: 0 };
   if (start.kind === 'now') return { position: meta.tail };
-  if (start.epoch < meta.epoch)
-    return { code: 'offset_gone', message: 'offset from an earlier epoch of this stream' };
-  if (start.epoch > meta.epoch || start.position > meta.tail) {
-    return { code: 'bad_request', message: 'offset beyond the tail of the stream' };
-  }
-  return { position: start.position };
+  return resolveOffset(meta, start.epoch, start.position);
 };
 
 const bodyOf = (meta: StreamMeta, entries: Buffer[]): Buffer =>
@@ -56,16 +51,13 @@ export const readGeneralStream = async (
   const start = parseReadOffset(offsets);
   if (!start.ok) return streamProblem(c, start.error.code, start.error.message);
   if (live && offsets === undefined) return streamProblem(c, 'bad_request', `live=${live} needs an offset`);
-  const head = await store.head(path);
+  // A read of the meta alone: every GET renews a sliding Stream-TTL, offset=now's too.
+  const head = (await store.read(path, 0, 0, 0))?.meta;
   if (!head) return streamProblem(c, 'not_found', 'no such stream');
+  if (head.gone) return streamProblem(c, 'stream_gone', GONE_MESSAGE);
   const at = positionOf(start.value, head);
   if ('code' in at) return streamProblem(c, at.code, at.message);
-  if (live === 'sse') {
-    if (!sseAllowed(head.contentType)) {
-      return streamProblem(c, 'bad_request', 'live=sse is only for text/* and application/json streams');
-    }
-    return sseRead(c, deps, store, path, at.position);
-  }
+  if (live === 'sse') return sseRead(c, deps, store, path, at.position, sseBase64(head.contentType));
 
   const after = at.position;
   let read =
@@ -82,6 +74,7 @@ export const readGeneralStream = async (
     }
     read = await store.read(path, after, PAGE_ENTRIES, PAGE_BYTES);
     if (!read) return streamProblem(c, 'not_found', 'no such stream');
+    if (read.meta.gone) return streamProblem(c, 'stream_gone', GONE_MESSAGE);
     // A new epoch while waiting: the position no longer names what the reader holds.
     if (read.meta.epoch !== head.epoch)
       return streamProblem(c, 'offset_gone', 'the stream began a new epoch');
@@ -112,8 +105,19 @@ export const readGeneralStream = async (
   return c.body(new Uint8Array(bodyOf(meta, entries)), 200, headers);
 };
 
-/** §5.7: `event: data` per read, each followed by `event: control`; ends at a closed tail or after §8.2's lifetime. */
-const sseRead = (c: Context, deps: AdapterDeps, store: StreamStore, path: string, from: number): Response => {
+/**
+ * §5.7: `event: data` per read, each followed by `event: control`; ends at a closed tail or after
+ * §8.2's lifetime. Binary streams' data events are base64, each one whole (padded on its own), so a
+ * reader decodes every event independently.
+ */
+const sseRead = (
+  c: Context,
+  deps: AdapterDeps,
+  store: StreamStore,
+  path: string,
+  from: number,
+  base64: boolean,
+): Response => {
   // The reader cancelling the body ends the loop as a disconnect does.
   const cancelled = new AbortController();
   const linked = linkSignals(c.req.raw.signal, deps.core.shutdownSignal, cancelled.signal);
@@ -140,13 +144,13 @@ const sseRead = (c: Context, deps: AdapterDeps, store: StreamStore, path: string
       try {
         while (!linked.signal.aborted && Date.now() < deadline) {
           const read = await store.read(path, position, PAGE_ENTRIES, PAGE_BYTES);
-          if (!read || (epoch !== null && read.meta.epoch !== epoch)) break;
+          if (!read || read.meta.gone || (epoch !== null && read.meta.epoch !== epoch)) break;
           epoch = read.meta.epoch;
           const { meta, entries } = read;
           if (entries.length > 0) {
             const data = isJsonMode(meta.contentType)
               ? `[${entries.map((e) => e.toString('utf8')).join(',')}]`
-              : Buffer.concat(entries).toString('utf8');
+              : Buffer.concat(entries).toString(base64 ? 'base64' : 'utf8');
             position += entries.length;
             controller.enqueue(
               encoder.encode(encodeSse({ event: 'data', data }, '') + control(meta, position)),
@@ -185,6 +189,7 @@ const sseRead = (c: Context, deps: AdapterDeps, store: StreamStore, path: string
       'content-type': 'text/event-stream',
       'cache-control': 'no-cache',
       connection: 'keep-alive',
+      ...(base64 ? { 'stream-sse-data-encoding': 'base64' } : {}),
     },
   });
 };

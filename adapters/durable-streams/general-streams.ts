@@ -1,8 +1,8 @@
 /**
  * `/v1/stream/{path}`: the general, writable Durable Streams (PROTOCOL.md), every path but the
- * read-only capsule streams (`/v1/stream/murmur/{capsule}`, mounted before these). Create, append
- * (JSON mode and bytes, Stream-Seq, idempotent producers, close), delete and HEAD here; reads in
- * general-read.ts. Off (`durableStreams.writable: false`): every method is 404. Validation is
+ * read-only capsule streams (`/v1/stream/murmur/{capsule}`, mounted before these). Create (forks
+ * too, §4.2), append (JSON mode and bytes, Stream-Seq, idempotent producers, close), delete (a
+ * stream with forks: soft, 410 from then on) and HEAD here; reads in general-read.ts. Off (`durableStreams.writable: false`): every method is 404. Validation is
  * stream-input.ts; each request is one store call, so a refused one leaves nothing behind.
  */
 import { Hono, type Context } from 'hono';
@@ -11,7 +11,7 @@ import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import type { AppendResult, StreamStore } from '../../src/streams/types.js';
 import { readGeneralStream } from './general-read.js';
 import { streamRefusal } from './stream-access.js';
-import { SECURITY_HEADERS, streamProblem } from './stream-errors.js';
+import { GONE_MESSAGE, SECURITY_HEADERS, streamProblem } from './stream-errors.js';
 import { expiryHeaders, metaHeaders } from './stream-headers.js';
 import {
   closedFlag,
@@ -19,6 +19,7 @@ import {
   jsonMessages,
   mediaTypeOf,
   parseCreate,
+  parseFork,
   parseProducer,
   validStreamPath,
   type Header,
@@ -62,17 +63,19 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
     streamProblem(c, 'message_too_large', `a message exceeds ${maxMessageBytes} bytes`);
 
   app.put(ROUTE, limit, async (c) => {
-    // Forks are not part of PROTOCOL.md 1.0: refused rather than created as a plain stream.
-    if (c.req.header('stream-forked-from') !== undefined) {
-      return streamProblem(c, 'not_implemented', 'forks (Stream-Forked-From) are not supported');
-    }
     const parsed = parseCreate(headerOf(c));
     if (!parsed.ok) return streamProblem(c, parsed.error.code, parsed.error.message);
+    const fork = parseFork(headerOf(c), GENERAL_STREAM_PREFIX);
+    if (!fork.ok) return streamProblem(c, fork.error.code, fork.error.message);
     const config = parsed.value;
     const body = await bodyOf(c);
     let entries: Buffer[] = [];
     if (body.length > 0) {
-      if (isJsonMode(config.contentType)) {
+      // A fork without Content-Type takes its source's: its body is parsed as that type.
+      const type = fork.value?.inheritContentType
+        ? await sourceTypeOf(fork.value.source)
+        : config.contentType;
+      if (type !== null && isJsonMode(type)) {
         const messages = jsonMessages(body, { allowEmptyArray: true });
         if (!messages.ok) return streamProblem(c, messages.error.code, messages.error.message);
         entries = messages.value;
@@ -82,10 +85,20 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
     }
     if (oversized(entries)) return tooLarge(c);
     const path = streamPathOf(c);
-    const result = await store.create(path, config, entries);
+    const result = await store.create(path, config, entries, fork.value ?? undefined);
     switch (result.kind) {
       case 'too_many_streams':
         return streamProblem(c, 'too_many_streams', 'the gateway holds as many streams as it may');
+      case 'gone':
+        return streamProblem(c, 'stream_exists', 'the stream was deleted and its forks still read it');
+      case 'source_not_found':
+        return streamProblem(c, 'not_found', 'no such source stream (Stream-Forked-From)');
+      case 'source_gone':
+        return streamProblem(c, 'source_gone', 'the source stream was deleted');
+      case 'source_type_mismatch':
+        return streamProblem(c, 'content_type_mismatch', "the fork's content type differs from its source's");
+      case 'bad_fork':
+        return streamProblem(c, result.code, result.message);
       case 'conflict':
         return streamProblem(c, 'stream_exists', 'the stream exists with another configuration');
       case 'exists':
@@ -128,9 +141,19 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
     return appendAnswer(c, result, entries.length > 0);
   });
 
+  /** The content type a fork without one inherits (null: no such source; create answers why). */
+  const sourceTypeOf = async (source: string): Promise<string | null> =>
+    (await store.head(source))?.contentType ?? null;
+
   app.delete(ROUTE, async (c) => {
-    const existed = await store.delete(streamPathOf(c));
-    return existed ? c.body(null, 204, SECURITY_HEADERS) : streamProblem(c, 'not_found', 'no such stream');
+    switch (await store.delete(streamPathOf(c))) {
+      case 'deleted':
+        return c.body(null, 204, SECURITY_HEADERS);
+      case 'gone':
+        return streamProblem(c, 'stream_gone', GONE_MESSAGE);
+      case 'not_found':
+        return streamProblem(c, 'not_found', 'no such stream');
+    }
   });
 
   app.on(['GET', 'HEAD'], ROUTE, async (c) => {
@@ -161,6 +184,7 @@ const locationOf = (c: Context, deps: AdapterDeps): string => {
 const headAnswer = async (c: Context, store: StreamStore, path: string): Promise<Response> => {
   const meta = await store.head(path);
   if (!meta) return streamProblem(c, 'not_found', 'no such stream');
+  if (meta.gone) return streamProblem(c, 'stream_gone', GONE_MESSAGE);
   return c.body(null, 200, { ...metaHeaders(meta), ...expiryHeaders(meta), 'cache-control': 'no-store' });
 };
 
@@ -185,6 +209,8 @@ const appendAnswer = (c: Context, result: AppendResult, wroteData: boolean): Res
     }
     case 'not_found':
       return streamProblem(c, 'not_found', 'no such stream');
+    case 'gone':
+      return streamProblem(c, 'stream_gone', GONE_MESSAGE);
     case 'closed':
       return streamProblem(c, 'stream_closed', 'the stream is closed', {
         'stream-closed': 'true',

@@ -17,11 +17,12 @@ export const STREAM_ERROR_STATUS = {
   stream_seq_conflict: 409,
   producer_seq_gap: 409,
   stream_closed: 409,
+  source_gone: 409,
   offset_gone: 410,
+  stream_gone: 410,
   body_too_large: 413,
   message_too_large: 413,
   too_many_streams: 507,
-  not_implemented: 501,
   unavailable: 503,
 } as const;
 
@@ -45,3 +46,6 @@ export const streamProblem = (
     ...SECURITY_HEADERS,
     ...headers,
   });
+
+/** A soft-deleted stream: deleted or expired, kept only for the forks that read its messages. */
+export const GONE_MESSAGE = 'the stream was deleted (its forks still read its messages)';

@@ -4,7 +4,7 @@
  * routes refuse bad input before the store is asked anything.
  */
 import { z } from 'zod';
-import type { ProducerClaim, StreamConfig } from '../../src/streams/types.js';
+import type { ForkRequest, ProducerClaim, StreamConfig } from '../../src/streams/types.js';
 import type { StreamErrorCode } from './stream-errors.js';
 
 export interface StreamInputError {
@@ -44,9 +44,12 @@ export const mediaTypeOf = (raw: string | undefined): string | null => {
 
 export const isJsonMode = (contentType: string): boolean => contentType === 'application/json';
 
-/** §5.7, §7: SSE only for text/* and application/json streams. */
-export const sseAllowed = (contentType: string): boolean =>
-  contentType.startsWith('text/') || isJsonMode(contentType);
+/**
+ * §5.7: SSE data of a text/* or application/json stream is sent as text; of any other stream as
+ * base64 (`Stream-SSE-Data-Encoding: base64`), since SSE carries only UTF-8 lines.
+ */
+export const sseBase64 = (contentType: string): boolean =>
+  !contentType.startsWith('text/') && !isJsonMode(contentType);
 
 export type Header = (name: string) => string | undefined;
 
@@ -123,6 +126,50 @@ export const parseReadOffset = (values: string[] | undefined): Parsed<ReadStart>
   const m = /^(\d{16})_(\d{16})$/.exec(raw);
   if (!m) return bad('malformed offset');
   return ok({ kind: 'at', epoch: Number(m[1]), position: Number(m[2]) });
+};
+
+/**
+ * §4.2: a fork PUT's `Stream-Forked-From` (the source's path, `/v1/stream/...`, or a URL of it),
+ * `Stream-Fork-Offset` (one of this surface's offsets; none: the source's tail) and
+ * `Stream-Fork-Sub-Offset` (decimal). null: no fork. A sub-offset without a source is 400.
+ */
+export const parseFork = (header: Header, prefix: string): Parsed<ForkRequest | null> => {
+  const from = header('stream-forked-from');
+  const offsetRaw = header('stream-fork-offset');
+  const subRaw = header('stream-fork-sub-offset');
+  if (from === undefined) {
+    return offsetRaw === undefined && subRaw === undefined
+      ? ok(null)
+      : bad('Stream-Fork-Offset and Stream-Fork-Sub-Offset need Stream-Forked-From');
+  }
+  let sourcePath = from.trim();
+  try {
+    if (/^https?:\/\//i.test(sourcePath)) sourcePath = new URL(sourcePath).pathname;
+  } catch {
+    return bad('malformed Stream-Forked-From');
+  }
+  if (!sourcePath.startsWith(prefix)) return bad(`Stream-Forked-From must name a path under ${prefix}`);
+  const source = sourcePath.slice(prefix.length);
+  if (!validStreamPath(source)) return bad('malformed Stream-Forked-From');
+  let offset: ForkRequest['offset'] = null;
+  if (offsetRaw !== undefined) {
+    const m = /^(\d{16})_(\d{16})$/.exec(offsetRaw.trim());
+    if (!m) return bad('malformed Stream-Fork-Offset');
+    offset = { epoch: Number(m[1]), position: Number(m[2]) };
+  }
+  let subOffset = 0;
+  if (subRaw !== undefined) {
+    const sub = decimalInteger.safeParse(subRaw.trim());
+    if (!sub.success) return bad('Stream-Fork-Sub-Offset must be a non-negative decimal integer');
+    subOffset = sub.data;
+  }
+  return ok({
+    source,
+    offset,
+    subOffset,
+    inheritContentType: header('content-type') === undefined,
+    inheritExpiry: header('stream-ttl') === undefined && header('stream-expires-at') === undefined,
+  });
 };
 
 /** The stream path after `/v1/stream/`: non-empty, bounded, no empty or dot segments. */

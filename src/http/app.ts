@@ -35,6 +35,8 @@ export const EXPOSED_HEADERS = [
   'Producer-Expected-Seq',
   'Producer-Received-Seq',
   'ETag',
+  // SSE of a binary stream: its data events are base64.
+  'Stream-SSE-Data-Encoding',
 ];
 
 /** Request headers of the general Durable Streams a browser may send cross-origin. */
@@ -47,6 +49,10 @@ const STREAM_REQUEST_HEADERS = [
   'Producer-Id',
   'Producer-Epoch',
   'Producer-Seq',
+  // Forks (§4.2).
+  'Stream-Forked-From',
+  'Stream-Fork-Offset',
+  'Stream-Fork-Sub-Offset',
 ];
 
 export interface HttpAppOptions {

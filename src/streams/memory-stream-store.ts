@@ -2,14 +2,27 @@
  * The embedded store of general streams: zero setup, nothing survives a restart (like the embedded
  * capsule log). Each call runs to completion on the event loop, so every append, with its producer
  * state and Stream-Seq, is atomic by construction. Epochs come from one process-wide counter, so a
- * stream deleted and created again never reuses an offset.
+ * stream deleted and created again never reuses an offset. A fork holds its source by reference
+ * (the source's `refs` counts its living forks), so a soft-deleted source keeps its messages for them.
  */
+import {
+  forkAliases,
+  forkConfigOf,
+  forkPointOf,
+  forkSpecOf,
+  MAX_FORK_DEPTH,
+  resolveOffset,
+  sameAsExisting,
+  TOO_DEEP,
+} from './forks.js';
 import { checkProducer, type ProducerState } from './producer-check.js';
 import { StreamWaiters } from './waiters.js';
 import type {
   AppendInput,
   AppendResult,
   CreateResult,
+  DeleteResult,
+  ForkRequest,
   ReadResult,
   StreamBounds,
   StreamConfig,
@@ -19,8 +32,17 @@ import type {
 } from './types.js';
 
 interface MemoryStream {
+  path: string;
   meta: StreamMeta;
+  /** The stream's own messages, at positions forkPoint + 1 onwards. */
   entries: Buffer[];
+  /** Positions up to here are the parent's (0 for a stream that is no fork). */
+  forkPoint: number;
+  parent: MemoryStream | null;
+  /** Living forks of this stream. */
+  refs: number;
+  /** forkSpecOf the PUT that created it ('' for no fork). */
+  spec: string;
   lastStreamSeq: string | null;
   producers: Map<string, ProducerState>;
   /** The producer tuple whose batch closed the stream: its retry is a duplicate, not a 409. */
@@ -42,6 +64,8 @@ export class MemoryStreamStore implements StreamStore {
   private readonly streams = new Map<string, MemoryStream>();
   private readonly waiters = new StreamWaiters();
   private generation = 0;
+  /** Soft-deleted streams: kept for their forks, they no longer count towards maxStreams. */
+  private gone = 0;
   /** Expired streams nobody touches are dropped this often (memory, not correctness: access checks expiry). */
   private readonly sweeper: NodeJS.Timeout;
 
@@ -50,34 +74,121 @@ export class MemoryStreamStore implements StreamStore {
     this.sweeper.unref();
   }
 
-  /** The live stream at `path`; an expired one is removed here (expiry is checked on access). */
+  /**
+   * The stream at `path` (perhaps soft-deleted); an expired one is removed here (expiry is checked on
+   * access), or soft-deleted while forks still read it.
+   */
   private live(path: string): MemoryStream | undefined {
     const s = this.streams.get(path);
-    if (s && s.meta.expiresAtMs !== null && s.meta.expiresAtMs <= Date.now()) {
-      this.streams.delete(path);
-      this.waiters.wake(path);
-      return undefined;
+    if (s && !s.meta.gone && s.meta.expiresAtMs !== null && s.meta.expiresAtMs <= Date.now()) {
+      return this.drop(s) ? undefined : s;
     }
     return s;
+  }
+
+  /** Removes `s`, or soft-deletes it while it has forks; true when removed. */
+  private drop(s: MemoryStream): boolean {
+    this.waiters.wake(s.path);
+    if (s.refs > 0) {
+      s.meta.gone = true;
+      this.gone++;
+      return false;
+    }
+    if (this.streams.get(s.path) === s) this.streams.delete(s.path);
+    // The parent loses a fork; a soft-deleted parent without forks goes too, and so on up the chain.
+    for (let p = s.parent; p && --p.refs === 0 && p.meta.gone; p = p.parent) {
+      if (this.streams.get(p.path) === p) this.streams.delete(p.path);
+      this.gone--;
+    }
+    return true;
+  }
+
+  /** Sliding Stream-TTL: every access but HEAD renews it (Stream-Expires-At stays fixed). */
+  private touch(s: MemoryStream): void {
+    if (s.meta.ttlSeconds !== null) s.meta.expiresAtMs = Date.now() + s.meta.ttlSeconds * 1000;
+  }
+
+  /** Messages after `after` up to position `upTo`, the ancestors' first (a fork's stitched read). */
+  private collect(
+    s: MemoryStream,
+    after: number,
+    upTo: number,
+    out: Buffer[],
+    max: number,
+    maxBytes: number,
+    bytes = 0,
+  ): number {
+    if (after < s.forkPoint && s.parent) {
+      bytes = this.collect(s.parent, after, Math.min(upTo, s.forkPoint), out, max, maxBytes, bytes);
+      after = s.forkPoint;
+    }
+    // At least one entry per read, however large: a reader always makes progress.
+    for (let pos = Math.max(after, s.forkPoint) + 1; pos <= upTo && out.length < max; pos++) {
+      const e = s.entries[pos - s.forkPoint - 1]!;
+      if (out.length > 0 && bytes + e.length > maxBytes) return Number.POSITIVE_INFINITY;
+      out.push(e);
+      bytes += e.length;
+    }
+    return bytes;
   }
 
   private sweep(): void {
     for (const path of [...this.streams.keys()]) this.live(path);
   }
 
-  async create(path: string, config: StreamConfig, initial: Buffer[]): Promise<CreateResult> {
+  async create(
+    path: string,
+    config: StreamConfig,
+    initial: Buffer[],
+    fork?: ForkRequest,
+  ): Promise<CreateResult> {
     const existing = this.live(path);
     if (existing) {
       const m = existing.meta;
-      const same =
-        m.contentType === config.contentType &&
-        m.ttlSeconds === config.ttlSeconds &&
-        m.expiresAt === config.expiresAt &&
-        m.closed === config.closed;
+      if (m.gone) return { kind: 'gone' };
+      const same = fork
+        ? sameAsExisting(m, existing.spec, config, fork)
+        : m.contentType === config.contentType &&
+          m.ttlSeconds === config.ttlSeconds &&
+          m.expiresAt === config.expiresAt &&
+          m.closed === config.closed;
       return { kind: same ? 'exists' : 'conflict', meta: { ...m } };
     }
-    if (this.streams.size >= this.bounds.maxStreams) this.sweep();
-    if (this.streams.size >= this.bounds.maxStreams) return { kind: 'too_many_streams' };
+    let parent: MemoryStream | null = null;
+    let forkPoint = 0;
+    let own = [...initial];
+    if (fork) {
+      const source = this.live(fork.source);
+      if (!source) return { kind: 'source_not_found' };
+      if (source.meta.gone) return { kind: 'source_gone' };
+      if (!fork.inheritContentType && config.contentType !== source.meta.contentType) {
+        return { kind: 'source_type_mismatch' };
+      }
+      if (source.meta.aliases.length >= MAX_FORK_DEPTH) {
+        return { kind: 'bad_fork', code: 'bad_request', message: TOO_DEEP };
+      }
+      const at = fork.offset
+        ? resolveOffset(source.meta, fork.offset.epoch, fork.offset.position)
+        : { position: source.meta.tail };
+      if ('code' in at)
+        return { kind: 'bad_fork', code: at.code, message: `Stream-Fork-Offset: ${at.message}` };
+      const next: Buffer[] = [];
+      this.collect(source, at.position, source.meta.tail, next, 1, Number.POSITIVE_INFINITY);
+      const point = forkPointOf(
+        at.position,
+        fork.subOffset,
+        source.meta.tail,
+        source.meta.contentType === 'application/json',
+        next[0],
+      );
+      if ('code' in point) return { kind: 'bad_fork', code: point.code, message: point.message };
+      config = forkConfigOf(config, fork, source.meta);
+      parent = source;
+      forkPoint = point.forkPoint;
+      if (point.prefix) own = [Buffer.from(point.prefix), ...own];
+    }
+    if (this.streams.size - this.gone >= this.bounds.maxStreams) this.sweep();
+    if (this.streams.size - this.gone >= this.bounds.maxStreams) return { kind: 'too_many_streams' };
     const meta: StreamMeta = {
       contentType: config.contentType,
       ttlSeconds: config.ttlSeconds,
@@ -85,11 +196,19 @@ export class MemoryStreamStore implements StreamStore {
       expiresAtMs: expiryOf(config, Date.now()),
       closed: config.closed,
       epoch: this.generation++,
-      tail: initial.length,
+      tail: forkPoint + own.length,
+      gone: false,
+      aliases: parent ? forkAliases(parent.meta, forkPoint) : [],
     };
+    if (parent) parent.refs++;
     this.streams.set(path, {
+      path,
       meta,
-      entries: [...initial],
+      entries: own,
+      forkPoint,
+      parent,
+      refs: 0,
+      spec: fork ? forkSpecOf(fork) : '',
       lastStreamSeq: null,
       producers: new Map(),
       closedBy: null,
@@ -100,6 +219,8 @@ export class MemoryStreamStore implements StreamStore {
   async append(path: string, input: AppendInput): Promise<AppendResult> {
     const s = this.live(path);
     if (!s) return { kind: 'not_found' };
+    if (s.meta.gone) return { kind: 'gone' };
+    this.touch(s);
     const meta = (): StreamMeta => ({ ...s.meta });
     const { producer } = input;
     if (s.meta.closed) {
@@ -139,7 +260,7 @@ export class MemoryStreamStore implements StreamStore {
     if (input.streamSeq !== null) s.lastStreamSeq = input.streamSeq;
     if (producer && next) s.producers.set(producer.id, next);
     for (const e of input.entries) s.entries.push(e);
-    s.meta.tail = s.entries.length;
+    s.meta.tail = s.forkPoint + s.entries.length;
     if (input.close) {
       s.meta.closed = true;
       s.closedBy = producer ? tupleOf(producer) : null;
@@ -156,13 +277,9 @@ export class MemoryStreamStore implements StreamStore {
     const s = this.live(path);
     if (!s) return null;
     const entries: Buffer[] = [];
-    let bytes = 0;
-    // At least one entry per read, however large: a reader always makes progress.
-    for (let i = after; i < s.entries.length && entries.length < maxEntries; i++) {
-      const e = s.entries[i]!;
-      if (entries.length > 0 && bytes + e.length > maxBytes) break;
-      entries.push(e);
-      bytes += e.length;
+    if (!s.meta.gone) {
+      this.touch(s);
+      this.collect(s, after, s.meta.tail, entries, maxEntries, maxBytes);
     }
     return { meta: { ...s.meta }, entries };
   }
@@ -172,11 +289,12 @@ export class MemoryStreamStore implements StreamStore {
     return s ? { ...s.meta } : null;
   }
 
-  async delete(path: string): Promise<boolean> {
-    const existed = this.live(path) !== undefined;
-    this.streams.delete(path);
-    this.waiters.wake(path);
-    return existed;
+  async delete(path: string): Promise<DeleteResult> {
+    const s = this.live(path);
+    if (!s) return 'not_found';
+    if (s.meta.gone) return 'gone';
+    this.drop(s);
+    return 'deleted';
   }
 
   waitAfter(path: string, after: number, timeoutMs: number, signal: AbortSignal): Promise<WaitOutcome> {
@@ -184,7 +302,7 @@ export class MemoryStreamStore implements StreamStore {
       path,
       async () => {
         const s = this.live(path);
-        return !s || s.meta.tail > after || s.meta.closed;
+        return !s || s.meta.gone || s.meta.tail > after || s.meta.closed;
       },
       timeoutMs,
       signal,

@@ -8,11 +8,15 @@ import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { RedisConnection } from '../log/redis-connection.js';
+import { forkSpecOf, MAX_FORK_DEPTH, TOO_DEEP } from './forks.js';
 import { StreamWaiters } from './waiters.js';
 import type {
   AppendInput,
   AppendResult,
   CreateResult,
+  DeleteResult,
+  EpochAlias,
+  ForkRequest,
   ReadResult,
   StreamBounds,
   StreamConfig,
@@ -22,20 +26,27 @@ import type {
 } from './types.js';
 
 const lua = (name: string): string => readFileSync(new URL(`./lua/${name}.lua`, import.meta.url), 'utf8');
+/** Each script with lib.lua before it: the functions they share (an EVAL script cannot include another). */
+const withLib = (name: string): string => `${lua('lib')}\n${lua(name)}`;
 
 type Arg = string | number | Buffer;
 type Reply = (Buffer | string)[];
 interface ScriptCommands {
   dsCreateBuffer(...args: Arg[]): Promise<Reply>;
+  dsForkBuffer(...args: Arg[]): Promise<Reply>;
+  dsReap(...args: Arg[]): Promise<number>;
   dsAppendBuffer(...args: Arg[]): Promise<Reply>;
   dsReadBuffer(...args: Arg[]): Promise<Reply>;
-  dsDelete(...args: Arg[]): Promise<number>;
+  dsDelete(...args: Arg[]): Promise<string>;
 }
 
 const INFO_SCRIPT = "return redis.call('INFO', 'server')";
 
 /** Positions this process handed out, per path, kept for at most this many streams. */
 const MAX_HIGH_WATER = 100_000;
+/** Expired streams nobody touches are reaped this often, this many at a time (reap.lua). */
+const REAP_MS = 30_000;
+const REAP_BATCH = 200;
 
 export interface RedisStreamStoreOptions {
   bounds: StreamBounds;
@@ -46,7 +57,17 @@ export interface RedisStreamStoreOptions {
 
 const text = (v: Buffer | string | undefined): string => (v === undefined ? '' : v.toString());
 
-/** The seven meta fields every script answers after its verdict. */
+/** `epoch:upTo;...` as the scripts store a fork's aliases. */
+const aliasesOf = (raw: string): EpochAlias[] =>
+  raw === ''
+    ? []
+    : raw.split(';').map((a) => {
+        const [epoch, upTo] = a.split(':');
+        return { epoch: Number(epoch), upTo: Number(upTo) };
+      });
+
+/** The nine meta fields every script answers after its verdict. */
+export const META_FIELDS = 9;
 const metaOf = (r: Reply, at = 1): StreamMeta => {
   const ttl = text(r[at + 1]);
   const exp = text(r[at + 2]);
@@ -59,6 +80,8 @@ const metaOf = (r: Reply, at = 1): StreamMeta => {
     closed: text(r[at + 4]) === '1',
     epoch: Number(text(r[at + 5])),
     tail: Number(text(r[at + 6])),
+    gone: text(r[at + 7]) === '1',
+    aliases: aliasesOf(text(r[at + 8])),
   };
 };
 
@@ -71,6 +94,7 @@ export class RedisStreamStore implements StreamStore {
   private readonly channel: string;
   private runId: Promise<string>;
   private closed = false;
+  private readonly reaper: NodeJS.Timeout;
 
   constructor(
     connection: RedisConnection,
@@ -79,10 +103,23 @@ export class RedisStreamStore implements StreamStore {
     this.prefix = `${options.keyPrefix ?? 'mg:ds'}:{streams}`;
     this.channel = `${this.prefix}:wake`;
     this.redis = connection.client as (Redis | Cluster) & ScriptCommands;
-    this.redis.defineCommand('dsCreate', { numberOfKeys: 4, lua: lua('create') });
-    this.redis.defineCommand('dsAppend', { numberOfKeys: 4, lua: lua('append') });
-    this.redis.defineCommand('dsRead', { numberOfKeys: 4, lua: lua('read') });
-    this.redis.defineCommand('dsDelete', { numberOfKeys: 4, lua: lua('delete') });
+    for (const [command, script] of [
+      ['dsCreate', 'create'],
+      ['dsFork', 'fork'],
+      ['dsAppend', 'append'],
+      ['dsRead', 'read'],
+      ['dsDelete', 'delete'],
+      ['dsReap', 'reap'],
+    ] as const) {
+      this.redis.defineCommand(command, { numberOfKeys: 4, lua: withLib(script) });
+    }
+    // Forks carry no Redis key expiry (lib.lua): expired ones nobody reads are reaped here.
+    this.reaper = setInterval(() => {
+      this.redis.dsReap(...this.keys(''), REAP_BATCH).catch((err: unknown) => {
+        options.logger?.debug({ err: String(err) }, 'general stream reap');
+      });
+    }, REAP_MS);
+    this.reaper.unref();
     // A restart or failover of Redis drops the connection: its run id is read again before any
     // script runs on the new one (the scripts fence a stream whose last touch saw another run id).
     this.runId = this.readRunId();
@@ -137,8 +174,13 @@ export class RedisStreamStore implements StreamStore {
     return meta;
   }
 
-  async create(path: string, config: StreamConfig, initial: Buffer[]): Promise<CreateResult> {
-    const reply = await this.redis.dsCreateBuffer(
+  async create(
+    path: string,
+    config: StreamConfig,
+    initial: Buffer[],
+    fork?: ForkRequest,
+  ): Promise<CreateResult> {
+    const common = [
       ...this.keys(path),
       path,
       config.contentType,
@@ -150,12 +192,35 @@ export class RedisStreamStore implements StreamStore {
       this.options.bounds.maxStreams,
       this.floor(path)[0],
       await this.runId,
-      ...initial,
-    );
+    ];
+    const reply = fork
+      ? await this.redis.dsForkBuffer(
+          ...common,
+          fork.source,
+          fork.offset ? String(fork.offset.epoch) : '',
+          fork.offset ? String(fork.offset.position) : '0',
+          fork.subOffset,
+          forkSpecOf(fork),
+          fork.inheritContentType ? '1' : '0',
+          fork.inheritExpiry ? '1' : '0',
+          MAX_FORK_DEPTH,
+          TOO_DEEP,
+          ...initial,
+        )
+      : await this.redis.dsCreateBuffer(...common, ...initial);
     const kind = text(reply[0]);
-    if (kind === 'too_many_streams') return { kind };
-    const meta = this.saw(path, metaOf(reply));
-    return { kind: kind as 'created' | 'exists' | 'conflict', meta };
+    switch (kind) {
+      case 'too_many_streams':
+      case 'gone':
+      case 'source_not_found':
+      case 'source_gone':
+      case 'source_type_mismatch':
+        return { kind };
+      case 'bad_fork':
+        return { kind, code: text(reply[1]) as 'bad_request' | 'offset_gone', message: text(reply[2]) };
+      default:
+        return { kind: kind as 'created' | 'exists' | 'conflict', meta: this.saw(path, metaOf(reply)) };
+    }
   }
 
   async append(path: string, input: AppendInput): Promise<AppendResult> {
@@ -177,10 +242,10 @@ export class RedisStreamStore implements StreamStore {
       ...input.entries,
     );
     const kind = text(reply[0]);
-    if (kind === 'not_found') return { kind };
+    if (kind === 'not_found' || kind === 'gone') return { kind };
     const meta = this.saw(path, metaOf(reply));
-    const a = text(reply[8]);
-    const b = text(reply[9]);
+    const a = text(reply[META_FIELDS + 1]);
+    const b = text(reply[META_FIELDS + 2]);
     switch (kind) {
       case 'appended':
         this.waiters.wake(path);
@@ -203,6 +268,16 @@ export class RedisStreamStore implements StreamStore {
   }
 
   async read(path: string, after: number, maxEntries: number, maxBytes: number): Promise<ReadResult | null> {
+    return this.readScript(path, after, maxEntries, maxBytes, true);
+  }
+
+  private async readScript(
+    path: string,
+    after: number,
+    maxEntries: number,
+    maxBytes: number,
+    touch: boolean,
+  ): Promise<ReadResult | null> {
     const [floorEpoch, floorTail] = this.floor(path);
     const reply = await this.redis.dsReadBuffer(
       ...this.keys(path),
@@ -213,22 +288,24 @@ export class RedisStreamStore implements StreamStore {
       floorEpoch,
       floorTail,
       await this.runId,
+      touch ? '1' : '0',
     );
     if (text(reply[0]) === 'not_found') return null;
     const meta = this.saw(path, metaOf(reply));
-    const entries = reply.slice(8).map((e) => (typeof e === 'string' ? Buffer.from(e) : e));
+    const entries = reply.slice(META_FIELDS + 1).map((e) => (typeof e === 'string' ? Buffer.from(e) : e));
     return { meta, entries };
   }
 
   async head(path: string): Promise<StreamMeta | null> {
-    return (await this.read(path, 0, 0, 0))?.meta ?? null;
+    return (await this.readScript(path, 0, 0, 0, false))?.meta ?? null;
   }
 
-  async delete(path: string): Promise<boolean> {
-    const existed = await this.redis.dsDelete(...this.keys(path), path, this.channel);
-    this.highWater.delete(path);
+  async delete(path: string): Promise<DeleteResult> {
+    const result = (await this.redis.dsDelete(...this.keys(path), path, this.channel)) as DeleteResult;
+    // A soft-deleted stream keeps its offsets (its forks' aliases name them): its floor stays.
+    if (result !== 'gone') this.highWater.delete(path);
     this.waiters.wake(path);
-    return existed === 1;
+    return result;
   }
 
   waitAfter(path: string, after: number, timeoutMs: number, signal: AbortSignal): Promise<WaitOutcome> {
@@ -236,7 +313,7 @@ export class RedisStreamStore implements StreamStore {
       path,
       async () => {
         const meta = await this.head(path);
-        return !meta || meta.tail > after || meta.closed;
+        return !meta || meta.gone || meta.tail > after || meta.closed;
       },
       timeoutMs,
       signal,
@@ -245,6 +322,7 @@ export class RedisStreamStore implements StreamStore {
 
   async close(): Promise<void> {
     this.closed = true;
+    clearInterval(this.reaper);
     this.subscriber.disconnect();
   }
 }

@@ -8,9 +8,9 @@
 /** A stream's configuration and position. `tail` counts the messages (entries) appended so far. */
 export interface StreamMeta {
   contentType: string;
-  /** Stream-TTL as created (seconds from creation), or null. */
+  /** Stream-TTL as created: a sliding window of seconds, renewed by every access but HEAD; or null. */
   ttlSeconds: number | null;
-  /** Absolute expiry (ms since epoch) from Stream-TTL or Stream-Expires-At, or null. */
+  /** Absolute expiry (ms since epoch): the last access plus Stream-TTL, or Stream-Expires-At; or null. */
   expiresAtMs: number | null;
   /** Stream-Expires-At exactly as created (it is echoed on HEAD), or null. */
   expiresAt: string | null;
@@ -18,6 +18,33 @@ export interface StreamMeta {
   /** The first component of every offset of this stream; a new one fences a store regression. */
   epoch: number;
   tail: number;
+  /**
+   * Soft-deleted: deleted (or expired) while forks still read its data. Every method answers 410
+   * (a PUT 409) until the last fork goes, then the stream is removed.
+   */
+  gone: boolean;
+  /** The ancestors' offsets this stream (a fork) also accepts, newest ancestor first (forks.ts). */
+  aliases: EpochAlias[];
+}
+
+/** A fork shares its source's offsets up to the fork point: `epoch` is the source's, `upTo` the fork point. */
+export interface EpochAlias {
+  epoch: number;
+  upTo: number;
+}
+
+/** PUT with `Stream-Forked-From` (PROTOCOL.md §4.2), validated by the HTTP layer. */
+export interface ForkRequest {
+  /** The source's stream path (after `/v1/stream/`). */
+  source: string;
+  /** `Stream-Fork-Offset` parsed; null: the source's tail. */
+  offset: { epoch: number; position: number } | null;
+  /** `Stream-Fork-Sub-Offset` (0 when absent): bytes of the next message, or JSON messages. */
+  subOffset: number;
+  /** No Content-Type on the PUT: the source's. */
+  inheritContentType: boolean;
+  /** Neither Stream-TTL nor Stream-Expires-At on the PUT: the source's. */
+  inheritExpiry: boolean;
 }
 
 /** The configuration PUT compares for its idempotent 200 / conflicting 409. */
@@ -40,7 +67,13 @@ export type CreateResult =
   | { kind: 'created'; meta: StreamMeta }
   | { kind: 'exists'; meta: StreamMeta }
   | { kind: 'conflict'; meta: StreamMeta }
-  | { kind: 'too_many_streams' };
+  | { kind: 'too_many_streams' }
+  /** The path holds a soft-deleted stream: it cannot be created again while forks read it. */
+  | { kind: 'gone' }
+  | { kind: 'source_not_found' }
+  | { kind: 'source_gone' }
+  | { kind: 'source_type_mismatch' }
+  | { kind: 'bad_fork'; code: 'bad_request' | 'offset_gone'; message: string };
 
 export interface AppendInput {
   /** The request's Content-Type (normalised), compared with the stream's; null for a close-only POST. */
@@ -58,6 +91,7 @@ export type AppendResult =
   /** A producer's retry of an accepted batch, or a close of a closed stream: nothing written. */
   | { kind: 'duplicate'; meta: StreamMeta; producer: { epoch: number; seq: number } | null }
   | { kind: 'not_found' }
+  | { kind: 'gone' }
   | { kind: 'content_type_mismatch'; meta: StreamMeta }
   | { kind: 'stream_seq_conflict'; meta: StreamMeta }
   | { kind: 'closed'; meta: StreamMeta }
@@ -76,14 +110,22 @@ export interface WaitOutcome {
   ready: boolean;
 }
 
+export type DeleteResult = 'deleted' | 'not_found' | 'gone';
+
 export interface StreamStore {
-  create(path: string, config: StreamConfig, initial: Buffer[]): Promise<CreateResult>;
+  /** With `fork`, a fork of `fork.source` (its data up to the fork point inherited, not copied). */
+  create(path: string, config: StreamConfig, initial: Buffer[], fork?: ForkRequest): Promise<CreateResult>;
+  /** Any outcome on a live stream renews a Stream-TTL (sliding). */
   append(path: string, input: AppendInput): Promise<AppendResult>;
-  /** Messages after position `after` (0 = the start), at most `maxEntries` and about `maxBytes`; null: no such stream. */
+  /**
+   * Messages after position `after` (0 = the start), at most `maxEntries` and about `maxBytes`,
+   * a fork's inherited ones included; null: no such stream. Renews a Stream-TTL (a read is an access).
+   */
   read(path: string, after: number, maxEntries: number, maxBytes: number): Promise<ReadResult | null>;
+  /** The meta alone; unlike a read it renews no TTL (HEAD is not an access, as the suite has it). */
   head(path: string): Promise<StreamMeta | null>;
-  /** true when the stream existed. */
-  delete(path: string): Promise<boolean>;
+  /** A stream with living forks is soft-deleted (`gone`); the last fork's removal removes it. */
+  delete(path: string): Promise<DeleteResult>;
   /**
    * Resolves once the stream has a message after `after`, is closed or gone, or after `timeoutMs`
    * (`ready: false`), or when `signal` aborts. Waiting never polls the store: appends wake it (on

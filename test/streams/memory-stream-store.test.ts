@@ -1,5 +1,8 @@
-/** The StreamStore contract on the embedded store. */
+/** The StreamStore contracts (streams, forks) on the embedded store. */
 import { MemoryStreamStore } from '../../src/streams/memory-stream-store.js';
+import { runForkContract } from './stream-store-forks.contract.js';
 import { runStreamStoreContract } from './stream-store.contract.js';
 
-runStreamStoreContract('memory', (maxStreams = 1000) => new MemoryStreamStore({ maxStreams }));
+const factory = (maxStreams = 1000): MemoryStreamStore => new MemoryStreamStore({ maxStreams });
+runStreamStoreContract('memory', factory);
+runForkContract('memory', factory);

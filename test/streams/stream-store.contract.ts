@@ -107,8 +107,8 @@ export const runStreamStoreContract = (name: string, factory: StreamStoreFactory
       const store = await make();
       const p = path();
       const first = await store.create(p, text, [b('old')]);
-      expect(await store.delete(p)).toBe(true);
-      expect(await store.delete(p)).toBe(false);
+      expect(await store.delete(p)).toBe('deleted');
+      expect(await store.delete(p)).toBe('not_found');
       const second = await store.create(p, text, []);
       expect(
         second.kind === 'created' && first.kind === 'created' && second.meta.epoch > first.meta.epoch,

@@ -1,8 +1,9 @@
 -- append.lua: POST to a general stream (PROTOCOL.md §5.2, §5.2.1) in ONE atomic step: the
 -- closed check, the content type, the idempotent producer's validation, Stream-Seq, the messages,
 -- the producer state, the new tail and the close commit together or not at all. Wakes every
--- replica's waiters (PUBLISH). Lines shared with create.lua and read.lua are duplicated on purpose.
-local metaKey = KEYS[1] -- hash: ct, ttl, exp, expms, closed, epoch, tail, sseq, rid, cby
+-- replica's waiters (PUBLISH). Lines shared with create.lua and read.lua are duplicated on purpose;
+-- lib.lua (prepended) holds expiry, sliding TTL and soft delete.
+local metaKey = KEYS[1] -- hash: ct, ttl, exp, expms, closed, epoch, tail, sseq, rid, cby (+ lib.lua's)
 local dataKey = KEYS[2] -- stream of messages, entry id <position>-0 (1-based), field d
 local producersKey = KEYS[3] -- hash: producer id -> "<epoch>:<lastSeq>"
 local indexKey = KEYS[4] -- sorted set of every stream's path, scored by expiry
@@ -20,16 +21,13 @@ local channel = ARGV[11] -- pub/sub channel that wakes waiters on every replica
 local FIRST_ENTRY = 12
 
 local ORIGIN_MS = 1767225600000
-local t = redis.call('TIME')
-local nowMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local nowMs = libNowMs()
 
-local m = redis.call('HMGET', metaKey, 'ct', 'ttl', 'exp', 'expms', 'closed', 'epoch', 'tail', 'sseq', 'rid', 'cby')
-if not m[1] then return { 'not_found' } end
-if m[4] and m[4] ~= '' and tonumber(m[4]) <= nowMs then
-  redis.call('DEL', metaKey, dataKey, producersKey)
-  redis.call('ZREM', indexKey, path)
-  return { 'not_found' }
-end
+local state = libState(path, nowMs)
+if state ~= 'live' then return { state } end
+-- Any append to a live stream is an access: a sliding TTL renews, refused or not.
+libTouch(path, nowMs)
+local m = redis.call('HMGET', metaKey, 'ct', 'ttl', 'exp', 'expms', 'closed', 'epoch', 'tail', 'sseq', 'rid', 'cby', 'al')
 
 -- The fence: Redis holds less than this process handed out (a restart from an older snapshot, a
 -- failover to a replica that lagged), or Redis restarted since the stream's last touch (which
@@ -50,7 +48,7 @@ end
 
 local function reply(kind, a, b)
   return { kind, m[1], m[2] or '', m[3] or '', m[4] or '', m[5] or '0', string.format('%d', epoch),
-    tostring(tail), a or '', b or '' }
+    tostring(tail), '0', m[11] or '', a or '', b or '' }
 end
 
 local tuple = producerId ~= '' and (producerId .. '\n' .. ARGV[5] .. '\n' .. ARGV[6]) or ''
@@ -113,9 +111,7 @@ redis.call('HSET', metaKey, unpack(fields))
 if nextEpoch then
   redis.call('HSET', producersKey, producerId, string.format('%d:%d', nextEpoch, nextSeq))
 end
-if m[4] and m[4] ~= '' then
-  if count > 0 then redis.call('PEXPIREAT', dataKey, m[4]) end
-  redis.call('PEXPIREAT', producersKey, m[4])
-end
+-- The data and producer keys may be new: they take the stream's expiry (none for forks, lib.lua).
+if m[4] and m[4] ~= '' then libSettleExpiry(path) end
 redis.call('PUBLISH', channel, path)
 return reply('appended', nextEpoch and string.format('%d', nextEpoch) or '', nextSeq and string.format('%d', nextSeq) or '')

@@ -1,0 +1,121 @@
+-- lib.lua: the functions the general-stream scripts share, prepended to each by
+-- redis-stream-store.ts (an EVAL script cannot include another). Forks (PROTOCOL.md §4.2) reach
+-- keys of other streams than the script's KEYS (the source chain): every general-stream key shares
+-- the hash tag of KEYS[4], so they live on one slot, also on a Cluster.
+--
+-- Meta hash fields beyond create.lua's: par (the parent's path, '' = no fork), fp (fork point:
+-- positions up to it are the parent's), refs (living forks), gone ('1': soft-deleted), spec (the
+-- fork PUT as given, for the idempotent compare), al (aliases: "epoch:upTo;..." of the ancestors).
+-- Keys of a stream that is a fork or has forks carry no Redis expiry: a fork's expiry must release
+-- its parent's refs, and a parent's messages must outlive it while forks read them, so such
+-- streams are expired by the scripts (on access, and by reap.lua over the index).
+local LIB_INDEX = KEYS[4]
+local LIB_PREFIX = string.sub(LIB_INDEX, 1, -7) -- '<prefix>:index' without ':index'
+
+local function libNowMs()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function libKeys(p)
+  return LIB_PREFIX .. ':m:' .. p, LIB_PREFIX .. ':d:' .. p, LIB_PREFIX .. ':p:' .. p
+end
+
+-- A plain stream (no fork, no forks) lets Redis expire its keys at its expiry; others none.
+local function libSettleExpiry(p)
+  local mk, dk, pk = libKeys(p)
+  local f = redis.call('HMGET', mk, 'expms', 'par', 'refs')
+  if (f[2] or '') == '' and tonumber(f[3] or '0') <= 0 and f[1] and f[1] ~= '' then
+    redis.call('PEXPIREAT', mk, f[1])
+    redis.call('PEXPIREAT', dk, f[1])
+    redis.call('PEXPIREAT', pk, f[1])
+  else
+    redis.call('PERSIST', mk)
+    redis.call('PERSIST', dk)
+    redis.call('PERSIST', pk)
+  end
+end
+
+-- Removes the stream's keys; its parent loses a fork, and a soft-deleted parent left without forks
+-- goes too, up the chain.
+local function libRemove(p)
+  local mk, dk, pk = libKeys(p)
+  local parent = redis.call('HGET', mk, 'par')
+  redis.call('DEL', mk, dk, pk)
+  redis.call('ZREM', LIB_INDEX, p)
+  while parent and parent ~= '' do
+    local pm, pd, pp = libKeys(parent)
+    if redis.call('EXISTS', pm) == 0 then return end
+    local refs = redis.call('HINCRBY', pm, 'refs', -1)
+    if refs > 0 then return end
+    if redis.call('HGET', pm, 'gone') ~= '1' then
+      libSettleExpiry(parent)
+      return
+    end
+    local next = redis.call('HGET', pm, 'par')
+    redis.call('DEL', pm, pd, pp)
+    parent = next
+  end
+end
+
+-- Delete or expiry: removed, or soft-deleted while forks read it. Returns true when removed.
+local function libDrop(p)
+  local mk = libKeys(p)
+  if tonumber(redis.call('HGET', mk, 'refs') or '0') > 0 then
+    redis.call('HSET', mk, 'gone', '1')
+    -- A soft-deleted stream no longer counts towards maxStreams.
+    redis.call('ZREM', LIB_INDEX, p)
+    return false
+  end
+  libRemove(p)
+  return true
+end
+
+-- The stream's state on access: 'not_found', 'gone' or 'live'; an expired one is dropped here.
+local function libState(p, nowMs)
+  local mk = libKeys(p)
+  local f = redis.call('HMGET', mk, 'ct', 'expms', 'gone')
+  if not f[1] then return 'not_found' end
+  if f[3] == '1' then return 'gone' end
+  if f[2] and f[2] ~= '' and tonumber(f[2]) <= nowMs then
+    return libDrop(p) and 'not_found' or 'gone'
+  end
+  return 'live'
+end
+
+-- Sliding Stream-TTL: every access but HEAD renews it (Stream-Expires-At stays fixed).
+local function libTouch(p, nowMs)
+  local mk = libKeys(p)
+  local ttl = redis.call('HGET', mk, 'ttl')
+  if not ttl or ttl == '' then return end
+  local expms = string.format('%d', nowMs + tonumber(ttl) * 1000)
+  redis.call('HSET', mk, 'expms', expms)
+  redis.call('ZADD', LIB_INDEX, 'XX', expms, p)
+  libSettleExpiry(p)
+end
+
+-- Messages after `after` up to position `upTo` into `out`, the ancestors' first (a fork's stitched
+-- read). At least one per read, however large. Returns the bytes so far, or nil once full.
+local function libCollect(p, after, upTo, out, max, maxBytes, bytes)
+  local mk, dk = libKeys(p)
+  local f = redis.call('HMGET', mk, 'fp', 'par')
+  local fp = tonumber(f[1] or '0')
+  if after < fp and f[2] and f[2] ~= '' then
+    bytes = libCollect(f[2], after, math.min(upTo, fp), out, max, maxBytes, bytes)
+    if bytes == nil then return nil end
+    after = fp
+  end
+  local from = math.max(after, fp)
+  if from >= upTo or #out >= max then return bytes end
+  local entries = redis.call('XRANGE', dk, string.format('%d-0', from + 1), string.format('%d-0', upTo),
+    'COUNT', max - #out)
+  for _, entry in ipairs(entries) do
+    local data = entry[2][2]
+    if #out > 0 and bytes + #data > maxBytes then return nil end
+    bytes = bytes + #data
+    table.insert(out, data)
+  end
+  return bytes
+end
+
+-- ---------------------------------------------------------------------------------------------
