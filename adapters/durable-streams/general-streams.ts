@@ -27,6 +27,7 @@ import {
 
 export const GENERAL_STREAM_PREFIX = '/v1/stream/';
 const ROUTE = '/v1/stream/*';
+const RESERVED = '__ds';
 
 const streamPathOf = (c: Context): string => c.req.path.slice(GENERAL_STREAM_PREFIX.length);
 const headerOf =
@@ -47,7 +48,15 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
   const { maxBodyBytes, maxMessageBytes } = settings;
 
   app.use(ROUTE, async (c, next) => {
-    if (!validStreamPath(streamPathOf(c))) return streamProblem(c, 'not_found', 'no such stream');
+    const path = streamPathOf(c);
+    // The protocol's extensions live under `__ds/` (subscriptions): never a stream of ours.
+    if (path === RESERVED || path.startsWith(`${RESERVED}/`))
+      return streamProblem(
+        c,
+        'not_implemented',
+        `${RESERVED}/ is reserved for protocol extensions this gateway does not serve`,
+      );
+    if (!validStreamPath(path)) return streamProblem(c, 'not_found', 'no such stream');
     const refused = streamRefusal(c);
     if (refused) return refused;
     await next();

@@ -23,6 +23,7 @@ export const STREAM_ERROR_STATUS = {
   body_too_large: 413,
   message_too_large: 413,
   too_many_streams: 507,
+  not_implemented: 501,
   unavailable: 503,
 } as const;
 
