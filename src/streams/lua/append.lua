@@ -20,7 +20,6 @@ local runId = ARGV[10] -- this Redis process's run id, as the store last read it
 local channel = ARGV[11] -- pub/sub channel that wakes waiters on every replica
 local FIRST_ENTRY = 12
 
-local ORIGIN_MS = 1767225600000
 local nowMs = libNowMs()
 
 local state = libState(path, nowMs)
@@ -29,22 +28,8 @@ if state ~= 'live' then return { state } end
 libTouch(path, nowMs)
 local m = redis.call('HMGET', metaKey, 'ct', 'ttl', 'exp', 'expms', 'closed', 'epoch', 'tail', 'sseq', 'rid', 'cby', 'al')
 
--- The fence: Redis holds less than this process handed out (a restart from an older snapshot, a
--- failover to a replica that lagged), or Redis restarted since the stream's last touch (which
--- cannot be told from a clean restart): a new epoch, so no offset ever names two positions.
-local epoch, tail = tonumber(m[6]), tonumber(m[7])
-if floorEpoch > epoch or (floorEpoch == epoch and floorTail > tail) or (m[9] and m[9] ~= '' and m[9] ~= runId) then
-  epoch = math.max(epoch + 1, floorEpoch + 1, nowMs - ORIGIN_MS)
-  redis.call('HSET', metaKey, 'epoch', string.format('%d', epoch), 'rid', runId)
-  -- Messages past the tail the meta records are not the stream's: dropped, and the stream's last id
-  -- set back, so the next append's XADD at <tail + 1>-0 is accepted.
-  for _, e in ipairs(redis.call('XRANGE', dataKey, string.format('(%d-0', tail), '+')) do
-    redis.call('XDEL', dataKey, e[1])
-  end
-  if redis.call('EXISTS', dataKey) == 1 then redis.pcall('XSETID', dataKey, string.format('%d-0', tail)) end
-elseif m[9] ~= runId then
-  redis.call('HSET', metaKey, 'rid', runId)
-end
+local tail = tonumber(m[7])
+local epoch = libFenceEpoch(metaKey, dataKey, tonumber(m[6]), tail, m[9], floorEpoch, floorTail, runId, nowMs)
 
 local function reply(kind, a, b)
   return { kind, m[1], m[2] or '', m[3] or '', m[4] or '', m[5] or '0', string.format('%d', epoch),

@@ -20,7 +20,6 @@ local FIRST_ENTRY = 11
 
 -- 2026-01-01T00:00:00Z in ms. A new stream's epoch is the ms elapsed since: a stream deleted (or lost
 -- with Redis) and created again starts above every offset handed out for its predecessor.
-local ORIGIN_MS = 1767225600000
 local nowMs = libNowMs()
 
 local state = libState(path, nowMs)
@@ -40,7 +39,7 @@ end
 local live = redis.call('ZCARD', indexKey) - redis.call('ZCOUNT', indexKey, '-inf', nowMs)
 if maxStreams > 0 and live >= maxStreams then return { 'too_many_streams' } end
 
-local epoch = math.max(nowMs - ORIGIN_MS, floorEpoch + 1, 0)
+local epoch = math.max(nowMs - LIB_ORIGIN_MS, floorEpoch + 1, 0)
 local count = #ARGV - FIRST_ENTRY + 1
 local expms = ''
 if ttlMs ~= '' then expms = tostring(nowMs + tonumber(ttlMs)) elseif expiresAtMs ~= '' then expms = expiresAtMs end

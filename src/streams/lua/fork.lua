@@ -28,7 +28,6 @@ local maxDepth = tonumber(ARGV[18]) -- forks.ts MAX_FORK_DEPTH
 local tooDeep = ARGV[19]
 local FIRST_ENTRY = 20
 
-local ORIGIN_MS = 1767225600000
 local nowMs = libNowMs()
 
 local state = libState(path, nowMs)
@@ -113,7 +112,7 @@ elseif ttlMs ~= '' then expms = string.format('%d', nowMs + tonumber(ttlMs))
 elseif expiresAtMs ~= '' then expms = expiresAtMs end
 
 -- Above the source's epoch: an offset of the source past the fork point never names a fork position.
-local epoch = math.max(nowMs - ORIGIN_MS, floorEpoch + 1, sourceEpoch + 1)
+local epoch = math.max(nowMs - LIB_ORIGIN_MS, floorEpoch + 1, sourceEpoch + 1)
 local al = { string.format('%d:%d', sourceEpoch, forkPoint) }
 for _, a in ipairs(aliases) do table.insert(al, string.format('%d:%d', a[1], math.min(a[2], forkPoint))) end
 

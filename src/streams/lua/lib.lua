@@ -119,3 +119,27 @@ local function libCollect(p, after, upTo, out, max, maxBytes, bytes)
 end
 
 -- ---------------------------------------------------------------------------------------------
+
+-- Offsets' epochs start above the milliseconds since 2026-01-01T00:00:00Z, so a Redis that lost a
+-- stream's meta still hands out offsets above any an earlier epoch did.
+local LIB_ORIGIN_MS = 1767225600000
+
+-- The fence: Redis holds less than this process handed out (a restart from an older snapshot, a
+-- failover to a replica that lagged), or Redis restarted since the stream's last touch (which
+-- cannot be told from a clean restart): a new epoch, so no offset ever names two positions. Returns
+-- the stream's epoch, new or not.
+local function libFenceEpoch(metaKey, dataKey, epoch, tail, lastRun, floorEpoch, floorTail, runId, nowMs)
+  if floorEpoch > epoch or (floorEpoch == epoch and floorTail > tail) or (lastRun and lastRun ~= '' and lastRun ~= runId) then
+    epoch = math.max(epoch + 1, floorEpoch + 1, nowMs - LIB_ORIGIN_MS)
+    redis.call('HSET', metaKey, 'epoch', string.format('%d', epoch), 'rid', runId)
+    -- Messages past the tail the meta records are not the stream's: dropped, and the stream's last id
+    -- set back, so the next append's XADD at <tail + 1>-0 is accepted.
+    for _, e in ipairs(redis.call('XRANGE', dataKey, string.format('(%d-0', tail), '+')) do
+      redis.call('XDEL', dataKey, e[1])
+    end
+    if redis.call('EXISTS', dataKey) == 1 then redis.pcall('XSETID', dataKey, string.format('%d-0', tail)) end
+  elseif lastRun ~= runId then
+    redis.call('HSET', metaKey, 'rid', runId)
+  end
+  return epoch
+end

@@ -13,7 +13,6 @@ local floorTail = tonumber(ARGV[6])
 local runId = ARGV[7]
 local touch = ARGV[8] == '1' -- a GET (renews a sliding TTL), not a HEAD
 
-local ORIGIN_MS = 1767225600000
 local nowMs = libNowMs()
 
 local state = libState(path, nowMs)
@@ -22,18 +21,7 @@ if state == 'not_found' then return { 'not_found' } end
 local m = redis.call('HMGET', metaKey, 'ct', 'ttl', 'exp', 'expms', 'closed', 'epoch', 'tail', 'rid', 'al')
 local epoch, tail = tonumber(m[6]), tonumber(m[7])
 if state == 'live' then
-  if floorEpoch > epoch or (floorEpoch == epoch and floorTail > tail) or (m[8] and m[8] ~= '' and m[8] ~= runId) then
-    epoch = math.max(epoch + 1, floorEpoch + 1, nowMs - ORIGIN_MS)
-    redis.call('HSET', metaKey, 'epoch', string.format('%d', epoch), 'rid', runId)
-    -- Messages past the tail the meta records are not the stream's: dropped, and the stream's last id
-    -- set back, so the next append's XADD at <tail + 1>-0 is accepted.
-    for _, e in ipairs(redis.call('XRANGE', dataKey, string.format('(%d-0', tail), '+')) do
-      redis.call('XDEL', dataKey, e[1])
-    end
-    if redis.call('EXISTS', dataKey) == 1 then redis.pcall('XSETID', dataKey, string.format('%d-0', tail)) end
-  elseif m[8] ~= runId then
-    redis.call('HSET', metaKey, 'rid', runId)
-  end
+  epoch = libFenceEpoch(metaKey, dataKey, epoch, tail, m[8], floorEpoch, floorTail, runId, nowMs)
   if touch then
     libTouch(path, nowMs)
     m[4] = redis.call('HGET', metaKey, 'expms')
