@@ -5,50 +5,25 @@
  * another, and which keys carry a Redis expiry (a source's messages outlive it while forks read them).
  */
 import { randomUUID } from 'node:crypto';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
-import type { RedisStore } from '../../../src/log/redis-store.js';
-import { redisServerAvailable, startRedisServer, type RedisServer } from '../../support/redis-server.js';
-import { startTestGateway, type TestGateway } from '../../support/gateway.js';
+import type { TestGateway } from '../../support/gateway.js';
+import { redisServerAvailable } from '../../support/redis-server.js';
 import { testRedisUrl } from '../../support/redis.js';
+import { append, epochOf, streamsRedisRig, text } from './streams-redis-rig.js';
 
 const haveRedis = redisServerAvailable() || process.env.REQUIRE_REDIS === '1';
 
-let redis: RedisServer | null = null;
-const gateways: TestGateway[] = [];
-afterEach(async () => {
-  await Promise.all(gateways.splice(0).map((g) => g.close()));
-  await redis?.stop();
-  redis = null;
-});
+const { redis: ownRedis, start, restart } = streamsRedisRig();
 
-const start = async (redisUrl: string, keyPrefix: string): Promise<TestGateway> => {
-  const gw = await startTestGateway({
-    capsules: {},
-    redisUrl,
-    config: { longPollMaxMs: 20_000 },
-    extra: { durableStreams: { writable: true } },
-    tuning: { streams: { keyPrefix } },
-  });
-  gateways.push(gw);
-  return gw;
-};
-
-const text = { 'content-type': 'text/plain' };
 const fork = (source: string, more: Record<string, string> = {}) => ({
   method: 'PUT',
   headers: { ...text, 'stream-forked-from': `/v1/stream/${source}`, ...more },
 });
-const append = async (url: string, body: string): Promise<string> => {
-  const res = await fetch(url, { method: 'POST', headers: text, body });
-  expect(res.status).toBe(204);
-  return res.headers.get('stream-next-offset')!;
-};
-const epochOf = (offset: string): number => Number(offset.split('_')[0]);
 
 describe.skipIf(!haveRedis)('general stream forks across a Redis rollback', () => {
   it("serve a fork at a new epoch after a restart from an older snapshot; the source's offsets still resume", async () => {
-    redis = await startRedisServer();
+    const redis = await ownRedis();
     const gw = await start(redis.url, 'test:ds:fork-rollback');
     const src = `${gw.baseUrl}/v1/stream/src`;
     const forked = `${gw.baseUrl}/v1/stream/forked`;
@@ -59,11 +34,7 @@ describe.skipIf(!haveRedis)('general stream forks across a Redis rollback', () =
     await redis.snapshot();
     const lost = await append(forked, 'd');
 
-    const client = (gw.gateway.store as RedisStore).connection.client;
-    const reconnected = new Promise<void>((resolve) => client.once('ready', () => resolve()));
-    await redis.stop();
-    await redis.start();
-    await reconnected;
+    await restart(redis, gw);
 
     const head = await fetch(forked, { method: 'HEAD' });
     expect(head.status).toBe(200);

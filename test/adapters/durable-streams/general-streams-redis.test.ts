@@ -5,46 +5,19 @@
  * producer state shared).
  */
 import { randomUUID } from 'node:crypto';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
-import type { RedisStore } from '../../../src/log/redis-store.js';
-import { redisServerAvailable, startRedisServer, type RedisServer } from '../../support/redis-server.js';
-import { startTestGateway, type TestGateway } from '../../support/gateway.js';
+import { redisServerAvailable } from '../../support/redis-server.js';
 import { testRedisUrl } from '../../support/redis.js';
+import { append, epochOf, streamsRedisRig, text } from './streams-redis-rig.js';
 
 const haveRedis = redisServerAvailable() || process.env.REQUIRE_REDIS === '1';
 
-let redis: RedisServer | null = null;
-const gateways: TestGateway[] = [];
-afterEach(async () => {
-  await Promise.all(gateways.splice(0).map((g) => g.close()));
-  await redis?.stop();
-  redis = null;
-});
-
-const start = async (redisUrl: string, keyPrefix: string, longPollMs = 20_000): Promise<TestGateway> => {
-  const gw = await startTestGateway({
-    capsules: {},
-    redisUrl,
-    config: { longPollMaxMs: longPollMs },
-    extra: { durableStreams: { writable: true } },
-    tuning: { streams: { keyPrefix } },
-  });
-  gateways.push(gw);
-  return gw;
-};
-
-const text = { 'content-type': 'text/plain' };
-const append = async (url: string, body: string): Promise<string> => {
-  const res = await fetch(url, { method: 'POST', headers: text, body });
-  expect(res.status).toBe(204);
-  return res.headers.get('stream-next-offset')!;
-};
-const epochOf = (offset: string): number => Number(offset.split('_')[0]);
+const { redis: ownRedis, start, restart } = streamsRedisRig();
 
 describe.skipIf(!haveRedis)('general streams across a Redis rollback', () => {
   it('start a new epoch when Redis restarts from an older snapshot: offsets only grow, old ones are 410', async () => {
-    redis = await startRedisServer();
+    const redis = await ownRedis();
     const gw = await start(redis.url, 'test:ds:rollback');
     const url = `${gw.baseUrl}/v1/stream/rollback`;
     expect((await fetch(url, { method: 'PUT', headers: text, body: 'a' })).status).toBe(201);
@@ -53,12 +26,7 @@ describe.skipIf(!haveRedis)('general streams across a Redis rollback', () => {
     await append(url, 'c');
     const lost = await append(url, 'd');
 
-    const client = (gw.gateway.store as RedisStore).connection.client;
-    // (events.once would reject on the connection's error events while Redis is down.)
-    const reconnected = new Promise<void>((resolve) => client.once('ready', () => resolve()));
-    await redis.stop();
-    await redis.start();
-    await reconnected;
+    await restart(redis, gw);
 
     const head = await fetch(url, { method: 'HEAD' });
     expect(head.status).toBe(200);
@@ -106,7 +74,7 @@ describe.skipIf(!haveRedis)('general streams across a Redis rollback', () => {
 
 describe.skipIf(!haveRedis)('general streams while Redis does not answer', () => {
   it('answer 503, and a producer retry afterwards lands exactly once', async () => {
-    redis = await startRedisServer();
+    const redis = await ownRedis();
     const gw = await start(redis.url, 'test:ds:frozen');
     const url = `${gw.baseUrl}/v1/stream/frozen`;
     expect((await fetch(url, { method: 'PUT', headers: text })).status).toBe(201);
