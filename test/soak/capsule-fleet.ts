@@ -21,10 +21,11 @@ type Command = CapsuleCommand extends infer C ? (C extends { seq: number } ? Omi
 
 const ENTRY = fileURLToPath(new URL('./capsule-process.ts', import.meta.url));
 
-export const forkCapsule = async (release: string): Promise<CapsuleProcess> => {
+/** `queue`: the capsule's live queue per connection (the spec's 128 when omitted). */
+export const forkCapsule = async (release: string, queue?: number): Promise<CapsuleProcess> => {
   const child: ChildProcess = fork(ENTRY, [], {
     execArgv: ['--import', 'tsx'],
-    env: { ...process.env, SOAK_RELEASE: release },
+    env: { ...process.env, SOAK_RELEASE: release, ...(queue ? { SOAK_QUEUE: String(queue) } : {}) },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     serialization: 'advanced',
   });

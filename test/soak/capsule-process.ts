@@ -30,7 +30,12 @@ const send = (answer: CapsuleAnswer): void => void process.send?.(answer);
 
 const main = async (): Promise<void> => {
   const release = (process.env.SOAK_RELEASE ?? 'spec') as SimRelease;
-  const options: SimulatorOptions = { taskAcceptance: 'queue', release };
+  const queue = Number(process.env.SOAK_QUEUE ?? '0');
+  const options: SimulatorOptions = {
+    taskAcceptance: 'queue',
+    release,
+    ...(queue > 0 ? { connectionQueue: queue } : {}),
+  };
   const sim = await startSimulator(options);
   let stopping = false;
   // A busy capsule: tasks back to back, each ~25 frames over ~0.8 s, every fifth reopened (its

@@ -1,5 +1,5 @@
 /**
- * `npm run soak -- --runs N [--seed S] [--seconds 150] [--capsules 3] [--release spec|0.4|0.5|0.6|1.0]`: the long
+ * `npm run soak -- --runs N [--seed S] [--seconds 150] [--capsules 3] [--release …] [--queue 128]`: the long
  * randomized soak (docs/soak.md). Several capsule processes behind cut proxies, one gateway process
  * on real Redis, a seeded schedule of faults, then every capsule's log checked frame by frame
  * against what its simulator wrote (soak-checks.ts). Exit status 1 when any run found a problem.
@@ -23,9 +23,11 @@ const firstSeed = Number(arg('seed', String(Date.now() % 1_000_000)));
 const seconds = Number(arg('seconds', '150'));
 const capsuleCount = Number(arg('capsules', '3'));
 const release = arg('release', 'spec');
-if (![runs, firstSeed, seconds, capsuleCount].every((n) => Number.isInteger(n) && n > 0)) {
+// A shorter live queue per connection than the spec's 128: the capsule drops runs from a reader behind more often.
+const queue = Number(arg('queue', '128'));
+if (![runs, firstSeed, seconds, capsuleCount, queue].every((n) => Number.isInteger(n) && n > 0)) {
   process.stderr.write(
-    'usage: npm run soak -- --runs N [--seed S] [--seconds 150] [--capsules 3] [--release spec|0.4|0.5|0.6|1.0]\n',
+    'usage: npm run soak -- --runs N [--seed S] [--seconds 150] [--capsules 3] [--release spec|0.4|0.5|0.6|1.0] [--queue 128]\n',
   );
   process.exit(2);
 }
@@ -68,7 +70,7 @@ const oneRun = async (seed: number): Promise<boolean> => {
   const capsules: CapsuleProcess[] = [];
   const proxies: CutProxy[] = [];
   for (let i = 0; i < capsuleCount; i++) {
-    const c = await forkCapsule(release);
+    const c = await forkCapsule(release, queue);
     capsules.push(c);
     proxies.push(await startCutProxy(c.port));
   }
@@ -176,7 +178,7 @@ const oneRun = async (seed: number): Promise<boolean> => {
 
 let failed = 0;
 log(
-  `soak: ${runs} run(s) from seed ${firstSeed}, ${seconds} s, ${capsuleCount} capsules, release ${release}`,
+  `soak: ${runs} run(s) from seed ${firstSeed}, ${seconds} s, ${capsuleCount} capsules, release ${release}, live queue ${queue}`,
 );
 for (let r = 0; r < runs; r++) if (!(await oneRun(firstSeed + r))) failed++;
 log(`soak: ${runs - failed} of ${runs} run(s) exact`);
