@@ -6,7 +6,7 @@
  */
 import type { MiddlewareHandler } from 'hono';
 import { may, principalOf, seesCapsule } from '../../src/auth/principal.js';
-import { problem, STREAM_MESSAGES } from './errors.js';
+import { problem, STREAM_MESSAGES } from './capsule-errors.js';
 
 export const capsuleStreamAccess: MiddlewareHandler = async (c, next) => {
   const capsule = c.req.param('capsule') ?? '';
