@@ -58,6 +58,9 @@ export const taskOf = (f: AlignFrame): string | null => {
  * held only if the task's latest task-counter frame before it is id 0 (or 1: ids may repeat); a
  * task-counter frame right after the task's final status opens a reopened attempt.
  */
+/** What `admit` found of a frame about to be released. */
+export type Admission = 'skips' | 'opens-over-unended' | 'reveals-id-zero' | 'clear';
+
 export class IdZeroTracker {
   /**
    * Per task: the latest task-counter id, whether that frame was a final status, and `at`, the
@@ -74,9 +77,43 @@ export class IdZeroTracker {
   /** Record a frame; true when it reveals an id-0 frame we never received. */
   note(f: AlignFrame): boolean {
     const id = counterValue(f.upstreamId);
-    if (id === null) return false;
-    const task = taskOf(f);
-    if (task === null) return false;
+    const task = id === null ? null : taskOf(f);
+    return id !== null && task !== null && this.noteAt(f, id, task);
+  }
+
+  /**
+   * One look at a frame about to be released (its id and task read once: this runs per ingested
+   * frame). With `watch`, first whether it proves a run dropped just before it on this connection:
+   * the capsule drops the oldest of a live queue past 128 frames without a trace (spec "Frames a
+   * connection misses"). Within an attempt a task-counter id never moves more than one past the last
+   * (repeats and lower values happen, spec "Event ids"); a task never seen starts at 0, or at 1 when
+   * its id-0 status was not replayed, and only once the task before it ended; after a final status
+   * only the next id (a hook's frame) or a new attempt's 0 or 1 follow. Such a frame is `skips` and
+   * is not noted, unless `accept(f)`. Any other frame is noted; the answer says which fact, if any,
+   * goes before it: `opens-over-unended` (a new task's first status while the task before it has not
+   * ended: a run took that task's end; a `rejected` status, always id 0, answers another task while
+   * one runs, and is not one) or `reveals-id-zero` (as `note`).
+   */
+  admit(f: AlignFrame, watch: boolean, accept: (f: AlignFrame) => boolean): Admission {
+    const id = counterValue(f.upstreamId);
+    const task = id === null ? null : taskOf(f);
+    if (id === null || task === null) return 'clear';
+    if (watch) {
+      if (this.skipsAhead(id, task) && !accept(f)) return 'skips';
+      if (
+        id === 0 &&
+        f.event === 'status' &&
+        !f.data.includes('"state":"rejected"') &&
+        this.unendedOther(task)
+      ) {
+        this.noteAt(f, id, task);
+        return 'opens-over-unended';
+      }
+    }
+    return this.noteAt(f, id, task) ? 'reveals-id-zero' : 'clear';
+  }
+
+  private noteAt(f: AlignFrame, id: number, task: string): boolean {
     this.current = task;
     // The task's entry is updated in place (one object per task, not one per frame).
     const seen = this.last.get(task);
@@ -102,34 +139,13 @@ export class IdZeroTracker {
     return beforeFinal || (id === 1 && beforeId > 1);
   }
 
-  /**
-   * Whether `f` proves its task's frames just before it never reached this connection: the capsule
-   * drops the oldest of a live queue past 128 frames without a trace (spec "Frames a connection
-   * misses"). Within an attempt a task-counter id never moves more than one past the last (repeats
-   * and lower values happen, spec "Event ids"); a task never seen starts at 0, or at 1 when its id-0
-   * status was not replayed, and only once the task before it ended; after a final status only the
-   * next id (a hook's frame) or a new attempt's 0 or 1 follow. Call before `note(f)`.
-   */
-  skipsAhead(f: AlignFrame): boolean {
-    const id = counterValue(f.upstreamId);
-    if (id === null || id === 0) return false;
-    const task = taskOf(f);
-    if (task === null) return false;
+  /** `admit`'s dropped-run rule, for a task-counter frame of `task` with id `id`. */
+  private skipsAhead(id: number, task: string): boolean {
+    if (id === 0) return false;
     const seen = this.last.get(task);
     if (seen === undefined) return id > 1 || this.unendedOther(task);
     if (id === 1) return false;
     return seen.final ? id !== seen.id + 1 : id > seen.id + 1;
-  }
-
-  /**
-   * Whether `f` is a new task's first status while the task whose frame came last has not ended:
-   * the end of that task (its final status among it) was dropped from this connection. A `rejected`
-   * status (always id 0) answers another task while one runs, and is not one.
-   */
-  opensOverUnended(f: AlignFrame): boolean {
-    if (f.event !== 'status' || f.upstreamId !== '0' || f.data.includes('"state":"rejected"')) return false;
-    const task = taskOf(f);
-    return task !== null && this.unendedOther(task);
   }
 
   /** Whether the task of the last task-counter frame is another one, and has not ended. */

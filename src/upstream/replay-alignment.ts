@@ -18,7 +18,7 @@
  *
  * The capsule also drops runs of live frames from a connection that fell behind, without a trace
  * (spec "Frames a connection misses"), most often right behind a replay that filled the socket. The
- * frame after such a run skips ahead of its task (id-zero.ts `skipsAhead`): nothing from it on is
+ * frame after such a run skips ahead of its task (id-zero.ts `admit`): nothing from it on is
  * released, and a `reconnect` output asks for the replay that puts the run in its place.
  */
 import type { MissingReason } from '../log/record.js';
@@ -135,6 +135,11 @@ export class ReplayAligner {
   private firstMayStartInside = false;
   /** A reconnect was asked for: nothing more of this connection is released. */
   private stopped = false;
+  /** The previous connection's skip, shown again by this replay: the capsule wrote it so. */
+  private readonly acceptsSkip = (f: AlignFrame): boolean => {
+    const skip = this.input.acceptSkip;
+    return skip != null && frameKey(skip) === frameKey(f);
+  };
 
   constructor(private readonly input: AlignerInput) {
     const tail = input.hasHistory ? input.storedTail : [];
@@ -285,11 +290,6 @@ export class ReplayAligner {
   }
 
   /** Whether the last k stored key frames all belong to one task (then the label needs the length). */
-  private accepted(f: AlignFrame): boolean {
-    const skip = this.input.acceptSkip;
-    return skip != null && frameKey(skip) === frameKey(f);
-  }
-
   private oneTask(k: number): boolean {
     this.oneTaskMemo ??= this.computeOneTask(k);
     return this.oneTaskMemo;
@@ -332,23 +332,21 @@ export class ReplayAligner {
 
   private release(f: AlignFrame): void {
     if (this.stopped) return;
-    const { idZero } = this.input;
-    const inside = this.firstMayStartInside;
+    const watch = this.input.watchDrops !== false && !this.firstMayStartInside;
     this.firstMayStartInside = false;
-    if (this.input.watchDrops !== false && !inside) {
-      if (idZero.skipsAhead(f) && !this.accepted(f)) {
-        // Frames before this one were dropped from the connection, not from the buffer: replay them
-        // in their place rather than record this one after a hole (the next connection takes this
-        // frame as is if its replay shows the same skip).
-        this.stopped = true;
-        this.input.emit({ kind: 'reconnect', reason: 'frames skipped', frame: f });
-        return;
-      }
-      // A dropped run that ends at a task's first status took the previous task's end with it; the
-      // replay could not put them before this frame, which is already here: say so in place.
-      if (idZero.opensOverUnended(f)) this.input.emit({ kind: 'missing', fact: { reason: 'lagged' } });
+    const seen = this.input.idZero.admit(f, watch, this.acceptsSkip);
+    if (seen === 'skips') {
+      // Frames before this one were dropped from the connection, not from the buffer: replay them
+      // in their place rather than record this one after a hole (the next connection takes this
+      // frame as is if its replay shows the same skip).
+      this.stopped = true;
+      this.input.emit({ kind: 'reconnect', reason: 'frames skipped', frame: f });
+      return;
     }
-    if (idZero.note(f) && !this.coveredByLabel) {
+    // A dropped run that ends at a task's first status took the previous task's end with it; the
+    // replay could not put them before this frame, which is already here: say so in place.
+    if (seen === 'opens-over-unended') this.input.emit({ kind: 'missing', fact: { reason: 'lagged' } });
+    else if (seen === 'reveals-id-zero' && !this.coveredByLabel) {
       this.input.emit({ kind: 'missing', fact: { reason: 'id-zero-unreplayable', count: 1 } });
     }
     this.input.emit({ kind: 'frame', frame: f });
