@@ -8,17 +8,14 @@
 import type { Context } from 'hono';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import { encodeCommentBytes, encodeSse } from '../../src/http/sse.js';
-import { startSse, type SseStream } from '../../src/http/sse-transport.js';
-import { now, sharedWheel, type WheelEntry } from '../../src/http/timer-wheel.js';
+import { startSse } from '../../src/http/sse-transport.js';
+import { endAfter, endOnShutdown } from '../../src/http/sse-ends.js';
 import { isStoreReset } from '../../src/core/store-reset.js';
 import type { LogRecord } from '../../src/log/record.js';
 import type { LogPosition } from '../../src/log/store.js';
 import { formatOffset } from '../flue/codec.js';
 import { recordText } from '../murmur/poll-json.js';
 import { nextCursor } from './offsets.js';
-
-/** §8.2: the server closes each SSE connection after about a minute, so CDNs can collapse readers. */
-export const SSE_LIFETIME_MS = 60_000;
 
 const HEARTBEAT = encodeCommentBytes(' heartbeat');
 
@@ -41,32 +38,6 @@ export interface CapsuleSseRead {
   cursor: string | undefined;
   lifetimeMs: number;
 }
-
-/** Ends the stream when its lifetime is over: an entry on the shared wheel, not a timer each. */
-class LifetimeEnd implements WheelEntry {
-  wheelDue = 0;
-  wheelIndex = -1;
-  constructor(private readonly stream: SseStream) {}
-  onWheel(): void {
-    this.stream.end();
-  }
-}
-
-/** Open streams per shutdown signal: one listener per gateway, not one per connection. */
-const openBySignal = new WeakMap<AbortSignal, Set<SseStream>>();
-
-/** Draining ends every stream; each client resumes from its last control's offset. */
-const endOnShutdown = (shutdown: AbortSignal, stream: SseStream): void => {
-  let open = openBySignal.get(shutdown);
-  if (!open) {
-    const set = new Set<SseStream>();
-    open = set;
-    openBySignal.set(shutdown, set);
-    shutdown.addEventListener('abort', () => [...set].forEach((s) => s.end()), { once: true });
-  }
-  open.add(stream);
-  stream.onClose(() => open.delete(stream));
-};
 
 const dataEvent = (records: readonly LogRecord[]): string => {
   let json = '[';
@@ -100,13 +71,9 @@ export const capsuleSseResponse = (deps: AdapterDeps, c: Context, read: CapsuleS
     // Past the byte bound the stream just ends; the client resumes from its last control's offset.
     onOverflow: () => null,
   });
-  if (core.shutdownSignal.aborted) {
-    stream.end();
-    return response;
-  }
   endOnShutdown(core.shutdownSignal, stream);
-  const lifetime = new LifetimeEnd(stream);
-  sharedWheel.schedule(lifetime, now() + read.lifetimeMs, read.lifetimeMs);
+  if (!stream.open) return response;
+  endAfter(stream, read.lifetimeMs);
   // §6 `now` and any read from the tail: the first control says where the tail is, and that it is.
   if (next >= headAtStart) {
     upToDate = true;
@@ -157,9 +124,6 @@ export const capsuleSseResponse = (deps: AdapterDeps, c: Context, read: CapsuleS
       if (reason !== 'closed') stream.end();
     },
   });
-  stream.onClose(() => {
-    sharedWheel.cancel(lifetime);
-    sub.close();
-  });
+  stream.onClose(() => sub.close());
   return response;
 };

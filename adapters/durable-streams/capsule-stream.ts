@@ -15,9 +15,9 @@ import { formatOffset } from '../flue/codec.js';
 import { pollFailure } from '../murmur/poll.js';
 import { recordText } from '../murmur/poll-json.js';
 import { capsuleStreamAccess } from './capsule-access.js';
-import { capsuleSseResponse, SSE_LIFETIME_MS } from './capsule-sse.js';
+import { capsuleSseResponse } from './capsule-sse.js';
 import { problem, STREAM_MESSAGES } from './capsule-errors.js';
-import { nextCursor, startOf } from './offsets.js';
+import { nextCursor, SSE_LIFETIME_MS, startOf } from './offsets.js';
 
 export const CAPSULE_STREAM_ROUTE = '/v1/stream/murmur/:capsule';
 const PAGE = 1000;

@@ -8,10 +8,12 @@
 import type { Context } from 'hono';
 import { linkSignals } from '../../src/core/linked-signal.js';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
-import { encodeSse } from '../../src/http/sse.js';
+import { endAfter, endOnShutdown } from '../../src/http/sse-ends.js';
+import { encodeCommentBytes, encodeSse } from '../../src/http/sse.js';
+import { startSse } from '../../src/http/sse-transport.js';
 import { resolveOffset, type OffsetVerdict } from '../../src/streams/forks.js';
 import type { StreamMeta, StreamStore } from '../../src/streams/types.js';
-import { nextCursor } from './offsets.js';
+import { nextCursor, SSE_LIFETIME_MS } from './offsets.js';
 import { GONE_MESSAGE, SECURITY_HEADERS, streamProblem } from './stream-errors.js';
 import { offsetAt } from './stream-headers.js';
 import { isJsonMode, parseReadOffset, sseBase64, type ReadStart } from './stream-input.js';
@@ -19,8 +21,7 @@ import { isJsonMode, parseReadOffset, sseBase64, type ReadStart } from './stream
 /** One read answers at most this many messages and about this many bytes (§5.5 chunking). */
 const PAGE_ENTRIES = 1000;
 const PAGE_BYTES = 1024 * 1024;
-/** §8.2: SSE connections end about this often, so CDNs can collapse onto new requests. */
-const SSE_LIFETIME_MS = 60_000;
+const HEARTBEAT = encodeCommentBytes(' heartbeat');
 
 const positionOf = (start: ReadStart, meta: StreamMeta): OffsetVerdict => {
   if (start.kind === 'start') return { position: 0 };
@@ -107,8 +108,9 @@ export const readGeneralStream = async (
 
 /**
  * §5.7: `event: data` per read, each followed by `event: control`; ends at a closed tail or after
- * §8.2's lifetime. Binary streams' data events are base64, each one whole (padded on its own), so a
- * reader decodes every event independently.
+ * §8.2's lifetime. Bytes go through the gateway's one SSE transport (heartbeats, the byte bound, a
+ * catch-up at the client's pace, drain). Binary streams' data events are base64, each one whole
+ * (padded on its own), so a reader decodes every event independently.
  */
 const sseRead = (
   c: Context,
@@ -118,10 +120,17 @@ const sseRead = (
   from: number,
   base64: boolean,
 ): Response => {
-  // The reader cancelling the body ends the loop as a disconnect does.
-  const cancelled = new AbortController();
-  const linked = linkSignals(c.req.raw.signal, deps.core.shutdownSignal, cancelled.signal);
-  const encoder = new TextEncoder();
+  const { stream, response } = startSse(c, {
+    headers: { ...SECURITY_HEADERS, ...(base64 ? { 'stream-sse-data-encoding': 'base64' } : {}) },
+    heartbeat: { bytes: HEARTBEAT, everyMs: deps.config.heartbeatMs },
+    // Past the byte bound the stream just ends; the client resumes from its last control's offset.
+    onOverflow: () => null,
+  });
+  endOnShutdown(deps.core.shutdownSignal, stream);
+  if (!stream.open) return response;
+  endAfter(stream, SSE_LIFETIME_MS);
+  const over = new AbortController();
+  stream.onClose(() => over.abort());
   let cursor: string | undefined = c.req.query('cursor');
   const control = (meta: StreamMeta, position: number): string => {
     const upToDate = position >= meta.tail;
@@ -134,62 +143,40 @@ const sseRead = (
     if (upToDate) body.upToDate = true;
     return encodeSse({ event: 'control', data: JSON.stringify(body) }, '');
   };
-  const stream = new ReadableStream<Uint8Array>({
-    async start(controller) {
-      const deadline = Date.now() + SSE_LIFETIME_MS;
-      let position = from;
-      let epoch: number | null = null;
-      // Whether the last control event already told the reader it is at this position's tail.
-      let told = false;
-      try {
-        while (!linked.signal.aborted && Date.now() < deadline) {
-          const read = await store.read(path, position, PAGE_ENTRIES, PAGE_BYTES);
-          if (!read || read.meta.gone || (epoch !== null && read.meta.epoch !== epoch)) break;
-          epoch = read.meta.epoch;
-          const { meta, entries } = read;
-          if (entries.length > 0) {
-            const data = isJsonMode(meta.contentType)
-              ? `[${entries.map((e) => e.toString('utf8')).join(',')}]`
-              : Buffer.concat(entries).toString(base64 ? 'base64' : 'utf8');
-            position += entries.length;
-            controller.enqueue(
-              encoder.encode(encodeSse({ event: 'data', data }, '') + control(meta, position)),
-            );
-            told = position >= meta.tail;
-            if (told && meta.closed) break;
-            continue;
-          }
-          // At the tail: one control says so (at once on the first read, then after each idle wait).
-          // A close with nothing appended is news too: its control event ends the stream.
-          if (!told || meta.closed) controller.enqueue(encoder.encode(control(meta, position)));
-          if (meta.closed) break;
-          const left = Math.min(deps.config.longPollMaxMs, deadline - Date.now());
-          const woke = await store.waitAfter(path, position, Math.max(0, left), linked.signal);
-          told = woke.ready;
+  void (async () => {
+    let position = from;
+    let epoch: number | null = null;
+    // Whether the last control event already told the reader it is at this position's tail.
+    let told = false;
+    try {
+      while (stream.open) {
+        const read = await store.read(path, position, PAGE_ENTRIES, PAGE_BYTES);
+        if (!stream.open || !read || read.meta.gone || (epoch !== null && read.meta.epoch !== epoch)) break;
+        epoch = read.meta.epoch;
+        const { meta, entries } = read;
+        if (entries.length > 0) {
+          const data = isJsonMode(meta.contentType)
+            ? `[${entries.map((e) => e.toString('utf8')).join(',')}]`
+            : Buffer.concat(entries).toString(base64 ? 'base64' : 'utf8');
+          position += entries.length;
+          stream.write(Buffer.from(encodeSse({ event: 'data', data }, '') + control(meta, position), 'utf8'));
+          told = position >= meta.tail;
+          if (told && meta.closed) break;
+          if (stream.backedUp) await stream.waitDrain();
+          continue;
         }
-      } catch (err) {
-        deps.logger.warn({ err: String(err), path }, 'general stream SSE read failed');
-      } finally {
-        linked.release();
-        try {
-          controller.close();
-        } catch {
-          // The reader went away first.
-        }
+        // At the tail: one control says so (at once on the first read, then after each idle wait).
+        // A close with nothing appended is news too: its control event ends the stream.
+        if (!told || meta.closed) stream.write(Buffer.from(control(meta, position), 'utf8'));
+        if (meta.closed) break;
+        const woke = await store.waitAfter(path, position, deps.config.longPollMaxMs, over.signal);
+        told = woke.ready;
       }
-    },
-    cancel() {
-      cancelled.abort();
-    },
-  });
-  return new Response(stream, {
-    status: 200,
-    headers: {
-      ...SECURITY_HEADERS,
-      'content-type': 'text/event-stream',
-      'cache-control': 'no-cache',
-      connection: 'keep-alive',
-      ...(base64 ? { 'stream-sse-data-encoding': 'base64' } : {}),
-    },
-  });
+    } catch (err) {
+      deps.logger.warn({ err: String(err), path }, 'general stream SSE read failed');
+    } finally {
+      stream.end();
+    }
+  })();
+  return response;
 };

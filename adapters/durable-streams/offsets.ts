@@ -6,6 +6,9 @@
 import type { LogPosition } from '../../src/log/store.js';
 import { parseOffset } from '../flue/codec.js';
 
+/** §8.2: the server closes each SSE connection after about a minute, so CDNs can collapse readers. */
+export const SSE_LIFETIME_MS = 60_000;
+
 /** §8.1: cursors count 20 s intervals since this origin (2024-10-09T00:00:00Z). */
 const CURSOR_ORIGIN_MS = Date.UTC(2024, 9, 9);
 const CURSOR_INTERVAL_MS = 20_000;

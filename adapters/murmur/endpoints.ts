@@ -8,6 +8,7 @@ import { GatewayError } from '../../src/errors.js';
 import type { Context } from 'hono';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import type { SubmitOutcome } from '../../src/core/types.js';
+import { endOnShutdown } from '../../src/http/sse-ends.js';
 import { startSse, type SseStream } from '../../src/http/sse-transport.js';
 import { REPLAY_PAGE, SSE_HEADERS } from './constants.js';
 import {
@@ -29,23 +30,6 @@ export interface StreamContext {
 }
 
 const retryMsOf = (deps: AdapterDeps): number => Math.min(1000, deps.config.heartbeatMs);
-
-/** Open connections per shutdown signal: one abort listener for all of them, not one each. */
-const openBySignal = new WeakMap<AbortSignal, Set<SseStream>>();
-
-const endOnShutdown = (shutdown: AbortSignal, conn: SseStream): void => {
-  if (shutdown.aborted) return conn.end();
-  let open = openBySignal.get(shutdown);
-  if (!open) {
-    const set = new Set<SseStream>();
-    open = set;
-    openBySignal.set(shutdown, set);
-    // Draining: end every stream as a capsule going away would (clients resume with Last-Event-ID).
-    shutdown.addEventListener('abort', () => [...set].forEach((c) => c.end()), { once: true });
-  }
-  open.add(conn);
-  conn.onClose(() => open.delete(conn));
-};
 
 export interface OpenedStream {
   conn: SseStream;
