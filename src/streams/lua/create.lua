@@ -18,8 +18,6 @@ local floorEpoch = tonumber(ARGV[9]) -- the highest epoch this process saw for t
 local runId = ARGV[10]
 local FIRST_ENTRY = 11
 
--- 2026-01-01T00:00:00Z in ms. A new stream's epoch is the ms elapsed since: a stream deleted (or lost
--- with Redis) and created again starts above every offset handed out for its predecessor.
 local nowMs = libNowMs()
 
 local state = libState(path, nowMs)
@@ -39,6 +37,8 @@ end
 local live = redis.call('ZCARD', indexKey) - redis.call('ZCOUNT', indexKey, '-inf', nowMs)
 if maxStreams > 0 and live >= maxStreams then return { 'too_many_streams' } end
 
+-- A new stream's epoch is the ms elapsed since lib.lua's origin: a stream deleted (or lost with
+-- Redis) and created again starts above every offset handed out for its predecessor.
 local epoch = math.max(nowMs - LIB_ORIGIN_MS, floorEpoch + 1, 0)
 local count = #ARGV - FIRST_ENTRY + 1
 local expms = ''
