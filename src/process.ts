@@ -7,6 +7,7 @@ import type { GatewayConfig } from './config/schema.js';
 import { startDemo, type Demo } from './demo.js';
 import { startGateway } from './gateway.js';
 import { createLogger } from './logger.js';
+import { installProcessGuard } from './http/unexpected-errors.js';
 
 const banner = (base: string, capsules: string[], demo: boolean): string => {
   const first = capsules[0] ?? '<capsule>';
@@ -31,6 +32,7 @@ export const runGatewayProcess = async (
   reload?: () => GatewayConfig,
 ): Promise<void> => {
   const logger = createLogger(config.logLevel);
+  installProcessGuard(logger);
   let demo: Demo | null = null;
   let effective = config;
   if (config.demo) {

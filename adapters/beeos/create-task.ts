@@ -103,16 +103,24 @@ const submitTask = async (
     ...(req.metadata !== undefined ? { metadata: req.metadata } : {}),
   });
   channel.pending = submitting;
-  await registry.add(channel);
-  let sub;
+  // Settled into a value at once: a refusal (a full queue answers in microseconds) may arrive while
+  // the registry's add below is still in flight, and a rejection with no handler yet ends the process.
+  const settled = submitting.then(
+    (sub) => ({ sub }),
+    (err: unknown) => ({ err }),
+  );
+  let outcome;
   try {
-    sub = await submitting;
-  } catch (err) {
-    await registry.remove(channel);
-    throw err;
+    await registry.add(channel);
   } finally {
+    outcome = await settled;
     delete channel.pending;
   }
+  if ('err' in outcome) {
+    await registry.remove(channel);
+    throw outcome.err;
+  }
+  const { sub } = outcome;
   channel.startOffset = sub.result.recorded.offset;
   channel.createdAt = sub.receivedAt;
   if (sub.result.outcome.kind === 'accepted') channel.upstreamTaskIds = [sub.result.outcome.taskId];

@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import { GatewayError } from '../../src/errors.js';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
+import { countUnexpected } from '../../src/http/unexpected-errors.js';
 import { may, principalOf, seesCapsule, type Principal } from '../../src/auth/principal.js';
 import type { Channel, ChannelRegistry } from './channels.js';
 import {
@@ -36,6 +37,7 @@ export const requestIdOf = (c: Context): string => {
 export const errorResponse = (c: Context<Env>, err: unknown): Response => {
   const e = toBeeosError(err);
   const rid = c.get('requestId') ?? requestIdOf(c);
+  if (!(err instanceof BeeosError) && !(err instanceof GatewayError)) countUnexpected('request');
   if (!(err instanceof BeeosError))
     c.get('logger')?.[err instanceof GatewayError ? 'warn' : 'error'](
       { err, path: c.req.path, requestId: rid },

@@ -139,11 +139,12 @@ export class Admissions {
     private readonly logger: Logger,
   ) {}
 
-  admit(capsule: string, conversationId: string, body: PromptBody): Promise<AdmissionReceipt> {
+  /** `owner`: the caller's principal, so the queue's per-owner bound counts Flue and BeeOS alike. */
+  admit(capsule: string, conversationId: string, body: PromptBody, owner: string): Promise<AdmissionReceipt> {
     const key = `${capsule}\u0000${conversationId}`;
     const run = (this.chains.get(key) ?? Promise.resolve())
       .catch(() => undefined)
-      .then(() => this.admitClaimed(capsule, conversationId, body));
+      .then(() => this.admitClaimed(capsule, conversationId, body, owner));
     this.chains.set(key, run);
     void run
       .finally(() => {
@@ -163,13 +164,14 @@ export class Admissions {
     capsule: string,
     conversationId: string,
     body: PromptBody,
+    owner: string,
   ): Promise<AdmissionReceipt> {
     const deadline = Date.now() + CLAIM_TTL_MS;
     for (;;) {
       const claim = await this.core.claimOnce(capsule, `flue:conversation:${conversationId}`, CLAIM_TTL_MS);
       if (claim) {
         try {
-          return await this.admitNow(capsule, conversationId, body);
+          return await this.admitNow(capsule, conversationId, body, owner);
         } finally {
           await claim.release();
         }
@@ -184,6 +186,7 @@ export class Admissions {
     capsule: string,
     conversationId: string,
     body: PromptBody,
+    owner: string,
   ): Promise<AdmissionReceipt> {
     const view = await this.index.lookup(capsule, conversationId);
     const print = fingerprint(body);
@@ -240,7 +243,7 @@ export class Admissions {
       text: capsuleText(body),
       contextId: conversationId,
       messageId,
-      record: { protocol: 'flue', owner: null, meta: meta as unknown as Record<string, unknown> },
+      record: { protocol: 'flue', owner, meta: meta as unknown as Record<string, unknown> },
       queue: true,
     });
     const failure = failureOf(result.outcome);

@@ -19,6 +19,7 @@ import { FeedRegistry } from './feed-registry.js';
 import { longPoll, sseResponse, type LiveDeps } from './live.js';
 import type { ConversationProjector } from './projection.js';
 import { SnapshotCache } from './snapshot-cache.js';
+import { countUnexpected } from '../../src/http/unexpected-errors.js';
 
 /** How long a conversation's shared projection outlives its last live reader. */
 const LINGER_MS = 5_000;
@@ -127,6 +128,7 @@ export const createRoutes = (deps: AdapterDeps): Hono => {
       } catch (err) {
         if (err instanceof FlueError) return errorResponse(err, c.req.method !== 'HEAD');
         if (err instanceof GatewayError) return errorResponse(fromCoreError(err.code, err.details));
+        countUnexpected('request');
         logger.error({ err, path: c.req.path }, 'flue: unhandled error');
         return errorResponse(new FlueError('internal_error', 'internal error'));
       }
@@ -205,7 +207,7 @@ export const createRoutes = (deps: AdapterDeps): Hono => {
         throw invalid('Idempotency-Key must be 1 to 256 characters');
       body.idempotencyKey = headerKey;
     }
-    const receipt = await admissions.admit(capsule, conversationId, body);
+    const receipt = await admissions.admit(capsule, conversationId, body, principalOf(c).owner);
     const streamUrl = streamUrlOf(c.req.url, config.publicUrl);
     const headers = jsonHeaders({ [HEADER.location]: streamUrl, [HEADER.nextOffset]: receipt.offset });
     return new Response(JSON.stringify({ streamUrl, ...receipt }), { status: 202, headers });

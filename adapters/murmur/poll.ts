@@ -42,6 +42,7 @@ import type { LogRecord } from '../../src/log/record.js';
 import type { LogPosition } from '../../src/log/store.js';
 import { pollBodyBytes } from './poll-pages.js';
 import { parsePollQuery } from './poll-query.js';
+import { countUnexpected } from '../../src/http/unexpected-errors.js';
 
 export const POLL_ROUTE = '/murmur/:capsule/poll';
 
@@ -96,6 +97,7 @@ export const pollFailure = (err: unknown, logger: AdapterDeps['logger'], capsule
   }
   if (err instanceof GatewayError && err.code === 'capsule_not_found')
     return pollErrorResponse('capsule_not_found', 'no such capsule');
+  countUnexpected('request');
   logger.error({ err, capsule }, 'murmur poll failed');
   return pollErrorResponse('internal', 'internal error');
 };

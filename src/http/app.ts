@@ -18,6 +18,7 @@ import { createAuthRoutes, redactTicket } from './auth-routes.js';
 import type { AbuseLimits } from '../auth/limits.js';
 import { createBodyTimeout, createLimitsMiddleware, type SurfaceRejection } from './limits-middleware.js';
 import { createMalformedPathGuard, type MalformedPathRenderer } from './malformed-path.js';
+import { countUnexpected } from './unexpected-errors.js';
 
 /** Headers browsers must be allowed to read cross-origin (Flue and BeeOS coordination headers). */
 export const EXPOSED_HEADERS = [
@@ -201,6 +202,7 @@ export const createHttpApp = (options: HttpAppOptions): HttpApp => {
     c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` } }, 404),
   );
   app.onError((err, c) => {
+    countUnexpected('request');
     options.logger.error({ err, path: c.req.path, url: redactTicket(c.req.url) }, 'unhandled error');
     return c.json({ error: { code: 'internal', message: 'internal error' } }, 500);
   });

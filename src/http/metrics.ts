@@ -4,6 +4,7 @@
  */
 import { Registry, Gauge, Counter, collectDefaultMetrics } from 'prom-client';
 import type { GatewayCore } from '../core/types.js';
+import { unexpectedErrorCounts } from './unexpected-errors.js';
 
 export interface MetricsRegistry {
   readonly contentType: string;
@@ -98,6 +99,17 @@ export const createMetrics = (
     help: 'Downstream connections opened',
     labelNames: ['surface'],
     registers: [registry],
+  });
+
+  new Counter({
+    name: 'murmur_gateway_unexpected_errors_total',
+    help: 'Unexpected failures: a request answered 500, or a rejection or exception nothing handled',
+    labelNames: ['where'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [where, n] of Object.entries(unexpectedErrorCounts())) this.inc({ where }, n);
+    },
   });
 
   return {
