@@ -1,23 +1,19 @@
 /**
  * Composition of the abuse bounds, kept out of gateway.ts: the counters on the store
- * (Redis, shared by replicas; or memory), the limits, each surface's 429, the client IP resolver
+ * (Redis, shared by replicas; or memory), the limits, the client IP resolver
  * (trustProxy) and the Node server's header/body timeouts.
  */
 import type { Context } from 'hono';
 import type { Logger } from 'pino';
-import { beeosRateLimited } from '../adapters/beeos/rate-limited.js';
-import { flueRateLimited } from '../adapters/flue/rate-limited.js';
-import { murmurRateLimited } from '../adapters/murmur/rate-limited.js';
 import { clientIpResolver } from './auth/client-ip.js';
 import { AbuseLimits } from './auth/limits.js';
 import type { GatewayConfig } from './config/schema.js';
-import type { SurfaceRejection } from './http/limits-middleware.js';
 import { MemoryLimitCounters, RedisLimitCounters } from './auth/limit-counters.js';
 import { RedisStore } from './log/redis-store.js';
 import type { LogStore } from './log/store.js';
 
 export interface AbuseBounds {
-  limits: { limits: AbuseLimits; surfaces: SurfaceRejection[] };
+  limits: AbuseLimits;
   bodyTimeoutMs: number;
   clientIp: (c: Context) => string;
   /** Options for Node's http.createServer (through @hono/node-server's serverOptions). */
@@ -31,14 +27,7 @@ export const createAbuseBounds = (config: GatewayConfig, store: LogStore, logger
   const limits = new AbuseLimits(counters, config.limits, config.replicaId, logger.child({ room: 'auth' }));
   const headersTimeout = Math.round(config.limits.headersTimeoutSeconds * 1000);
   return {
-    limits: {
-      limits,
-      surfaces: [
-        { prefix: '/murmur/', render: murmurRateLimited },
-        { prefix: '/api/v1/agents/', render: beeosRateLimited },
-        { prefix: '/flue/', render: flueRateLimited },
-      ],
-    },
+    limits,
     bodyTimeoutMs: Math.round(config.limits.bodyTimeoutSeconds * 1000),
     clientIp: clientIpResolver(config.trustProxy),
     serverOptions: {

@@ -6,13 +6,6 @@ import type { AddressInfo } from 'node:net';
 import { createServer, type Server } from 'node:http';
 import { getRequestListener } from '@hono/node-server';
 import type { Logger } from 'pino';
-import { createBeeosRoutes } from '../adapters/beeos/index.js';
-import { beeosMalformedPath } from '../adapters/beeos/malformed-path.js';
-import { createDurableStreamsRoutes } from '../adapters/durable-streams/index.js';
-import { createFlueRoutes } from '../adapters/flue/index.js';
-import { flueMalformedPath } from '../adapters/flue/malformed-path.js';
-import { createMurmurRoutes } from '../adapters/murmur/index.js';
-import { murmurMalformedPath } from '../adapters/murmur/malformed-path.js';
 import type { GatewayConfig } from './config/schema.js';
 import { GatewayCoreImpl } from './core/gateway-core.js';
 import { SubmissionQueues } from './core/submission-queue.js';
@@ -25,6 +18,7 @@ import { createHttpApp } from './http/app.js';
 import { backlogWarning, kernelBacklogCap, LISTEN_BACKLOG } from './http/listen-backlog.js';
 import { pacedListener } from './http/request-pacing.js';
 import { createAbuseBounds } from './abuse-bounds.js';
+import { createSurfaces } from './surfaces.js';
 import { LogWriter } from './log/log-writer.js';
 import { MemoryStore } from './log/memory-store.js';
 import { RedisStore } from './log/redis-store.js';
@@ -307,11 +301,6 @@ export const startGateway = async (
     auth: { authenticator, tickets, posture: posture.posture, clientIp: bounds.clientIp },
     limits: bounds.limits,
     bodyTimeoutMs: bounds.bodyTimeoutMs,
-    malformedPath: [
-      { prefix: '/murmur/', render: murmurMalformedPath },
-      { prefix: '/api/v1/agents/', render: beeosMalformedPath },
-      { prefix: '/flue/', render: flueMalformedPath },
-    ],
     core,
     logger,
     corsOrigins: config.cors.origins,
@@ -319,14 +308,15 @@ export const startGateway = async (
     internals: () => ({ hub: hub.stats(), writer: writer.stats() }),
     ownership,
     surfaces: [
-      createAdminRoutes({
-        registry,
-        token: createAdminTokenCheck(config.adminTokens.map((t) => t.sha256)),
-      }),
-      createMurmurRoutes(deps),
-      createBeeosRoutes(deps),
-      createFlueRoutes(deps),
-      createDurableStreamsRoutes(deps),
+      {
+        name: 'admin',
+        prefix: '/admin/',
+        routes: createAdminRoutes({
+          registry,
+          token: createAdminTokenCheck(config.adminTokens.map((t) => t.sha256)),
+        }),
+      },
+      ...createSurfaces(deps),
     ],
   });
 

@@ -6,10 +6,13 @@
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
+import type { Surface } from '../../src/http/surface.js';
 import { AGENTS_PREFIX, HEADER_REQUEST_ID } from './constants.js';
 import { BeeosError } from './errors.js';
 import { errorResponse, requestIdOf } from './http-helpers.js';
 import type { Env } from './http-helpers.js';
+import { beeosMalformedPath } from './malformed-path.js';
+import { beeosRateLimited } from './rate-limited.js';
 import { registerBeeosRoutes } from './routes.js';
 import type { BeeosRouteOptions } from './routes.js';
 
@@ -51,3 +54,12 @@ export const createBeeosRoutes = (deps: AdapterDeps, options: BeeosRouteOptions 
   );
   return app;
 };
+
+export const beeosSurface = (deps: AdapterDeps): Surface => ({
+  name: 'beeos',
+  prefix: `${AGENTS_PREFIX}/`,
+  capsulePath: /^\/api\/v1\/agents\/([^/]+)/,
+  routes: createBeeosRoutes(deps),
+  malformedPath: beeosMalformedPath,
+  rateLimited: beeosRateLimited,
+});

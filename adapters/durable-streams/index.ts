@@ -1,9 +1,20 @@
 /** The Durable Streams surface (PROTOCOL.md of durable-streams/durable-streams), mounted at '/'. */
 import { Hono } from 'hono';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
+import type { Surface } from '../../src/http/surface.js';
 import { createCapsuleStreamRoutes } from './capsule-stream.js';
 import { createGeneralStreamRoutes } from './general-streams.js';
+import { streamMalformedPath, streamRateLimited } from './stream-errors.js';
 
 /** The read-only capsule streams first: every other `/v1/stream/*` path is a general stream. */
 export const createDurableStreamsRoutes = (deps: AdapterDeps): Hono =>
   new Hono().route('/', createCapsuleStreamRoutes(deps)).route('/', createGeneralStreamRoutes(deps));
+
+export const durableStreamsSurface = (deps: AdapterDeps): Surface => ({
+  name: 'durable-streams',
+  prefix: '/v1/stream/',
+  capsulePath: /^\/v1\/stream\/murmur\/([^/]+)/,
+  routes: createDurableStreamsRoutes(deps),
+  malformedPath: streamMalformedPath,
+  rateLimited: streamRateLimited,
+});

@@ -22,6 +22,7 @@ export const STREAM_ERROR_STATUS = {
   stream_gone: 410,
   body_too_large: 413,
   message_too_large: 413,
+  rate_limited: 429,
   too_many_streams: 507,
   not_implemented: 501,
   unavailable: 503,
@@ -50,3 +51,13 @@ export const streamProblem = (
 
 /** A soft-deleted stream: deleted or expired, kept only for the forks that read its messages. */
 export const GONE_MESSAGE = 'the stream was deleted (its forks still read its messages)';
+
+/** A path segment that does not percent-decode, in this grammar (the shared guard asks). */
+export const streamMalformedPath = (c: Context): Response =>
+  streamProblem(c, 'bad_request', 'malformed percent-encoding in the path');
+
+/** Past an abuse bound, in this grammar (the shared limits ask). */
+export const streamRateLimited = (c: Context, retryAfterSeconds: number): Response =>
+  streamProblem(c, 'rate_limited', 'too many requests, retry later', {
+    'retry-after': String(retryAfterSeconds),
+  });

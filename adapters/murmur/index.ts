@@ -4,7 +4,10 @@
  */
 import { Hono } from 'hono';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
+import type { Surface } from '../../src/http/surface.js';
 import { murmurAccess } from './access.js';
+import { murmurMalformedPath } from './malformed-path.js';
+import { murmurRateLimited } from './rate-limited.js';
 import { createPollRoutes } from './poll.js';
 import { createRecordsRoutes } from './records.js';
 import { createRpcRoutes } from './routes.js';
@@ -19,3 +22,12 @@ export const createMurmurRoutes = (deps: AdapterDeps): Hono => {
   app.route('/', createRpcRoutes(deps));
   return app;
 };
+
+export const murmurSurface = (deps: AdapterDeps): Surface => ({
+  name: 'murmur',
+  prefix: '/murmur/',
+  capsulePath: /^\/murmur\/([^/]+)/,
+  routes: createMurmurRoutes(deps),
+  malformedPath: murmurMalformedPath,
+  rateLimited: murmurRateLimited,
+});

@@ -16,8 +16,9 @@ import type { AuthPosture } from '../auth/secure-default.js';
 import { createAuthMiddleware } from './auth-middleware.js';
 import { createAuthRoutes, redactTicket } from './auth-routes.js';
 import type { AbuseLimits } from '../auth/limits.js';
-import { createBodyTimeout, createLimitsMiddleware, type SurfaceRejection } from './limits-middleware.js';
-import { createMalformedPathGuard, type MalformedPathRenderer } from './malformed-path.js';
+import { createBodyTimeout, createLimitsMiddleware } from './limits-middleware.js';
+import { createMalformedPathGuard } from './malformed-path.js';
+import { surfaceAt, type Surface } from './surface.js';
 import { countUnexpected } from './unexpected-errors.js';
 
 /** Headers browsers must be allowed to read cross-origin (Flue and BeeOS coordination headers). */
@@ -73,14 +74,11 @@ export interface HttpAppOptions {
     /** Client IP of a request (trust proxy); default: the socket peer. */
     clientIp?: (c: Context) => string;
   };
-  /** Abuse bounds (off when absent) and each surface's 429; the body receipt timeout. */
-  limits?: { limits: AbuseLimits; surfaces: SurfaceRejection[] };
+  /** Abuse bounds (off when absent); the body receipt timeout. */
+  limits?: AbuseLimits;
   bodyTimeoutMs?: number;
-  /** Each surface's 400 for a path segment that does not percent-decode (ops grammar elsewhere). */
-  malformedPath?: MalformedPathRenderer[];
-  /** Each adapter's routes, with full paths (each adapter may carry its own context variables). */
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  surfaces: Hono<any, any, any>[];
+  /** Every surface: its routes, and its grammar where shared middleware answers for it. */
+  surfaces: Surface[];
 }
 
 export interface HttpApp {
@@ -90,27 +88,14 @@ export interface HttpApp {
   connections: () => Record<string, Record<string, number>>;
 }
 
-/** Each surface's capsule paths; the capsule id is the first group. */
-const SURFACE_PATHS: readonly (readonly [RegExp, string])[] = [
-  [/^\/murmur\/([^/]+)/, 'murmur'],
-  [/^\/flue\/([^/]+)/, 'flue'],
-  [/^\/api\/v1\/agents\/([^/]+)/, 'beeos'],
-  [/^\/v1\/stream\/murmur\/([^/]+)/, 'durable-streams'],
-];
-
-/** `/murmur/x/…` → ['murmur', 'x']; the other surfaces likewise. */
-const surfaceOf = (path: string): [string, string] | null => {
-  let m: RegExpExecArray | null = null;
-  let surface = '';
-  for (const [re, name] of SURFACE_PATHS) {
-    m = re.exec(path);
-    surface = name;
-    if (m) break;
-  }
-  if (!m || !m[1]) return null;
+/** `/murmur/x/…` → ['murmur', 'x']: the surface and capsule a path addresses, if any. */
+const capsuleOf = (surfaces: readonly Surface[], path: string): [string, string] | null => {
+  const surface = surfaceAt(surfaces, path);
+  const m = surface?.capsulePath?.exec(path);
+  if (!surface || !m?.[1]) return null;
   // A malformed escape (`%E0`) names no capsule: the adapter answers it in its own grammar.
   try {
-    return [surface, decodeURIComponent(m[1])];
+    return [surface.name, decodeURIComponent(m[1])];
   } catch {
     return null;
   }
@@ -152,7 +137,7 @@ export const createHttpApp = (options: HttpAppOptions): HttpApp => {
   }
 
   // Bad input in the path itself, before credentials are read: no route can make sense of it.
-  app.use('*', createMalformedPathGuard(options.malformedPath ?? []));
+  app.use('*', createMalformedPathGuard(options.surfaces));
 
   // From the headers' arrival: a body that never completes is cut (slow-loris), streams are not.
   if (options.bodyTimeoutMs) app.use('*', createBodyTimeout(options.bodyTimeoutMs));
@@ -166,13 +151,13 @@ export const createHttpApp = (options: HttpAppOptions): HttpApp => {
   }
 
   // Once the caller is known: rate limits, open-request caps, submissions per owner.
-  if (options.limits?.limits.enabled) {
-    app.use('*', createLimitsMiddleware(options.limits.limits, options.limits.surfaces));
+  if (options.limits?.enabled) {
+    app.use('*', createLimitsMiddleware(options.limits, options.surfaces));
   }
 
   // Count a downstream connection from request start until its socket response closes (streams too).
   app.use('*', async (c, next) => {
-    const hit = surfaceOf(c.req.path);
+    const hit = capsuleOf(options.surfaces, c.req.path);
     const outgoing = (c.env as { outgoing?: NodeJS.EventEmitter } | undefined)?.outgoing;
     if (!hit || !outgoing || !options.core.hasCapsule(hit[1])) return next();
     const [surface, capsule] = hit;
@@ -196,7 +181,7 @@ export const createHttpApp = (options: HttpAppOptions): HttpApp => {
   if (options.auth) app.route('/', createAuthRoutes(options.auth.tickets));
   // The browser client module and the dashboard (static files).
   app.route('/', createStaticRoutes());
-  for (const surface of options.surfaces) app.route('/', surface);
+  for (const surface of options.surfaces) app.route('/', surface.routes);
 
   app.notFound((c) =>
     c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` } }, 404),

@@ -8,18 +8,12 @@ import type { Socket } from 'node:net';
 import type { Context, MiddlewareHandler } from 'hono';
 import type { AbuseLimits } from '../auth/limits.js';
 import { principalOf } from '../auth/principal.js';
+import { surfaceAt, type Surface } from './surface.js';
 
 /** A surface's 429: `retryAfterSeconds` goes in Retry-After; the body is the surface's own. */
 export type RateLimitedRenderer = (c: Context, retryAfterSeconds: number) => Response;
 
-export interface SurfaceRejection {
-  /** Path prefix of the surface, e.g. `/murmur/`. */
-  prefix: string;
-  render: RateLimitedRenderer;
-}
-
 const OPEN_PATH = /^\/(healthz|readyz|dashboard(\/.*)?|client\/.*)$/;
-const CAPSULE_SURFACE = /^\/(murmur|flue)\/[^/]+|^\/api\/v1\/agents\/[^/]+/;
 
 const opsRateLimited: RateLimitedRenderer = (c, retryAfterSeconds) =>
   c.json({ error: { code: 'rate_limited', message: 'too many requests, retry later' } }, 429, {
@@ -30,19 +24,18 @@ type NodeEnv = { incoming?: NodeJS.EventEmitter; outgoing?: NodeJS.EventEmitter 
 
 export const createLimitsMiddleware = (
   limits: AbuseLimits,
-  surfaces: SurfaceRejection[],
+  surfaces: readonly Surface[],
 ): MiddlewareHandler => {
-  const renderFor = (path: string): RateLimitedRenderer =>
-    surfaces.find((s) => path.startsWith(s.prefix))?.render ?? opsRateLimited;
   return async (c, next) => {
     const path = c.req.path;
     if (c.req.method === 'OPTIONS' || OPEN_PATH.test(path)) return next();
-    const capsuleSurface = CAPSULE_SURFACE.test(path);
+    const surface = surfaceAt(surfaces, path);
+    const capsuleSurface = surface?.capsulePath?.test(path) ?? false;
     const admission = await limits.admit(principalOf(c), {
       capsuleSurface,
       submission: capsuleSurface && c.req.method === 'POST',
     });
-    if (!admission.ok) return renderFor(path)(c, admission.retryAfterSeconds);
+    if (!admission.ok) return (surface?.rateLimited ?? opsRateLimited)(c, admission.retryAfterSeconds);
     const outgoing = (c.env as NodeEnv)?.outgoing;
     if (!outgoing) {
       // No socket (app.request in unit tests): the request ends with its handler.

@@ -5,12 +5,7 @@
  * `%E0%A4%A` would be admitted under a name no client could have meant.
  */
 import type { Context, MiddlewareHandler } from 'hono';
-
-export interface MalformedPathRenderer {
-  /** Path prefix of the surface, e.g. `/flue/`. */
-  prefix: string;
-  render: (c: Context) => Response;
-}
+import { surfaceAt, type Surface } from './surface.js';
 
 /** Whether some segment of a raw (still encoded) path fails to percent-decode. */
 export const hasMalformedSegment = (rawPath: string): boolean =>
@@ -36,9 +31,9 @@ const rawPathOf = (url: string): string => {
 const opsMalformedPath = (c: Context): Response =>
   c.json({ error: { code: 'bad_request', message: 'malformed percent-encoding in the path' } }, 400);
 
-export const createMalformedPathGuard = (renderers: MalformedPathRenderer[]): MiddlewareHandler => {
+export const createMalformedPathGuard = (surfaces: readonly Surface[]): MiddlewareHandler => {
   const renderFor = (path: string): ((c: Context) => Response) =>
-    renderers.find((r) => path.startsWith(r.prefix))?.render ?? opsMalformedPath;
+    surfaceAt(surfaces, path)?.malformedPath ?? opsMalformedPath;
   return async (c, next) => {
     // Most requests carry no escape at all: no URL parse for them.
     if (!c.req.url.includes('%')) return next();

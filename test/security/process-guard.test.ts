@@ -41,7 +41,10 @@ describe('unexpected failures', () => {
       logger: createLogger('silent'),
       corsOrigins: [],
       storeReady: () => Promise.resolve(true),
-      surfaces: [boom, ok],
+      surfaces: [
+        { name: 'boom', prefix: '/boom', routes: boom },
+        { name: 'fine', prefix: '/fine', routes: ok },
+      ],
     });
     const before = counted(await metrics.render(), 'request');
     const res = await app.request('/boom');

@@ -1,0 +1,18 @@
+/**
+ * Every surface the gateway serves, one line each: a surface is its folder under `adapters/` and
+ * its entry here. Assembly, limits, the malformed-path guard and connection accounting read this
+ * list; nothing else names a surface.
+ */
+import { beeosSurface } from '../adapters/beeos/index.js';
+import { durableStreamsSurface } from '../adapters/durable-streams/index.js';
+import { flueSurface } from '../adapters/flue/index.js';
+import { murmurSurface } from '../adapters/murmur/index.js';
+import type { AdapterDeps } from './http/adapter-deps.js';
+import type { Surface } from './http/surface.js';
+
+export const createSurfaces = (deps: AdapterDeps): Surface[] => [
+  murmurSurface(deps),
+  beeosSurface(deps),
+  flueSurface(deps),
+  durableStreamsSurface(deps),
+];
