@@ -7,14 +7,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
+import { claimOrSettled } from '../../src/core/claim-wait.js';
 import type { HeldClaim } from '../../src/core/types.js';
 import type { Channel, ChannelRegistry } from './channels.js';
 import { BeeosError } from './errors.js';
 import { outcomeError, recordOutcome, submitMessage } from './submit.js';
-
-/** Longer than a submission may wait for its outcome (the upstream's submit timeout, 60 s). */
-const CLAIM_TTL_MS = 75_000;
-const CLAIM_RETRY_MS = 50;
 
 export interface TaskRequest {
   agent: string;
@@ -27,34 +24,17 @@ export interface TaskRequest {
 
 export type TaskAnswer = { existing: Channel } | { created: Channel };
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 /** The task an earlier request with the same key made, or the claim to make it (key given). */
 const existingOrClaim = async (
   deps: AdapterDeps,
   registry: ChannelRegistry,
   req: TaskRequest & { key: string },
 ): Promise<{ existing: Channel } | { claim: HeldClaim }> => {
-  const deadline = Date.now() + CLAIM_TTL_MS;
-  for (;;) {
-    const existing = await registry.byIdempotencyKey(req.agent, req.owner, req.key);
-    if (existing) return { existing };
-    const claim = await deps.core.claimOnce(
-      req.agent,
-      `beeos:task:${req.owner}\u0000${req.key}`,
-      CLAIM_TTL_MS,
-    );
-    if (claim) {
-      // The holder before us may have finished between our read and our claim: read again.
-      const made = await registry.byIdempotencyKey(req.agent, req.owner, req.key);
-      if (!made) return { claim };
-      await claim.release();
-      return { existing: made };
-    }
-    if (Date.now() > deadline)
-      throw new BeeosError('conflict', 'a request with this idempotency_key is in progress');
-    await sleep(CLAIM_RETRY_MS);
-  }
+  const got = await claimOrSettled(deps.core, req.agent, `beeos:task:${req.owner}\u0000${req.key}`, {
+    settled: () => registry.byIdempotencyKey(req.agent, req.owner, req.key),
+    busy: () => new BeeosError('conflict', 'a request with this idempotency_key is in progress'),
+  });
+  return 'claim' in got ? got : { existing: got.settled };
 };
 
 /** Create the task, or return the one an earlier request with the same key created. */

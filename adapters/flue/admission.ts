@@ -6,6 +6,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { Logger } from 'pino';
+import { claimWhenFree } from '../../src/core/claim-wait.js';
 import type { GatewayCore, SubmitOutcome } from '../../src/core/types.js';
 import type { SubmissionEntry } from '../../src/log/record.js';
 import { formatOffset } from './codec.js';
@@ -123,10 +124,6 @@ const failureOf = (outcome: SubmitOutcome): string | null => {
   }
 };
 
-/** Longer than a submission may wait for its outcome (the upstream's submit timeout, 60 s). */
-const CLAIM_TTL_MS = 75_000;
-const CLAIM_RETRY_MS = 50;
-
 /** Admits messages; one admission at a time per conversation so conditions and order hold. */
 export class Admissions {
   private readonly chains = new Map<string, Promise<unknown>>();
@@ -166,19 +163,16 @@ export class Admissions {
     body: PromptBody,
     owner: string,
   ): Promise<AdmissionReceipt> {
-    const deadline = Date.now() + CLAIM_TTL_MS;
-    for (;;) {
-      const claim = await this.core.claimOnce(capsule, `flue:conversation:${conversationId}`, CLAIM_TTL_MS);
-      if (claim) {
-        try {
-          return await this.admitNow(capsule, conversationId, body, owner);
-        } finally {
-          await claim.release();
-        }
-      }
-      if (Date.now() > deadline)
-        throw new FlueError('runtime_unavailable', 'another admission of this conversation is still running');
-      await new Promise((r) => setTimeout(r, CLAIM_RETRY_MS));
+    const claim = await claimWhenFree(
+      this.core,
+      capsule,
+      `flue:conversation:${conversationId}`,
+      () => new FlueError('runtime_unavailable', 'another admission of this conversation is still running'),
+    );
+    try {
+      return await this.admitNow(capsule, conversationId, body, owner);
+    } finally {
+      await claim.release();
     }
   }
 
