@@ -3,7 +3,6 @@
  * → HTTP server. Used by the CLI, the demo and the tests; owns start order and drain order.
  */
 import type { AddressInfo } from 'node:net';
-import { createServer, type Server } from 'node:http';
 import { getRequestListener } from '@hono/node-server';
 import type { Logger } from 'pino';
 import type { GatewayConfig } from './config/schema.js';
@@ -15,6 +14,7 @@ import type { GatewayCore } from './core/types.js';
 import { Hub } from './hub/hub.js';
 import type { AdapterConfig, AdapterDeps } from './http/adapter-deps.js';
 import { createHttpApp } from './http/app.js';
+import { createHttpServer, type HttpServer } from './http/http-server.js';
 import { backlogWarning, kernelBacklogCap, LISTEN_BACKLOG } from './http/listen-backlog.js';
 import { pacedListener } from './http/request-pacing.js';
 import { createAbuseBounds } from './abuse-bounds.js';
@@ -48,6 +48,8 @@ export interface RunningGateway {
   /** `http://host:port` as bound (host 0.0.0.0 is reported as 127.0.0.1). */
   url: string;
   port: number;
+  /** What the port speaks: `http/1.1`, `h2+http/1.1` (TLS) or `h2c+http/1.1`. */
+  protocols: string;
   core: GatewayCore;
   store: LogStore;
   writer: LogWriter;
@@ -339,12 +341,13 @@ export const startGateway = async (
   const left = Math.max(0, START_WAIT_MS - (Date.now() - startedAt));
   await Promise.all([...upstreams].filter(([id]) => ownership.owns(id)).map(([, u]) => u.connected(left)));
 
-  const server = await new Promise<Server>((resolve, reject) => {
+  const http: HttpServer = createHttpServer(
+    { tls: config.tls, cleartextHttp2: config.http2.cleartext, http1: bounds.serverOptions },
     // Hono's Node listener behind the storm pacing (request-pacing.ts).
-    const s = createServer(
-      bounds.serverOptions,
-      pacedListener(getRequestListener(app.fetch, { hostname: config.host })),
-    );
+    pacedListener(getRequestListener(app.fetch, { hostname: config.host })),
+  );
+  const server = await new Promise<HttpServer['server']>((resolve, reject) => {
+    const s = http.server;
     s.once('error', reject);
     // Node's default accept backlog (511) overflows when thousands of clients reconnect at once (a
     // resume storm after a restart): the kernel drops their handshakes and they retry after 1 s, 3 s….
@@ -363,12 +366,12 @@ export const startGateway = async (
       // Leases first (stop ingesting, flush, release, announce): a rolling restart hands each
       // capsule to another replica at once, before this one drains its HTTP clients.
       await ownership.releaseAll(Math.min(5000, options.flushTimeoutMs ?? 5000));
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      const closed = http.close();
       // Streams end with each protocol's own end signal, then their sockets close.
       shutdown.abort();
       queues.close();
       await hub.close();
-      server.closeIdleConnections();
+      http.closeIdle();
       await discovery?.close();
       await registry.close();
       await capsules.close();
@@ -380,7 +383,7 @@ export const startGateway = async (
         logger.warn({ pending: writer.stats().queued }, 'drain: pending appends not flushed in time');
       await writer.close();
       // Give ended streams a moment to flush their last bytes, then cut whatever remains.
-      const forced = setTimeout(() => server.closeAllConnections(), 2_000);
+      const forced = setTimeout(() => http.closeAll(), 2_000);
       forced.unref();
       await closed;
       clearTimeout(forced);
@@ -410,8 +413,9 @@ export const startGateway = async (
   };
 
   return {
-    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    url: `${http.scheme}://${host.includes(':') ? `[${host}]` : host}:${port}`,
     port,
+    protocols: http.protocols,
     core,
     store,
     writer,

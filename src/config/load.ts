@@ -143,6 +143,8 @@ export const loadConfig = (flags: FlagValues, env: NodeJS.ProcessEnv): GatewayCo
   const redisFromEnv = readRedisEnv(env);
   if (redisFromEnv !== undefined) merged.redis = redisFromEnv;
   if (env.PUBLIC_URL !== undefined && env.PUBLIC_URL !== '') merged.publicUrl = env.PUBLIC_URL;
+  // Both or neither: one of them alone is a configuration error the schema names.
+  if (env.TLS_CERT || env.TLS_KEY) merged.tls = { cert: env.TLS_CERT ?? '', key: env.TLS_KEY ?? '' };
   if (env.CAPSULES !== undefined && env.CAPSULES.trim() !== '') {
     merged.capsules = env.CAPSULES.split(',').map((p) => parseCapsulePair(p, 'CAPSULES'));
   }

@@ -255,6 +255,20 @@ export const configSchema = z
     /** One Redis (a URL), a Sentinel-monitored master, or a Cluster; null = the in-memory store. */
     redis: redisSchema.default(null),
     publicUrl: httpUrl.nullable().default(null),
+    /** PEM files: HTTPS with HTTP/2 (ALPN h2) and HTTP/1.1 on the same port; null = plain HTTP. */
+    tls: z
+      .object({
+        cert: z.string().min(1, 'must name a PEM file'),
+        key: z.string().min(1, 'must name a PEM file'),
+      })
+      .strict()
+      .nullable()
+      .default(null),
+    /** `cleartext`: HTTP/2 without TLS (h2c, prior knowledge) beside HTTP/1.1, for a proxy in front. */
+    http2: z
+      .object({ cleartext: z.boolean().default(false) })
+      .strict()
+      .default({ cleartext: false }),
     demo: z.boolean().default(false),
     capsules: z.array(capsuleSchema).default([]),
     apiKeys: z.array(apiKeySchema).default([]),

@@ -4,6 +4,7 @@
  * the surface the path belongs to (each adapter supplies its renderer); other paths answer the
  * ops/admin JSON. Open routes (health, dashboard, client module, CORS preflights) are never limited.
  */
+import { constants, Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { Context, MiddlewareHandler } from 'hono';
 import type { AbuseLimits } from '../auth/limits.js';
@@ -72,6 +73,18 @@ export const createBodyTimeout = (timeoutMs: number): MiddlewareHandler => {
     if (!incoming || incoming.complete !== false || !outgoing) return next();
     const timer = setTimeout(() => {
       if (incoming.complete) return;
+      // HTTP/2: the connection is shared by other streams; only this one is answered and reset.
+      if (incoming instanceof Http2ServerRequest) {
+        const res = outgoing as unknown as Http2ServerResponse;
+        if (!res.headersSent) {
+          res.writeHead(408, { 'content-type': 'application/json' });
+          res.end(
+            JSON.stringify({ error: { code: 'request_timeout', message: 'request body took too long' } }),
+          );
+        }
+        incoming.stream.close(constants.NGHTTP2_CANCEL);
+        return;
+      }
       const socket = incoming.socket;
       if (!outgoing.headersSent && outgoing.writeHead && outgoing.end) {
         outgoing.writeHead(408, { 'content-type': 'application/json', connection: 'close' });

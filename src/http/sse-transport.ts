@@ -11,16 +11,18 @@
  */
 import type { ServerResponse } from 'node:http';
 import { STATUS_CODES } from 'node:http';
+import { Http2ServerResponse } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { Context } from 'hono';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { SseStreamBase, type SseOptions, type SseStream } from './sse-stream.js';
+import { H2SseStream } from './sse-h2-stream.js';
 import { startWebSse } from './sse-web-stream.js';
 import { writeToSocket } from './socket-write.js';
 
 export { SSE_DEFAULTS, sseStats, type SseOptions, type SseStream } from './sse-stream.js';
 
-type NodeEnv = { outgoing?: ServerResponse } | undefined;
+type NodeEnv = { outgoing?: ServerResponse | Http2ServerResponse } | undefined;
 
 /** More chunks than this in one batch are copied into one Buffer (a held backlog), however many bytes. */
 const COALESCE_OVER = 16;
@@ -214,7 +216,10 @@ export const startSse = (c: Context, options: SseOptions = {}): { stream: SseStr
   const res = (c.env as NodeEnv)?.outgoing;
   const status = options.status ?? 200;
   if (!res || typeof res.writeHead !== 'function') return startWebSse(c, status, options);
-  const stream = new NodeSseStream(c, res, status, options.headers, options);
+  const stream =
+    res instanceof Http2ServerResponse
+      ? new H2SseStream(c, res, status, { ...BASE_HEADERS, ...options.headers }, options)
+      : new NodeSseStream(c, res, status, options.headers, options);
   // A fresh placeholder per request: middleware set headers on c.res, and the shared constant would
   // carry one request's headers into the next.
   const response = new Response(null, { headers: RESPONSE_ALREADY_SENT.headers });
