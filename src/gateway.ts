@@ -78,6 +78,7 @@ export const adapterConfigOf = (config: GatewayConfig): AdapterConfig => ({
   bodyLimitBytes: config.bodyLimitBytes,
   publicUrl: config.publicUrl,
   maxQueuedRecords: config.maxQueuedRecords,
+  followMaxStreams: config.follow.maxStreams,
   durableStreams: {
     writable: config.durableStreams.writable,
     maxMessageBytes: config.durableStreams.maxMessageBytes,

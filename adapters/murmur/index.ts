@@ -6,6 +6,7 @@ import { Hono } from 'hono';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import type { Surface } from '../../src/http/surface.js';
 import { murmurAccess } from './access.js';
+import { murmurFollow } from './follow.js';
 import { murmurMalformedPath } from './malformed-path.js';
 import { murmurRateLimited } from './rate-limited.js';
 import { createPollRoutes } from './poll.js';
@@ -30,4 +31,5 @@ export const murmurSurface = (deps: AdapterDeps): Surface => ({
   routes: createMurmurRoutes(deps),
   malformedPath: murmurMalformedPath,
   rateLimited: murmurRateLimited,
+  follow: murmurFollow(deps.core),
 });

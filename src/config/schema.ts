@@ -269,6 +269,11 @@ export const configSchema = z
       .object({ cleartext: z.boolean().default(false) })
       .strict()
       .default({ cleartext: false }),
+    /** `GET /v1/follow`: streams one connection may hold. */
+    follow: z
+      .object({ maxStreams: z.number().int().min(1).max(4096).default(256) })
+      .strict()
+      .default({ maxStreams: 256 }),
     demo: z.boolean().default(false),
     capsules: z.array(capsuleSchema).default([]),
     apiKeys: z.array(apiKeySchema).default([]),

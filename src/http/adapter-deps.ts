@@ -16,6 +16,8 @@ export interface AdapterConfig {
   publicUrl: string | null;
   /** Records queued per live subscriber before it is ended as slow. */
   maxQueuedRecords: number;
+  /** Streams one `GET /v1/follow` connection may hold (config `follow.maxStreams`; 256 when absent). */
+  followMaxStreams?: number;
   /** The general Durable Streams surface (config `durableStreams`); absent = off. */
   durableStreams?: { writable: boolean; maxMessageBytes: number; maxBodyBytes: number };
 }

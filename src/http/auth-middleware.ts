@@ -16,6 +16,8 @@ const TICKET_ROUTES: RegExp[] = [
   /^\/flue\/[^/]+\/[^/]+\/?$/,
   // Durable Streams (capsule and general): their live reads.
   /^\/v1\/stream\/.+$/,
+  // Many streams over one connection: always a live read.
+  /^\/v1\/follow\/?$/,
 ];
 
 export const ticketAllowed = (c: Context): boolean => {

@@ -31,7 +31,7 @@ export const createLimitsMiddleware = (
     const path = c.req.path;
     if (c.req.method === 'OPTIONS' || OPEN_PATH.test(path)) return next();
     const surface = surfaceAt(surfaces, path);
-    const capsuleSurface = surface?.capsulePath?.test(path) ?? false;
+    const capsuleSurface = (surface?.capped || surface?.capsulePath?.test(path)) ?? false;
     const admission = await limits.admit(principalOf(c), {
       capsuleSurface,
       submission: capsuleSurface && c.req.method === 'POST',

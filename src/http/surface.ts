@@ -5,7 +5,45 @@
  * accounting loop over the list; nothing else names a surface.
  */
 import type { Context, Hono } from 'hono';
+import type { Principal } from '../auth/principal.js';
 import type { RateLimitedRenderer } from './limits-middleware.js';
+
+/** One event of a followed stream, in its surface's own terms, and that stream's cursor after it. */
+export interface FollowEvent {
+  event: string;
+  data: unknown;
+  cursor: string;
+}
+
+/** A stream one caller may follow, from its own cursors. */
+export interface FollowTarget {
+  /**
+   * Events after `cursor` (at most about `limit`); with none, waits up to `waitMs` for some. `cursor`
+   * is where a reader stands after them (moved on past records the stream does not show, or over a
+   * gap the events name).
+   */
+  read(
+    cursor: string,
+    limit: number,
+    waitMs: number,
+    signal: AbortSignal,
+  ): Promise<{ events: FollowEvent[]; cursor: string }>;
+}
+
+export type FollowOpen =
+  | { ok: true; target: FollowTarget; cursor: string }
+  /** 404: no such stream, or not one this caller may read (indistinguishable); 400: a bad cursor. */
+  | { ok: false; status: 400 | 404; message: string };
+
+/** The streams of a surface that `GET /v1/follow` can hold, under one key scheme (`murmur:…`). */
+export interface FollowSource {
+  scheme: string;
+  /**
+   * The stream `name` (the key after `scheme:`) as `principal` may read it, from `cursor`: `-1` or
+   * `0` from the start, `now` from the head, else one of the stream's own cursors.
+   */
+  open(principal: Principal, name: string, cursor: string): Promise<FollowOpen>;
+}
 
 export interface Surface {
   /** The connection label (`/metrics`, `/capsules`). */
@@ -24,6 +62,10 @@ export interface Surface {
   malformedPath?: (c: Context) => Response;
   /** 429 past an abuse bound (`Retry-After` given); absent: the ops grammar. */
   rateLimited?: RateLimitedRenderer;
+  /** Its streams as `GET /v1/follow` holds them; absent: none can be followed there. */
+  follow?: FollowSource;
+  /** Its requests count against the per-key stream and request caps though no path names a capsule. */
+  capped?: boolean;
 }
 
 /** The surface a path belongs to, if any. */

@@ -1,0 +1,83 @@
+/**
+ * What a `GET /v1/follow` asks for: `stream=KEY@CURSOR` (repeatable; the cursor after the last `@`,
+ * `-1` when absent), `live=sse` (default) or `long-poll`, and for a reconnecting EventSource the
+ * `Last-Event-ID` token that carries every stream's cursor at once. The token is opaque to clients:
+ * `v1.` and the base64url of the cursors' JSON array, in the order of the `stream` parameters, so
+ * it only makes sense with the URL it was handed out on (an EventSource reconnects to that URL).
+ */
+export interface FollowKey {
+  key: string;
+  scheme: string;
+  name: string;
+  cursor: string;
+}
+
+export interface FollowRequest {
+  keys: FollowKey[];
+  live: 'sse' | 'long-poll';
+}
+
+export class FollowRequestError extends Error {
+  constructor(
+    readonly status: 400 | 404,
+    readonly code: 'bad_request' | 'not_found',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const TOKEN_PREFIX = 'v1.';
+/** A key: `scheme:name`, the name printable without spaces (it is a URL's path pieces or an id). */
+const KEY = /^[a-z][a-z0-9-]*:[!-~\u00a0-\uffff]{1,1024}$/;
+
+export const encodeToken = (cursors: readonly string[]): string =>
+  TOKEN_PREFIX + Buffer.from(JSON.stringify(cursors), 'utf8').toString('base64url');
+
+const decodeToken = (token: string, count: number): string[] => {
+  const bad = new FollowRequestError(400, 'bad_request', 'Last-Event-ID is not a token of these streams');
+  if (!token.startsWith(TOKEN_PREFIX)) throw bad;
+  let cursors: unknown;
+  try {
+    cursors = JSON.parse(Buffer.from(token.slice(TOKEN_PREFIX.length), 'base64url').toString('utf8'));
+  } catch {
+    throw bad;
+  }
+  if (!Array.isArray(cursors) || cursors.length !== count || !cursors.every((c) => typeof c === 'string'))
+    throw bad;
+  return cursors as string[];
+};
+
+export const parseFollowRequest = (
+  query: Record<string, string[]>,
+  lastEventId: string | undefined,
+  maxStreams: number,
+): FollowRequest => {
+  const streams = query.stream ?? [];
+  if (streams.length === 0)
+    throw new FollowRequestError(400, 'bad_request', 'name at least one stream=KEY@CURSOR');
+  if (streams.length > maxStreams)
+    throw new FollowRequestError(400, 'bad_request', `at most ${maxStreams} streams per connection`);
+  const lives = query.live ?? [];
+  if (lives.length > 1) throw new FollowRequestError(400, 'bad_request', 'live is given more than once');
+  const live = lives[0] ?? 'sse';
+  if (live !== 'sse' && live !== 'long-poll')
+    throw new FollowRequestError(400, 'bad_request', 'live must be sse or long-poll');
+  const seen = new Set<string>();
+  const keys = streams.map((param): FollowKey => {
+    const at = param.lastIndexOf('@');
+    const key = at < 0 ? param : param.slice(0, at);
+    const cursor = at < 0 ? '-1' : param.slice(at + 1);
+    if (!KEY.test(key))
+      throw new FollowRequestError(400, 'bad_request', `not a stream key: ${JSON.stringify(key)}`);
+    if (seen.has(key)) throw new FollowRequestError(400, 'bad_request', `stream ${key} is named twice`);
+    seen.add(key);
+    const colon = key.indexOf(':');
+    return { key, scheme: key.slice(0, colon), name: key.slice(colon + 1), cursor };
+  });
+  if (lastEventId !== undefined && lastEventId !== '') {
+    const cursors = decodeToken(lastEventId, keys.length);
+    keys.forEach((k, i) => (k.cursor = cursors[i]!));
+  }
+  return { keys, live };
+};

@@ -1,0 +1,178 @@
+/**
+ * `GET /v1/follow`: many streams of any surface over one connection, each from its own cursor.
+ *
+ * SSE (`live=sse`, the default): every event is `id: <token>` and `data: {"stream", "cursor",
+ * "event", "data"}`, the token holding every stream's cursor after that event, so an EventSource
+ * that reconnects on its own (sending only `Last-Event-ID`) resumes every stream exactly. Each stream
+ * is read by its own loop over its surface's follow source (catch-up pages, then a wait on the hub's
+ * one reader of that capsule), and all of them write into the one SSE transport: one write per
+ * connection per turn, however many streams had something.
+ *
+ * Long-poll (`live=long-poll`): answers as soon as any stream has events, or empty when the hold
+ * (`longPollSeconds`) ends: `{"events": [...], "cursors": {KEY: CURSOR}}`.
+ *
+ * Every stream is opened before anything is answered: one the caller may not see, or that does not
+ * exist, refuses the whole request (404 naming the key); so does a bad cursor (400).
+ */
+import { Hono, type Context } from 'hono';
+import { principalOf } from '../../src/auth/principal.js';
+import { linkSignals } from '../../src/core/linked-signal.js';
+import { GatewayError } from '../../src/errors.js';
+import type { AdapterDeps } from '../../src/http/adapter-deps.js';
+import { startSse } from '../../src/http/sse-transport.js';
+import type { FollowEvent, FollowSource, FollowTarget } from '../../src/http/surface.js';
+import { encodeToken, FollowRequestError, parseFollowRequest, type FollowKey } from './request.js';
+
+export const FOLLOW_PATH = '/v1/follow';
+/** Events one stream reads at a time: a stream far behind does not hold the others' turn. */
+const PAGE = 100;
+const HEARTBEAT = Buffer.from(':\n\n');
+const JSON_HEADERS = { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' };
+
+export type FollowErrorCode = 'bad_request' | 'unauthorized' | 'not_found' | 'store_unavailable' | 'internal';
+
+export const followError = (c: Context, status: number, code: FollowErrorCode, message: string): Response =>
+  c.body(JSON.stringify({ error: { code, message } }), status as 400, JSON_HEADERS);
+
+interface Opened {
+  key: FollowKey;
+  target: FollowTarget;
+  cursor: string;
+}
+
+const eventText = (key: string, ev: FollowEvent, token: string): string =>
+  `id: ${token}\ndata: ${JSON.stringify({ stream: key, cursor: ev.cursor, event: ev.event, data: ev.data })}\n\n`;
+
+export const createFollowRoutes = (deps: AdapterDeps, sources: readonly FollowSource[]): Hono => {
+  const { core, config, logger } = deps;
+  const bySchema = new Map(sources.map((s) => [s.scheme, s]));
+  const app = new Hono();
+
+  /** Every stream opened, or the refusal of the first that cannot be. */
+  const openAll = async (c: Context, keys: FollowKey[]): Promise<Opened[]> => {
+    const principal = principalOf(c);
+    return Promise.all(
+      keys.map(async (key) => {
+        const source = bySchema.get(key.scheme);
+        if (!source) throw new FollowRequestError(404, 'not_found', `no such stream: ${key.key}`);
+        const opened = await source.open(principal, key.name, key.cursor);
+        if (!opened.ok)
+          throw new FollowRequestError(
+            opened.status,
+            opened.status === 404 ? 'not_found' : 'bad_request',
+            opened.status === 404 ? `no such stream: ${key.key}` : `${key.key}: ${opened.message}`,
+          );
+        return { key, target: opened.target, cursor: opened.cursor };
+      }),
+    );
+  };
+
+  const sse = (c: Context, opened: Opened[]): Response => {
+    const cursors = opened.map((o) => o.cursor);
+    const { stream, response } = startSse(c, {
+      heartbeat: { bytes: HEARTBEAT, everyMs: config.heartbeatMs },
+    });
+    const stop = new AbortController();
+    const linked = linkSignals(stop.signal, core.shutdownSignal);
+    void stream.done.then(() => stop.abort());
+    const follow = async (i: number): Promise<void> => {
+      const { key, target } = opened[i]!;
+      while (stream.open && !linked.signal.aborted) {
+        const page = await target.read(cursors[i]!, PAGE, config.longPollMaxMs, linked.signal);
+        if (!stream.open) return;
+        const chunks: Buffer[] = [];
+        for (const ev of page.events) {
+          cursors[i] = ev.cursor;
+          chunks.push(Buffer.from(eventText(key.key, ev, encodeToken(cursors))));
+        }
+        cursors[i] = page.cursor;
+        if (chunks.length > 0) stream.writeAll(chunks);
+        if (stream.backedUp) await stream.waitDrain();
+      }
+    };
+    void Promise.all(opened.map((_, i) => follow(i)))
+      .catch((err: unknown) => {
+        // The store is away or the gateway drains: the client comes back with its token.
+        if (!(err instanceof GatewayError)) logger.error({ err }, 'follow: a stream failed');
+      })
+      .finally(() => {
+        stream.end();
+        linked.release();
+      });
+    return response;
+  };
+
+  const longPoll = async (c: Context, opened: Opened[]): Promise<Response> => {
+    const cursors = opened.map((o) => o.cursor);
+    const events: { stream: string; cursor: string; event: string; data: unknown }[] = [];
+    const take = (i: number, page: { events: FollowEvent[]; cursor: string }): void => {
+      for (const ev of page.events) events.push({ stream: opened[i]!.key.key, ...ev });
+      cursors[i] = page.cursor;
+    };
+    const first = new AbortController();
+    const linked = linkSignals(c.req.raw.signal, core.shutdownSignal, first.signal);
+    const deadline = Date.now() + config.longPollMaxMs;
+    try {
+      // What is there already, every stream at once; else hold until any stream gets something
+      // (a read may come back early with nothing to show, its cursor moved on: it waits again).
+      const now = await Promise.all(opened.map((o, i) => o.target.read(cursors[i]!, PAGE, 0, linked.signal)));
+      now.forEach((page, i) => take(i, page));
+      if (events.length === 0) {
+        await Promise.all(
+          opened.map(async (o, i) => {
+            for (
+              let left = deadline - Date.now();
+              left > 0 && !linked.signal.aborted;
+              left = deadline - Date.now()
+            ) {
+              const page = await o.target.read(cursors[i]!, PAGE, left, linked.signal);
+              take(i, page);
+              if (page.events.length > 0) first.abort();
+            }
+          }),
+        );
+      }
+    } finally {
+      linked.release();
+    }
+    const body = { events, cursors: Object.fromEntries(opened.map((o, i) => [o.key.key, cursors[i]!])) };
+    return c.body(JSON.stringify(body), 200, JSON_HEADERS);
+  };
+
+  app.get(FOLLOW_PATH, async (c) => {
+    try {
+      if (principalOf(c).kind === 'anonymous')
+        return followError(
+          c,
+          401,
+          'unauthorized',
+          'a valid credential is required (Authorization: Bearer …)',
+        );
+      const request = parseFollowRequest(
+        c.req.queries(),
+        c.req.header('last-event-id'),
+        config.followMaxStreams ?? 256,
+      );
+      const opened = await openAll(c, request.keys);
+      return request.live === 'sse' ? sse(c, opened) : await longPoll(c, opened);
+    } catch (err) {
+      if (err instanceof FollowRequestError) return followError(c, err.status, err.code, err.message);
+      if (err instanceof GatewayError && (err.code === 'store_unavailable' || err.code === 'shutting_down'))
+        return c.body(
+          JSON.stringify({
+            error: { code: 'store_unavailable', message: 'the log store is unavailable, retry' },
+          }),
+          503,
+          { ...JSON_HEADERS, 'retry-after': '1' },
+        );
+      throw err;
+    }
+  });
+  app.all(FOLLOW_PATH, (c) =>
+    c.body(JSON.stringify({ error: { code: 'method_not_allowed', message: 'use GET' } }), 405, {
+      ...JSON_HEADERS,
+      allow: 'GET',
+    }),
+  );
+  return app;
+};
