@@ -18,7 +18,7 @@ export interface SurfaceRejection {
   render: RateLimitedRenderer;
 }
 
-const OPEN_PATH = /^\/(healthz|readyz|dashboard(\/.*)?|client\/.*)$/;
+const OPEN_PATH = /^\/(healthz|readyz|dashboard(\/.*)?|client\/.*)?$/;
 const CAPSULE_SURFACE = /^\/(murmur|flue)\/[^/]+|^\/api\/v1\/agents\/[^/]+/;
 
 const opsRateLimited: RateLimitedRenderer = (c, retryAfterSeconds) =>
