@@ -25,7 +25,9 @@ export interface Demo {
    * watch is acknowledged, or after its own bound). Started before, a capsule's first replay could
    * miss a task's id-0 frame, and the log would rightly say frames are possibly missing.
    */
-  startWhenWatched(upstreams: ReadonlyMap<string, { connected(timeoutMs: number): Promise<void> }>): Promise<void>;
+  startWhenWatched(
+    upstreams: ReadonlyMap<string, { connected(timeoutMs: number): Promise<void> }>,
+  ): Promise<void>;
   stop(): Promise<void>;
 }
 

@@ -63,7 +63,10 @@ export interface ProcessOptions {
   reload?: () => GatewayConfig;
 }
 
-export const runGatewayProcess = async (config: GatewayConfig, options: ProcessOptions = {}): Promise<void> => {
+export const runGatewayProcess = async (
+  config: GatewayConfig,
+  options: ProcessOptions = {},
+): Promise<void> => {
   const { reload } = options;
   const logger = createLogger(config.logLevel, options.logFormat);
   installProcessGuard(logger);
@@ -80,14 +83,6 @@ export const runGatewayProcess = async (config: GatewayConfig, options: ProcessO
   const gateway = await startGateway(effective, logger, demo?.tuning);
   // The demo's capsules start working only once they are watched: a fresh demo shows no loss.
   await demo?.startWhenWatched(gateway.upstreams);
-  process.stdout.write(
-    banner(
-      gateway.url,
-      effective.capsules.map((c) => c.id),
-      config.demo,
-    ) + '\n',
-  );
-
   let draining = false;
   const drain = (signal: string): void => {
     if (draining) return;
@@ -121,4 +116,13 @@ export const runGatewayProcess = async (config: GatewayConfig, options: ProcessO
   }
   process.once('SIGTERM', () => drain('SIGTERM'));
   process.once('SIGINT', () => drain('SIGINT'));
+  // The banner last: whoever reads it may signal at once, and a signal with no handler yet would
+  // kill the process instead of draining it.
+  process.stdout.write(
+    banner(
+      gateway.url,
+      effective.capsules.map((c) => c.id),
+      config.demo,
+    ) + '\n',
+  );
 };

@@ -140,7 +140,9 @@ describe('README tour', () => {
   it('every localhost link of the tour and the set-up answers (the root is the dashboard)', async () => {
     const start = readme.indexOf('\n## Set up\n');
     const end = readme.indexOf('\n## Busy capsules\n');
-    const links = [...readme.slice(start, end).matchAll(/<(http:\/\/localhost:8080[^>]*)>/g)].map((m) => m[1]!);
+    const links = [...readme.slice(start, end).matchAll(/<(http:\/\/localhost:8080[^>]*)>/g)].map(
+      (m) => m[1]!,
+    );
     expect(links).toEqual(['http://localhost:8080', 'http://localhost:8080/dashboard/']);
     for (const link of links) {
       const res = await fetch(link.replace('http://localhost:8080', gw.baseUrl));
