@@ -1,5 +1,5 @@
 /**
- * Names on the Flue wire (flue-streaming-protocol.md): headers, query parameters, SSE events, limits.
+ * Names on the Flue wire (Flue's streaming protocol): headers, query parameters, SSE events, limits.
  * Tests import these too. Behaviour lives in routes.ts / live.ts; nothing here decides anything.
  */
 

@@ -1,6 +1,6 @@
 /**
  * The agent card per release line (`GET /.well-known/agent-card.json`, never behind the door token),
- * in the shapes murmur-upstream.md "Telling them apart" describes: the gateway detects the line from
+ * in the shapes docs/release-lines.md "Telling the lines apart" describes: the gateway detects the line from
  * it, so each shape here is deliberate, including where the session id sits.
  */
 import type { LineRules } from './release-line.js';

@@ -1,5 +1,5 @@
 /**
- * A simulated Murmur capsule (spec murmur-streaming-protocol.md, quirks included) for tests and the
+ * A simulated Murmur capsule (the Murmur streaming protocol, quirks included) for tests and the
  * demo: `startSimulator()` serves the door on 127.0.0.1 and exposes control hooks (cut, restart,
  * closeStream, stop). Wire details live in server.ts / frames.ts; task scripts in script.ts. The
  * `release` option picks a later release line's wire (release-line.ts); 'spec' is the spec's.

@@ -1,6 +1,6 @@
 /**
- * Door tokens that rotate (0.5+ mints a new one at every capsule restart, murmur-upstream.md "Door
- * auth"). With the token in the config file, the refused capsule shows `unauthorized` in /capsules
+ * Door tokens that rotate (0.5+ mints a new one at every capsule restart, docs/release-lines.md "Door
+ * tokens"). With the token in the config file, the refused capsule shows `unauthorized` in /capsules
  * and the metric, retries with a growing backoff (the door counts the refusals), and takes the new
  * token on SIGHUP; with discovery, a refusal re-reads the running records at once and the rewritten
  * record brings the capsule back. Either way the log equals what the capsule wrote, across both
