@@ -20,7 +20,8 @@ const banner = (base: string, capsules: string[], demo: boolean): string => {
   const first = capsules[0] ?? '<capsule>';
   const lines = [
     '',
-    `murmur-gateway ${packageVersion()} listening on ${base}${demo ? ' (demo: embedded store, simulated capsules)' : ''}`,
+    // Scripts wait for "murmur-gateway listening on": the version follows the address.
+    `murmur-gateway listening on ${base} (${packageVersion()}${demo ? '; demo: embedded store, simulated capsules' : ''})`,
     `  dashboard:        ${base}/dashboard/`,
     `  capsules:         ${base}/capsules   (${capsules.join(', ') || 'none configured'})`,
     `  native Murmur:    curl -N ${base}/murmur/${first}/events`,
