@@ -6,7 +6,7 @@
 import { Writable } from 'node:stream';
 import { pino, type Logger, type LevelWithSilent } from 'pino';
 
-export const REDACT_PATHS = [
+const REDACT_PATHS = [
   'doorToken',
   '*.doorToken',
   'capsules[*].doorToken',

@@ -146,7 +146,7 @@ describe('murmur-gateway CLI', () => {
     const level = await runCli(['--log-level', 'loud']);
     expect(level.code).toBe(2);
     expect(level.stderr).toMatch(
-      /^murmur-gateway: invalid configuration \(flags and environment\):\n  logLevel: /,
+      /^murmur-gateway: invalid configuration \(flags and environment\):\n {2}logLevel: /,
     );
     expect(level.stderr.trim().split('\n')).toHaveLength(2);
   });
@@ -176,7 +176,7 @@ describe('murmur-gateway CLI', () => {
     expect(cli.out()).not.toContain('{"level"');
     expect(logLines).toEqual([
       expect.stringMatching(
-        /^\d\d:\d\d:\d\d\.\d{3} WARN  no Redis configured: using the embedded in-memory store; nothing survives a restart$/,
+        /^\d\d:\d\d:\d\d\.\d{3} WARN {2}no Redis configured: using the embedded in-memory store; nothing survives a restart$/,
       ),
     ]);
     // The banner names the dashboard and Durable Streams.

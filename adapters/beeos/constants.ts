@@ -43,14 +43,3 @@ export const DEFAULT_INVOKE_TIMEOUT_MS = 600_000;
 
 /** Page size when reading a capsule's log (registry rebuild, channel projection). */
 export const READ_PAGE = 500;
-
-/** API keys are `oag_` + 64 hex (BeeOS "Authentication & API Keys"). */
-export const API_KEY_PATTERN = /^oag_[0-9a-fA-F]{64}$/;
-
-/** Types filtered out of `GET …/messages` unless `include_deltas=true`. */
-export const DELTA_TYPES: ReadonlySet<string> = new Set([
-  'agent_message_chunk',
-  'agent_reasoning',
-  'agent_reply_delta',
-  'agent_thought_chunk',
-]);

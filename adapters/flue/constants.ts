@@ -3,9 +3,6 @@
  * Tests import these too. Behaviour lives in routes.ts / live.ts; nothing here decides anything.
  */
 
-/** Route prefix: `/flue/{capsule}/{conversationId}`. */
-export const FLUE_PREFIX = '/flue';
-
 export const HEADER = {
   nextOffset: 'Stream-Next-Offset',
   upToDate: 'Stream-Up-To-Date',

@@ -13,7 +13,7 @@ export interface MalformedPathRenderer {
 }
 
 /** Whether some segment of a raw (still encoded) path fails to percent-decode. */
-export const hasMalformedSegment = (rawPath: string): boolean =>
+const hasMalformedSegment = (rawPath: string): boolean =>
   rawPath.split('/').some((segment) => {
     if (!segment.includes('%')) return false;
     try {

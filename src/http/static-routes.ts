@@ -14,7 +14,7 @@ import { Hono, type Context } from 'hono';
 
 const CLIENT_DIR = fileURLToPath(new URL('../client/', import.meta.url));
 const DASHBOARD_DIR = fileURLToPath(new URL('../dashboard/', import.meta.url));
-export const CLIENT_BUNDLE_NAME = 'murmur-gateway.js';
+const CLIENT_BUNDLE_NAME = 'murmur-gateway.js';
 
 const TYPES: Record<string, string> = {
   html: 'text/html; charset=utf-8',

@@ -5,12 +5,12 @@
  */
 import type { LineRules } from './release-line.js';
 
-export const CAPSULE_EXTENSION = 'https://murmur.dev/a2a/capsule/v1';
+const CAPSULE_EXTENSION = 'https://murmur.dev/a2a/capsule/v1';
 export const STREAM_EXTENSION = 'https://murmur.dev/a2a/ext#murmur-stream-v1';
 const NAME = 'murmur-simulator';
 
 /** Every frame name a 0.6+ door can write (the stream extension lists them; no `capsule-closed`). */
-export const STREAM_FRAMES = [
+const STREAM_FRAMES = [
   'connection-ack',
   'status',
   'text',

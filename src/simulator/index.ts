@@ -18,7 +18,7 @@ import { SIM_RELEASES, lineRules, type SimRelease } from './release-line.js';
 export { SIM_RELEASES, type SimRelease } from './release-line.js';
 
 /** How long 0.6+ connections drain at session shutdown before they end (no capsule-closed). */
-export const SHUTDOWN_DRAIN_MS = 500;
+const SHUTDOWN_DRAIN_MS = 500;
 
 export interface RestartOptions {
   /** The line the restarted capsule runs (an in-place upgrade); default: the current line. */

@@ -104,7 +104,10 @@ export interface AlignerInput {
    * shows the same skip, the capsule's buffer holds it so (nothing was dropped): it is taken as is.
    */
   acceptSkip?: AlignFrame | null;
-  /** False for a replay known to be whole (reconcile.ts): no connection, so no run dropped from one. */
+  /**
+   * False for a replay known to be whole (the tests' batch form, test/upstream/reconcile.ts): no
+   * connection, so no run dropped from one.
+   */
   watchDrops?: boolean;
   emit(out: AlignOutput | ReconnectOutput): void;
 }
