@@ -4,7 +4,7 @@
  * names every flag and variable, `--version` the package's; logs are pretty or JSON as asked.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -183,6 +183,38 @@ describe('murmur-gateway CLI', () => {
     expect(cli.out()).toContain(`  dashboard:        http://127.0.0.1:${port}/dashboard/`);
     expect(cli.out()).toContain(`/v1/stream/murmur/alpha?offset=-1&live=sse`);
   });
+
+  it.skipIf(!existsSync('/usr/bin/script'))(
+    'on a terminal the logs are pretty by default, coloured',
+    async () => {
+      // `script` gives the CLI a pseudo-terminal for stdout, as a person's shell does.
+      const port = await freePort();
+      const command = [process.execPath, ...CLI, '--port', String(port)].join(' ');
+      const child = spawn('script', ['-qec', command, '/dev/null'], {
+        stdio: 'pipe',
+        detached: true,
+        env: { ...process.env, NO_COLOR: '' },
+      });
+      let out = '';
+      const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
+      await new Promise<void>((resolve, reject) => {
+        child.stdout.on('data', (d: Buffer) => {
+          out += d.toString();
+          if (out.includes('  stop:')) resolve();
+        });
+        void exited.then(() => reject(new Error(`exited early: ${out}`)));
+      });
+      process.kill(-child.pid!, 'SIGTERM');
+      await exited;
+      expect(out).not.toContain('{"level"');
+      const esc = '\u001b';
+      expect(out).toContain(
+        `${esc}[33mWARN ${esc}[0m no Redis configured: using the embedded in-memory store`,
+      );
+      const plain = out.replaceAll(`${esc}[33m`, '').replaceAll(`${esc}[0m`, '');
+      expect(plain).toMatch(/^\d\d:\d\d:\d\d\.\d{3} WARN {2}no Redis configured/m);
+    },
+  );
 
   it('the same entry as JSON and as a pretty line, an error with its stack below', () => {
     const json = JSON.stringify({
