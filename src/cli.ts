@@ -39,6 +39,8 @@ Flags override the environment, which overrides the config file. Every setting: 
   --log-format FORMAT        LOG_FORMAT                   pretty on a terminal, else json (pretty|json)
                              REPLICA_ID                   <hostname>-<pid> (this replica's id in a fleet)
                              GATEWAY_ADMIN_TOKEN          none (the admin API stays off)
+                             GATEWAY_CONCURRENT_MARKING   auto (on|off): the launcher's V8 marking choice
+                             GATEWAY_NODE_FLAGS           none: node flags the launcher adds
   --version                                               print the version and exit
   -h, --help                                              print this and exit
 

@@ -107,6 +107,8 @@ describe('murmur-gateway CLI', () => {
       'LOG_FORMAT',
       'REPLICA_ID',
       'GATEWAY_ADMIN_TOKEN',
+      'GATEWAY_CONCURRENT_MARKING',
+      'GATEWAY_NODE_FLAGS',
     ])
       expect(run.stdout).toContain(env);
     expect(run.stdout).toMatch(/--port N +PORT +8080/);
