@@ -17,14 +17,15 @@ import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index
 import { startTestGateway, type TestGateway } from '../support/gateway.js';
 import { freePort } from '../support/redis-server.js';
 import { compareLog, readAll } from '../upstream/log-vs-written.js';
+import { scaled } from '../support/deadlines.js';
 
 const CLI = ['--import', 'tsx', 'src/cli.ts'];
 const SCRIPT = '#sim {"chunks":6,"tools":1,"turns":2}';
 
 const until = async (check: () => Promise<boolean> | boolean, what: string, ms = 20_000): Promise<void> => {
-  const deadline = Date.now() + ms;
+  const deadline = Date.now() + scaled(ms);
   while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`not within ${ms} ms: ${what}`);
+    if (Date.now() > deadline) throw new Error(`not within ${scaled(ms)} ms: ${what}`);
     await new Promise((r) => setTimeout(r, 50));
   }
 };

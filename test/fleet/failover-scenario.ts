@@ -9,7 +9,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisStore } from '../../src/log/redis-store.js';
-import { TEST_READER_TIMEOUT_MS } from '../support/deadlines.js';
+import { scaled, TEST_READER_TIMEOUT_MS } from '../support/deadlines.js';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { startCutProxy, type CutProxy } from '../adapters/murmur/cut-proxy.js';
 import { compareLog, readAll, isFinalStatusOf } from '../upstream/log-vs-written.js';
@@ -112,7 +112,7 @@ export const failoverScenario = (kind: FleetRedisKind): void => {
               if (!alive.has(r)) continue;
               try {
                 const res = await fetch(`${r.url}/murmur/${CAPSULE}/poll?after=${after}&wait=1&limit=200`, {
-                  signal: AbortSignal.timeout(5000),
+                  signal: AbortSignal.timeout(scaled(5000)),
                 });
                 if (res.status !== 200) continue;
                 const body = (await res.json()) as { records: PolledRecord[]; next_cursor: number };

@@ -51,7 +51,7 @@ export const replica = async (
   for (const c of capsules) args.push('--capsule', `${c.id}=${c.url}`);
   const proc = gatewayProcess(await freePort(), args);
   const view = async (): Promise<CapsulesView> => {
-    const res = await fetch(`${proc.url}/capsules`, { signal: AbortSignal.timeout(3000) });
+    const res = await fetch(`${proc.url}/capsules`, { signal: AbortSignal.timeout(scaled(3000)) });
     return (await res.json()) as CapsulesView;
   };
   return {

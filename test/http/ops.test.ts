@@ -5,6 +5,7 @@ import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index
 import { startRedisServer, type RedisServer } from '../support/redis-server.js';
 import { startTestGateway, type TestGateway } from '../support/gateway.js';
 import { redisServerAvailable } from '../support/redis-server.js';
+import { scaled } from '../support/deadlines.js';
 
 const requireRedis = process.env.REQUIRE_REDIS === '1';
 const haveRedis = redisServerAvailable();
@@ -15,7 +16,7 @@ const eventually = async <T>(
   what: string,
   timeoutMs = 10_000,
 ): Promise<T> => {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = Date.now() + scaled(timeoutMs);
   while (Date.now() < deadline) {
     const value = await probe();
     if (value !== undefined) return value;
