@@ -5,35 +5,24 @@
  * newcomer opens first and through /capsules, which the dashboard's "possibly missing" column reads.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDemo, type Demo } from '../src/demo.js';
-import { startTestGateway, type TestGateway } from './support/gateway.js';
+import type { Demo } from '../src/demo.js';
+import { startDemoGateway, type DemoGateway } from './support/demo-gateway.js';
+import type { TestGateway } from './support/gateway.js';
+import { sseIds, sseTextUntil } from './support/sse-text.js';
 
+let running: DemoGateway;
 let demo: Demo;
 let gw: TestGateway;
 
 beforeAll(async () => {
-  demo = await startDemo();
-  gw = await startTestGateway({ capsules: {}, extra: { capsules: demo.capsules }, tuning: demo.tuning });
-  await demo.startWhenWatched(gw.gateway.upstreams);
+  running = await startDemoGateway();
+  ({ demo, gw } = running);
 }, 60_000);
-afterAll(async () => {
-  await gw?.close();
-  await demo?.stop();
-});
+afterAll(() => running?.close());
 
 /** A capsule's native stream from its start until `frames` frames with ids were read. */
-const nativeStart = async (capsule: string, frames: number): Promise<string> => {
-  const ac = new AbortController();
-  const res = await fetch(`${gw.baseUrl}/murmur/${capsule}/events`, { signal: ac.signal });
-  let text = '';
-  const decoder = new TextDecoder();
-  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-    text += decoder.decode(chunk, { stream: true });
-    if ((text.match(/^id: /gm) ?? []).length >= frames) break;
-  }
-  ac.abort();
-  return text;
-};
+const nativeStart = (capsule: string, frames: number): Promise<string> =>
+  sseTextUntil(`${gw.baseUrl}/murmur/${capsule}/events`, (t) => sseIds(t).length >= frames);
 
 describe('a fresh demo', () => {
   it('begins every capsule stream without a gap, and no capsule counts frames possibly missing', async () => {

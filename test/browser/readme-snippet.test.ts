@@ -9,9 +9,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDemo, type Demo } from '../../src/demo.js';
-import { DEMO_CORS_ORIGINS } from '../../src/process.js';
-import { startTestGateway, type TestGateway } from '../support/gateway.js';
+import { startDemoGateway, type DemoGateway } from '../support/demo-gateway.js';
 import { hasBrowser, launchChromium } from './chromium.js';
 
 const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
@@ -23,31 +21,22 @@ const snippet = (): string => {
 };
 
 let browser: Browser | null = null;
-let demo: Demo | null = null;
-let gw: TestGateway | null = null;
+let running: DemoGateway | null = null;
 let pages: Server | null = null;
 
 describe.skipIf(!hasBrowser)("the README's browser snippet against the demo", () => {
   beforeAll(async () => {
     browser = await launchChromium();
-    demo = await startDemo();
-    gw = await startTestGateway({
-      capsules: {},
-      extra: { capsules: demo.capsules },
-      config: { corsOrigins: DEMO_CORS_ORIGINS },
-      tuning: demo.tuning,
-    });
-    await demo.startWhenWatched(gw.gateway.upstreams);
+    running = await startDemoGateway();
   }, 60_000);
   afterAll(async () => {
     await browser?.close();
     await new Promise((r) => (pages ? pages.close(r) : r(undefined)));
-    await gw?.close();
-    await demo?.stop();
+    await running?.close();
   });
 
   it('a page on another loopback port logs the capsule records, offsets first', async () => {
-    const gwPort = new URL(gw!.baseUrl).port;
+    const gwPort = new URL(running!.gw.baseUrl).port;
     const html = `<!doctype html><title>snippet</title>\n${snippet().replaceAll('localhost:8080', `localhost:${gwPort}`)}`;
     pages = createServer((_req, res) => {
       res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });

@@ -8,9 +8,9 @@
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDemo, type Demo } from '../../src/demo.js';
-import { DEMO_CORS_ORIGINS } from '../../src/process.js';
-import { startTestGateway, type TestGateway } from '../support/gateway.js';
+import { startDemoGateway, type DemoGateway } from '../support/demo-gateway.js';
+import type { TestGateway } from '../support/gateway.js';
+import { sseIds, sseTextUntil } from '../support/sse-text.js';
 
 const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
 
@@ -42,7 +42,7 @@ const EXPECT: [string, (out: string) => void | Promise<void>][] = [
       const after = Number(/^resuming after (\d+)$/m.exec(out)?.[1]);
       const fresh = await firstIds(2);
       expect(after).toBe(fresh[0]);
-      const ids = [...out.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
+      const ids = sseIds(out);
       expect(ids[0]).toBe(fresh[1]);
       expect(ids).toEqual([...ids].sort((a, b) => a - b));
     },
@@ -92,39 +92,20 @@ const EXPECT: [string, (out: string) => void | Promise<void>][] = [
 const DEMO_IDS = ['demo-alpha', 'demo-beta', 'demo-v04', 'demo-v05', 'demo-v06', 'demo-v10'];
 
 /** The first `n` ids of demo-alpha's native stream, read from its start. */
-const firstIds = async (n: number): Promise<number[]> => {
-  const ac = new AbortController();
-  const res = await fetch(`${gw.baseUrl}/murmur/demo-alpha/events`, { signal: ac.signal });
-  const ids: number[] = [];
-  let text = '';
-  const decoder = new TextDecoder();
-  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-    text += decoder.decode(chunk, { stream: true });
-    ids.splice(0, ids.length, ...[...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1])));
-    if (ids.length >= n) break;
-  }
-  ac.abort();
-  return ids.slice(0, n);
-};
+const firstIds = async (n: number): Promise<number[]> =>
+  sseIds(await sseTextUntil(`${gw.baseUrl}/murmur/demo-alpha/events`, (t) => sseIds(t).length >= n)).slice(
+    0,
+    n,
+  );
 
-let demo: Demo;
+let running: DemoGateway;
 let gw: TestGateway;
 
 beforeAll(async () => {
-  demo = await startDemo();
-  // The demo's capsules as they are, door tokens included, and what `--demo` adds to the config.
-  gw = await startTestGateway({
-    capsules: {},
-    extra: { capsules: demo.capsules },
-    config: { corsOrigins: DEMO_CORS_ORIGINS },
-    tuning: demo.tuning,
-  });
-  await demo.startWhenWatched(gw.gateway.upstreams);
+  running = await startDemoGateway();
+  gw = running.gw;
 }, 60_000);
-afterAll(async () => {
-  await gw?.close();
-  await demo?.stop();
-});
+afterAll(() => running?.close());
 
 const run = (script: string): Promise<{ code: number; out: string; err: string }> =>
   new Promise((resolve) => {
