@@ -16,12 +16,12 @@ import { packageVersion } from './version.js';
  */
 export const DEMO_CORS_ORIGINS = ['http://localhost:*', 'http://127.0.0.1:*', 'http://[::1]:*'];
 
-const banner = (base: string, capsules: string[], demo: boolean): string => {
+const banner = (base: string, capsules: string[], demo: boolean, store: string): string => {
   const first = capsules[0] ?? '<capsule>';
   const lines = [
     '',
     // Scripts wait for "murmur-gateway listening on": the version follows the address.
-    `murmur-gateway listening on ${base} (${packageVersion()}${demo ? '; demo: embedded store, simulated capsules' : ''})`,
+    `murmur-gateway listening on ${base} (${packageVersion()}${demo ? `; demo: ${store}, simulated capsules` : ''})`,
     `  dashboard:        ${base}/dashboard/`,
     `  capsules:         ${base}/capsules   (${capsules.join(', ') || 'none configured'})`,
     `  native Murmur:    curl -N ${base}/murmur/${first}/events`,
@@ -124,6 +124,7 @@ export const runGatewayProcess = async (
       gateway.url,
       effective.capsules.map((c) => c.id),
       config.demo,
+      config.redis ? 'Redis' : 'embedded store',
     ) + '\n',
   );
 };
