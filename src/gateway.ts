@@ -119,7 +119,13 @@ const RECHECK_RECORDS_MS = 2000;
 
 /** Knobs that are not configuration: tests shorten the upstream reconnect backoff with them. */
 export interface GatewayTuning {
-  upstream?: { backoffBaseMs?: number; backoffCapMs?: number; submitTimeoutMs?: number };
+  upstream?: {
+    backoffBaseMs?: number;
+    backoffCapMs?: number;
+    submitTimeoutMs?: number;
+    /** Capsules that wrote nothing before this gateway first watches them (the demo's). */
+    freshCapsules?: ReadonlySet<string>;
+  };
   /** e.g. a short store timeout for submissions in tests that freeze Redis */
   core?: { submitStoreTimeoutMs?: number };
   /**

@@ -6,48 +6,84 @@
 import type { GatewayConfig } from './config/schema.js';
 import { startDemo, type Demo } from './demo.js';
 import { startGateway } from './gateway.js';
-import { createLogger } from './logger.js';
+import { createLogger, type LogFormat } from './logger.js';
 import { installProcessGuard } from './http/unexpected-errors.js';
+import { packageVersion } from './version.js';
 
-const banner = (base: string, capsules: string[], demo: boolean): string => {
+/**
+ * Origins the demo lets read cross-origin: pages served from this machine (any port), so the
+ * README's browser snippet works as written; a page from anywhere else is still refused.
+ */
+export const DEMO_CORS_ORIGINS = ['http://localhost:*', 'http://127.0.0.1:*', 'http://[::1]:*'];
+
+const banner = (base: string, capsules: string[], demo: boolean, store: string): string => {
   const first = capsules[0] ?? '<capsule>';
   const lines = [
     '',
-    `murmur-gateway listening on ${base}${demo ? ' (demo: embedded store, simulated capsules)' : ''}`,
-    `  capsules:        ${base}/capsules   (${capsules.join(', ') || 'none configured'})`,
-    `  native Murmur:   curl -N ${base}/murmur/${first}/events`,
-    `  long-poll JSON:  curl '${base}/murmur/${first}/poll?after=0&limit=20'`,
-    `  BeeOS invoke:    curl -N -X POST ${base}/api/v1/agents/${first}/invoke -H 'Accept: text/event-stream' -H 'Content-Type: application/json' -d '{"message":"hello"}'`,
-    `  Flue:            curl -X POST ${base}/flue/${first}/conv-1 -H 'Content-Type: application/json' -d '{"kind":"user","body":"hello"}'`,
-    `                   curl '${base}/flue/${first}/conv-1?view=updates&offset=-1&live=long-poll'`,
-    `  metrics:         ${base}/metrics`,
+    // Scripts wait for "murmur-gateway listening on": the version follows the address.
+    `murmur-gateway listening on ${base} (${packageVersion()}${demo ? `; demo: ${store}, simulated capsules` : ''})`,
+    `  dashboard:        ${base}/dashboard/`,
+    `  capsules:         ${base}/capsules   (${capsules.join(', ') || 'none configured'})`,
+    `  native Murmur:    curl -N ${base}/murmur/${first}/events`,
+    `  long-poll JSON:   curl '${base}/murmur/${first}/poll?after=0&limit=20'`,
+    `  Durable Streams:  curl -N '${base}/v1/stream/murmur/${first}?offset=-1&live=sse'`,
+    `  BeeOS invoke:     curl -N -X POST ${base}/api/v1/agents/${first}/invoke -H 'Accept: text/event-stream' -H 'Content-Type: application/json' -d '{"message":"hello"}'`,
+    `  Flue:             curl -X POST ${base}/flue/${first}/conv-1 -H 'Content-Type: application/json' -d '{"kind":"user","body":"hello"}'`,
+    `                    curl -N '${base}/flue/${first}/conv-1?view=updates&offset=-1&live=sse'`,
+    `  metrics:          ${base}/metrics`,
+    `  stop:             Ctrl-C (drains open streams, then exits)`,
     '',
   ];
   return lines.join('\n');
 };
 
+/**
+ * A listen that failed for a reason the user fixes with a flag, as one line; null for anything else.
+ * (The server's own error carries a stack that says nothing to someone whose port is taken.)
+ */
+export const listenFailure = (err: unknown): string | null => {
+  const e = err as NodeJS.ErrnoException & { address?: string; port?: number };
+  if (e?.syscall !== 'listen') return null;
+  const where = `${e.address?.includes(':') ? `[${e.address}]` : (e.address ?? '')}:${e.port ?? ''}`;
+  switch (e.code) {
+    case 'EADDRINUSE':
+      return `cannot listen on ${where}: the port is in use (another gateway or demo?); choose another with --port N`;
+    case 'EACCES':
+      return `cannot listen on ${where}: permission denied (ports below 1024 need privileges); choose another with --port N`;
+    case 'EADDRNOTAVAIL':
+      return `cannot listen on ${where}: no such address on this host; choose another with --host H`;
+    default:
+      return null;
+  }
+};
+
+export interface ProcessOptions {
+  /** pretty or json (default json). */
+  logFormat?: LogFormat;
+  /** The configuration as it reads now (the file again); absent: SIGHUP is ignored. */
+  reload?: () => GatewayConfig;
+}
+
 export const runGatewayProcess = async (
   config: GatewayConfig,
-  /** The configuration as it reads now (the file again); absent: SIGHUP is ignored. */
-  reload?: () => GatewayConfig,
+  options: ProcessOptions = {},
 ): Promise<void> => {
-  const logger = createLogger(config.logLevel);
+  const { reload } = options;
+  const logger = createLogger(config.logLevel, options.logFormat);
   installProcessGuard(logger);
   let demo: Demo | null = null;
   let effective = config;
   if (config.demo) {
     demo = await startDemo();
-    effective = { ...config, capsules: [...config.capsules, ...demo.capsules] };
+    effective = {
+      ...config,
+      capsules: [...config.capsules, ...demo.capsules],
+      cors: { ...config.cors, origins: [...config.cors.origins, ...DEMO_CORS_ORIGINS] },
+    };
   }
-  const gateway = await startGateway(effective, logger);
-  process.stdout.write(
-    banner(
-      gateway.url,
-      effective.capsules.map((c) => c.id),
-      config.demo,
-    ) + '\n',
-  );
-
+  const gateway = await startGateway(effective, logger, demo?.tuning);
+  // The demo's capsules start working only once they are watched: a fresh demo shows no loss.
+  await demo?.startWhenWatched(gateway.upstreams);
   let draining = false;
   const drain = (signal: string): void => {
     if (draining) return;
@@ -81,4 +117,14 @@ export const runGatewayProcess = async (
   }
   process.once('SIGTERM', () => drain('SIGTERM'));
   process.once('SIGINT', () => drain('SIGINT'));
+  // The banner last: whoever reads it may signal at once, and a signal with no handler yet would
+  // kill the process instead of draining it.
+  process.stdout.write(
+    banner(
+      gateway.url,
+      effective.capsules.map((c) => c.id),
+      config.demo,
+      config.redis ? 'Redis' : 'embedded store',
+    ) + '\n',
+  );
 };

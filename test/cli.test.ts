@@ -1,12 +1,15 @@
 /**
  * The CLI as a user runs it: a real child process. Bad configuration stops it with exit 2 and one
- * message naming the field; SIGTERM drains and exits 0.
+ * message naming the field, and so does a port that is taken; SIGTERM drains and exits 0; `--help`
+ * names every flag and variable, `--version` the package's; logs are pretty or JSON as asked.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { prettyLine } from '../src/logger.js';
 import { startSimulator, type SimulatedCapsule } from '../src/simulator/index.js';
 import { freePort } from './support/redis-server.js';
 
@@ -31,11 +34,206 @@ const runCli = (args: string[], env: NodeJS.ProcessEnv = {}): Promise<Run> =>
     child.on('exit', (code) => resolve({ code, stdout, stderr }));
   });
 
+/** Start the CLI and resolve once its output contains `ready` (or reject if it exits first). */
+const startCli = (
+  args: string[],
+  ready: string,
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ child: ReturnType<typeof spawn>; out: () => string; exited: Promise<number | null> }> => {
+  const child = spawn(process.execPath, [...CLI, ...args], {
+    env: { ...process.env, ...env },
+    stdio: 'pipe',
+  });
+  let out = '';
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return new Promise((resolve, reject) => {
+    const onData = (d: Buffer): void => {
+      out += d.toString();
+      if (out.includes(ready)) resolve({ child, out: () => out, exited });
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    void exited.then((code) => reject(new Error(`exited early with ${code}: ${out}`)));
+  });
+};
+
+const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+  version: string;
+};
+
 describe('murmur-gateway CLI', () => {
   let sim: SimulatedCapsule | null = null;
+  let holder: Server | null = null;
   afterEach(async () => {
     await sim?.stop();
     sim = null;
+    await new Promise((r) => (holder ? holder.close(r) : r(undefined)));
+    holder = null;
+  });
+
+  it('--help names every flag, environment variable and default, and exits 0', async () => {
+    const run = await runCli(['--help']);
+    expect(run.code).toBe(0);
+    expect(run.stderr).toBe('');
+    for (const flag of [
+      '--port N',
+      '--host H',
+      '--redis URL',
+      '--capsule ID=URL',
+      '--config FILE',
+      '--public-url URL',
+      '--discover-running [DIR]',
+      '--demo',
+      '--log-level LEVEL',
+      '--log-format FORMAT',
+      '--version',
+      '-h, --help',
+    ])
+      expect(run.stdout).toContain(flag);
+    for (const env of [
+      'PORT',
+      'HOST',
+      'REDIS_URL',
+      'REDIS_CLUSTER',
+      'REDIS_SENTINELS',
+      'REDIS_SENTINEL_NAME',
+      'REDIS_PASSWORD',
+      'REDIS_SENTINEL_PASSWORD',
+      'CAPSULES',
+      'MURMUR_DOOR_TOKEN_<ID>',
+      'GATEWAY_CONFIG',
+      'PUBLIC_URL',
+      'LOG_LEVEL',
+      'LOG_FORMAT',
+      'REPLICA_ID',
+      'GATEWAY_ADMIN_TOKEN',
+      'GATEWAY_CONCURRENT_MARKING',
+      'GATEWAY_NODE_FLAGS',
+    ])
+      expect(run.stdout).toContain(env);
+    expect(run.stdout).toMatch(/--port N +PORT +8080/);
+    expect(run.stdout).toMatch(/--log-format FORMAT +LOG_FORMAT +pretty on a terminal, else json/);
+    // Every environment variable the configuration reads is in the help.
+    const load = readFileSync(new URL('../src/config/load.ts', import.meta.url), 'utf8');
+    for (const [, name] of load.matchAll(/env\.([A-Z_]+)/g)) expect(run.stdout).toContain(name!);
+  });
+
+  it('--version prints the package version and exits 0', async () => {
+    const run = await runCli(['--version']);
+    expect(run).toEqual({ code: 0, stdout: `murmur-gateway ${pkg.version}\n`, stderr: '' });
+  });
+
+  it('a taken port stops it with exit 2 and one line naming the port and --port', async () => {
+    const port = await freePort();
+    holder = createServer();
+    await new Promise<void>((r) => holder!.listen(port, '127.0.0.1', r));
+    const run = await runCli(['--port', String(port), '--host', '127.0.0.1']);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toBe(
+      `murmur-gateway: cannot listen on 127.0.0.1:${port}: the port is in use (another gateway or demo?); choose another with --port N\n`,
+    );
+  });
+
+  it('rejects a bad --log-format and a bad --log-level with exit 2, naming them', async () => {
+    const format = await runCli(['--log-format', 'xml']);
+    expect(format.code).toBe(2);
+    expect(format.stderr).toBe(
+      'murmur-gateway: invalid configuration (--log-format): "xml" must be pretty or json\n',
+    );
+    const envFormat = await runCli([], { LOG_FORMAT: 'yaml' });
+    expect(envFormat.code).toBe(2);
+    expect(envFormat.stderr).toBe(
+      'murmur-gateway: invalid configuration (LOG_FORMAT): "yaml" must be pretty or json\n',
+    );
+    const level = await runCli(['--log-level', 'loud']);
+    expect(level.code).toBe(2);
+    expect(level.stderr).toMatch(
+      /^murmur-gateway: invalid configuration \(flags and environment\):\n {2}logLevel: /,
+    );
+    expect(level.stderr.trim().split('\n')).toHaveLength(2);
+  });
+
+  it('--log-format pretty writes one readable line per entry; --log-level warn hides info lines', async () => {
+    sim = await startSimulator();
+    const port = await freePort();
+    const cli = await startCli(
+      [
+        '--port',
+        String(port),
+        '--capsule',
+        `alpha=${sim.url}`,
+        '--log-format',
+        'pretty',
+        '--log-level',
+        'warn',
+      ],
+      // The banner is written once the gateway listens and its drain is armed: a signal sent the
+      // moment it shows drains (exit 0), it does not kill.
+      '  stop:',
+    );
+    cli.child.kill('SIGTERM');
+    expect(await cli.exited, cli.out()).toBe(0);
+    const lines = cli.out().split('\n');
+    const logLines = lines.filter((l) => /^\d\d:\d\d:\d\d\.\d{3} [A-Z]+ /.test(l));
+    expect(cli.out()).not.toContain('{"level"');
+    expect(logLines).toEqual([
+      expect.stringMatching(
+        /^\d\d:\d\d:\d\d\.\d{3} WARN {2}no Redis configured: using the embedded in-memory store; nothing survives a restart$/,
+      ),
+    ]);
+    // The banner names the dashboard and Durable Streams.
+    expect(cli.out()).toContain(`  dashboard:        http://127.0.0.1:${port}/dashboard/`);
+    expect(cli.out()).toContain(`/v1/stream/murmur/alpha?offset=-1&live=sse`);
+  });
+
+  it.skipIf(!existsSync('/usr/bin/script'))(
+    'on a terminal the logs are pretty by default, coloured',
+    async () => {
+      // `script` gives the CLI a pseudo-terminal for stdout, as a person's shell does.
+      const port = await freePort();
+      const command = [process.execPath, ...CLI, '--port', String(port)].join(' ');
+      const child = spawn('script', ['-qec', command, '/dev/null'], {
+        stdio: 'pipe',
+        detached: true,
+        env: { ...process.env, NO_COLOR: '' },
+      });
+      let out = '';
+      const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
+      await new Promise<void>((resolve, reject) => {
+        child.stdout.on('data', (d: Buffer) => {
+          out += d.toString();
+          if (out.includes('  stop:')) resolve();
+        });
+        void exited.then(() => reject(new Error(`exited early: ${out}`)));
+      });
+      process.kill(-child.pid!, 'SIGTERM');
+      await exited;
+      expect(out).not.toContain('{"level"');
+      const esc = '\u001b';
+      expect(out).toContain(
+        `${esc}[33mWARN ${esc}[0m no Redis configured: using the embedded in-memory store`,
+      );
+      const plain = out.replaceAll(`${esc}[33m`, '').replaceAll(`${esc}[0m`, '');
+      expect(plain).toMatch(/^\d\d:\d\d:\d\d\.\d{3} WARN {2}no Redis configured/m);
+    },
+  );
+
+  it('the same entry as JSON and as a pretty line, an error with its stack below', () => {
+    const json = JSON.stringify({
+      level: 40,
+      time: Date.UTC(2026, 0, 2, 3, 4, 5, 6),
+      pid: 1,
+      hostname: 'h',
+      service: 'murmur-gateway',
+      capsule: 'alpha',
+      reason: 'socket hang up',
+      err: { type: 'Error', message: 'boom', stack: 'Error: boom\n    at x' },
+      msg: 'upstream lost',
+    });
+    expect(prettyLine(json)).toBe(
+      '03:04:05.006 WARN  upstream lost capsule=alpha reason="socket hang up" err="boom"\n    Error: boom\n        at x\n',
+    );
+    expect(prettyLine('not json')).toBe('not json\n');
   });
 
   it('stops with exit 2 and one message naming the field for an invalid config file', async () => {

@@ -1,7 +1,7 @@
 /**
  * One `…/events` connection's own part of a channel stream: what differs between readers of the
  * same projection (`since`, `include_deltas`, the head at open) and the per-stream rules of
- * beeos-streaming.md §3-§4 — envelopes past `since`, `replay_complete` once, a store reset's
+ * BeeOS "Streaming" §3-§4 — envelopes past `since`, `replay_complete` once, a store reset's
  * `backfill_truncated`, exactly one `end`. The same code runs while the reader replays on its own
  * and once it shares a projection (channel-feed.ts); the bytes it writes are identical either way.
  */

@@ -1,7 +1,7 @@
 /**
  * `GET …/{tasks|conversations}/{id}/events`: replay the channel from its first record, emit
  * envelopes past `since`, `replay_complete`, then live envelopes and exactly one `end`
- * (beeos-streaming.md §3-§4). The replay reads the channel's own records (channel-read.ts) with a
+ * (BeeOS "Streaming" §3-§4). The replay reads the channel's own records (channel-read.ts) with a
  * projector of its own up to the capsule feed's position, then the stream joins the feed's shared
  * projection of the channel (channel-feed.ts). HTTP details live in routes.
  */

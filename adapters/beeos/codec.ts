@@ -1,6 +1,6 @@
 /**
  * Pure encoders for the BeeOS wire: named channel frames (`event: message` + envelope, control
- * events, `end`) and the unnamed invoke frames (beeos-streaming.md §2, §3). Bytes via src/http/sse.ts.
+ * events, `end`) and the unnamed invoke frames (BeeOS "Streaming" §2, §3). Bytes via src/http/sse.ts.
  */
 import { encodeComment, encodeSse } from '../../src/http/sse.js';
 import {
@@ -55,7 +55,7 @@ export const encodeKeepalive = (): string => encodeComment(KEEPALIVE_COMMENT);
  */
 export const KEEPALIVE_BYTES: Buffer = Buffer.from(encodeKeepalive());
 
-/** Invoke SSE frames: unnamed, the type lives in the JSON (beeos-streaming.md §2). */
+/** Invoke SSE frames: unnamed, the type lives in the JSON (BeeOS "Streaming" §2). */
 export type InvokeFrame =
   | { type: 'delta'; text: string }
   | { type: 'reasoning'; text: string }

@@ -1,6 +1,6 @@
 /**
  * Names of the BeeOS surface: paths, headers, query parameters, SSE event names, offsets and limits.
- * Imported by the routes and by the tests so the two cannot drift (beeos-contract.md).
+ * Imported by the routes and by the tests so the two cannot drift (docs/surfaces/beeos.md).
  */
 
 /** Every route lives under this prefix; the agent id is the capsule id. */
@@ -14,7 +14,7 @@ export const QUERY_SINCE = 'since';
 export const QUERY_LIMIT = 'limit';
 export const QUERY_INCLUDE_DELTAS = 'include_deltas';
 
-/** Named SSE events of the task / conversation streams (beeos-streaming.md §3, §4). */
+/** Named SSE events of the task / conversation streams (BeeOS "Streaming" §3, §4). */
 export const EVENT_MESSAGE = 'message';
 export const EVENT_END = 'end';
 export const EVENT_BACKFILL_TRUNCATED = 'backfill_truncated';
@@ -34,7 +34,7 @@ export const OFFSET_SLOTS = 4;
 export const SLOT_MAIN = 0;
 export const SLOT_DELTA = 1;
 
-/** `GET …/messages` page size (beeos-contract.md Resources). */
+/** `GET …/messages` page size (the BeeOS OpenAPI). */
 export const MESSAGES_DEFAULT_LIMIT = 200;
 export const MESSAGES_MAX_LIMIT = 500;
 
@@ -43,14 +43,3 @@ export const DEFAULT_INVOKE_TIMEOUT_MS = 600_000;
 
 /** Page size when reading a capsule's log (registry rebuild, channel projection). */
 export const READ_PAGE = 500;
-
-/** API keys are `oag_` + 64 hex (beeos-contract.md Auth). */
-export const API_KEY_PATTERN = /^oag_[0-9a-fA-F]{64}$/;
-
-/** Types filtered out of `GET …/messages` unless `include_deltas=true`. */
-export const DELTA_TYPES: ReadonlySet<string> = new Set([
-  'agent_message_chunk',
-  'agent_reasoning',
-  'agent_reply_delta',
-  'agent_thought_chunk',
-]);

@@ -1,5 +1,5 @@
 /**
- * The BeeOS v3 envelope and the shapes the projection produces (beeos-contract.md Envelopes), plus
+ * The BeeOS v3 envelope and the shapes the projection produces (BeeOS "Streaming" §3), plus
  * the deterministic message ids replays rely on. The projection itself is in projection.ts.
  */
 import { createHash } from 'node:crypto';

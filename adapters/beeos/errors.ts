@@ -1,5 +1,5 @@
 /**
- * The BeeOS error envelope: one code → HTTP status and error `type` table (beeos-contract.md Errors),
+ * The BeeOS error envelope: one code → HTTP status and error `type` table (BeeOS's error reference),
  * and the mapping of core GatewayError codes into it. Routes throw BeeosError; index.ts answers it.
  */
 import type { GatewayErrorCode } from '../../src/errors.js';
@@ -80,7 +80,7 @@ export const toBeeosError = (err: unknown): BeeosError => {
   return new BeeosError('internal_error', 'internal error');
 };
 
-/** The error envelope body (beeos-contract.md Errors). */
+/** The error envelope body (BeeOS's error reference). */
 export const errorBody = (err: BeeosError, requestId: string) => ({
   success: false as const,
   error: { type: ERROR_TABLE[err.code].type, code: err.code, message: err.message, request_id: requestId },

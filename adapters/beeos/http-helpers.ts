@@ -80,7 +80,7 @@ export const messageBodySchema = z.object({
 
 export const conversationBodySchema = z.object({ metadata: z.unknown().optional() });
 
-/** Parse a JSON object body: invalid_json / invalid_body / missing_param (beeos-contract.md Errors). */
+/** Parse a JSON object body: invalid_json / invalid_body / missing_param (BeeOS's error reference). */
 export const parseBody = async <S extends z.ZodType>(
   c: Context<Env>,
   schema: S,

@@ -19,7 +19,7 @@ import type { BeeosRouteOptions } from './routes.js';
 const KNOWN_PATH =
   /^\/api\/v1\/agents\/[^/]+\/(invoke|tasks|conversations)(\/[^/]+(\/(events|messages|cancel))?)?\/?$/;
 
-/** The BeeOS routes (beeos-contract.md). `options` exists for tests (shorter invoke timeout). */
+/** The BeeOS routes (docs/surfaces/beeos.md). `options` exists for tests (shorter invoke timeout). */
 export const createBeeosRoutes = (deps: AdapterDeps, options: BeeosRouteOptions = {}): Hono<Env> => {
   const app = new Hono<Env>();
   app.use(`${AGENTS_PREFIX}/*`, async (c, next) => {

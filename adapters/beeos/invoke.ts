@@ -1,7 +1,7 @@
 /**
  * `POST …/invoke`: submit one message, follow its task's frames in the log until the final status,
  * and answer as unnamed SSE frames (`delta`, `reasoning`, `error`, `done`) or as blocking JSON
- * (beeos-streaming.md §2). Submission outcome → HTTP errors happen in routes before streaming.
+ * (BeeOS "Streaming" §2). Submission outcome → HTTP errors happen in routes before streaming.
  */
 import { clientContext } from '../../src/auth/namespace.js';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';

@@ -294,7 +294,7 @@ export class ChannelProjector {
     return this.finish([projected(neverMadeEnvelope(this.spec, record, record.reason))]);
   }
 
-  /** A terminal envelope: tasks end here (beeos-streaming.md §3 `task_terminal`). */
+  /** A terminal envelope: tasks end here (BeeOS "Streaming" §3 `task_terminal`). */
   private finish(items: Projected[]): ProjectionStep {
     const first = !this.terminal;
     this.terminal = true;

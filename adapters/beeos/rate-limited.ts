@@ -1,4 +1,4 @@
-/** BeeOS's 429 (beeos-contract.md Errors: `rate_limited`), for the gateway's abuse bounds. */
+/** BeeOS's 429 (BeeOS's error reference: `rate_limited`), for the gateway's abuse bounds. */
 import type { Context } from 'hono';
 import { HEADER_REQUEST_ID } from './constants.js';
 import { BeeosError, errorBody } from './errors.js';

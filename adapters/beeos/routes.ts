@@ -1,6 +1,6 @@
 /**
- * Thin Hono handlers for every BeeOS route under /api/v1/agents/{agent}/… (beeos-contract.md
- * Resources). Parsing/guards in http-helpers.ts, projection and streams in channel-stream.ts/invoke.ts.
+ * Thin Hono handlers for every BeeOS route under /api/v1/agents/{agent}/… (the BeeOS
+ * OpenAPI's resources). Parsing/guards in http-helpers.ts, projection and streams in channel-stream.ts/invoke.ts.
  */
 import { clientContext, ownerContext } from '../../src/auth/namespace.js';
 import { randomUUID } from 'node:crypto';
@@ -153,7 +153,7 @@ export const registerBeeosRoutes = (app: Hono<Env>, deps: AdapterDeps, options: 
       const { projector } = await taskData(channel);
       if (!channel.closed) {
         channel.closed = true;
-        // The close record goes first so the stream ends `channel_closed` (beeos-streaming.md §3),
+        // The close record goes first so the stream ends `channel_closed` (BeeOS "Streaming" §3),
         // not `task_terminal` on the capsule's `canceled` status that follows.
         await core.append(
           agent,

@@ -1,10 +1,7 @@
 /**
- * Names on the Flue wire (flue-streaming-protocol.md): headers, query parameters, SSE events, limits.
+ * Names on the Flue wire (Flue's streaming protocol): headers, query parameters, SSE events, limits.
  * Tests import these too. Behaviour lives in routes.ts / live.ts; nothing here decides anything.
  */
-
-/** Route prefix: `/flue/{capsule}/{conversationId}`. */
-export const FLUE_PREFIX = '/flue';
 
 export const HEADER = {
   nextOffset: 'Stream-Next-Offset',

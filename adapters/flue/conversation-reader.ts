@@ -74,7 +74,7 @@ export const projectPage = (
   if (position.epoch !== projector.epoch) throw offsetGone();
   // Chunks are deltas against the state at `after`: when records after it were trimmed (or lost
   // with a store generation) the deltas would silently miss them, so the client must start over
-  // (416, flue-client.md: never `200 []`). After 0 (a read from -1) nothing held can be missing.
+  // (416, which @flue/sdk restarts from; never `200 []`). After 0 (a read from -1) nothing held can be missing.
   if (after !== 0 && after < position.first - 1) throw offsetGone();
   const chunks: FlueChunk[] = [];
   let next = after;

@@ -27,7 +27,7 @@ export type FlueErrorType =
 export const ERROR_STATUS: Record<FlueErrorType, number> = {
   invalid_request: 400,
   invalid_json: 400,
-  // Fatal to the SDK (flue-client.md): a bad credential is not retried.
+  // Fatal to @flue/sdk: a bad credential is not retried.
   unauthorized: 401,
   forbidden: 403,
   stream_not_found: 404,
@@ -37,11 +37,11 @@ export const ERROR_STATUS: Record<FlueErrorType, number> = {
   agent_instance_exists: 409,
   submission_conflict: 409,
   // The spec's 500 for a foreign or future offset would make the SDK retry forever; 416 makes it
-  // restart from -1 (flue-client.md), which is what a lost store generation needs.
+  // restart from -1 (as @flue/sdk does), which is what a lost store generation needs.
   stream_offset_gone: 416,
   payload_too_large: 413,
   unsupported_media_type: 415,
-  // Retried by the SDK after Retry-After (flue-client.md): a full submission queue.
+  // Retried by @flue/sdk after Retry-After: a full submission queue.
   rate_limited: 429,
   runtime_unavailable: 503,
   conversation_stream_store_failure: 500,

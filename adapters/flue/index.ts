@@ -1,4 +1,4 @@
-/** The Flue surface (flue-streaming-protocol.md) as Hono routes with full paths under `/flue/`. */
+/** The Flue surface (https://nightly.flueframework.com/docs/reference/streaming-protocol/) as Hono routes with full paths under `/flue/`. */
 import type { Hono } from 'hono';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import type { Surface } from '../../src/http/surface.js';

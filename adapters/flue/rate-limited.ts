@@ -1,6 +1,6 @@
 /**
  * Flue's 429 for the gateway's abuse bounds: the error envelope with the fixed headers and
- * Retry-After, which the SDK honours before retrying (429 is retried, flue-client.md).
+ * Retry-After, which the SDK honours before retrying (@flue/sdk retries a 429).
  */
 import { FIXED_HEADERS, HEADER } from './constants.js';
 

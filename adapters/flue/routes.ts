@@ -1,5 +1,5 @@
 /**
- * Thin Hono handlers for `/flue/{capsule}/{conversationId}` (flue-streaming-protocol.md): they
+ * Thin Hono handlers for `/flue/{capsule}/{conversationId}` (Flue's streaming protocol): they
  * validate input, call the reader/admission/live modules and set the spec's headers. Decisions about
  * chunks live in projection.ts, about waiting in live.ts, about admission in admission.ts.
  */

@@ -7,7 +7,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { ApiKeyConfig } from '../config/schema.js';
 import type { Principal, Scope } from './principal.js';
 
-export const keyIdOf = (sha256hex: string): string => sha256hex.slice(0, 12);
+const keyIdOf = (sha256hex: string): string => sha256hex.slice(0, 12);
 
 export interface KeyRing {
   readonly size: number;

@@ -36,7 +36,7 @@ export type Admission =
   | { ok: false; reason: 'rate' | 'streams' | 'submissions'; retryAfterSeconds: number };
 
 /** How long a slot's lease lasts without renewal (a crashed replica's slots free after this). */
-export const SLOT_LEASE_MS = 30_000;
+const SLOT_LEASE_MS = 30_000;
 const RENEW_MS = 10_000;
 /** Retry-After for a full stream cap: nothing tells when a stream will end; a short wait. */
 const STREAM_RETRY_SECONDS = 5;

@@ -29,7 +29,7 @@ export interface Principal {
 }
 
 /** Owner of every record when no auth is configured (kept from the former BeeOS open mode). */
-export const OPEN_OWNER = 'anonymous';
+const OPEN_OWNER = 'anonymous';
 
 export const openPrincipal = (ip: string): Principal => ({
   kind: 'open',
@@ -60,9 +60,6 @@ export const may = (p: Principal, scope: Scope, capsule?: string): boolean => {
 /** May the principal see this capsule at all (any scope)? Out-of-scope capsules answer 404. */
 export const seesCapsule = (p: Principal, capsule: string): boolean =>
   p.capsules === '*' || p.capsules.has(capsule);
-
-/** True when the caller presented no valid credential and auth is required. */
-export const isUnauthenticated = (p: Principal): boolean => p.kind === 'anonymous';
 
 /** Hono context key; typed accessors below so adapters need no variable typing of their own. */
 const PRINCIPAL_KEY = 'principal';

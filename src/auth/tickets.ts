@@ -10,7 +10,7 @@ import { SCOPES, type Principal, type Scope } from './principal.js';
 import type { TicketVerifier } from './authenticator.js';
 
 /** Store key of the shared signing key when none is configured. */
-export const TICKET_KEY_NAME = 'mg:auth:ticket-key';
+const TICKET_KEY_NAME = 'mg:auth:ticket-key';
 
 const VERSION = 't1';
 

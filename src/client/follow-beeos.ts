@@ -1,5 +1,5 @@
 /**
- * `followBeeos`: the envelopes of a BeeOS task or conversation (beeos-streaming.md §3), once each by
+ * `followBeeos`: the envelopes of a BeeOS task or conversation (BeeOS "Streaming" §3), once each by
  * envelope offset, reconnecting with `since` = the last offset delivered. The BeeOS surface takes
  * its key as `Authorization: Bearer`, so this uses a streamed fetch (which can send it).
  */

@@ -130,7 +130,7 @@ export interface FollowTuning {
   pollLimit: number;
 }
 
-/** One BeeOS envelope (beeos-streaming.md): `offset` is its cursor. */
+/** One BeeOS envelope (BeeOS "Streaming"): `offset` is its cursor. */
 export interface BeeosEnvelope {
   offset: number;
   type: string;

@@ -26,6 +26,7 @@ export interface FlagValues {
   demo?: boolean;
   /** A directory (the CLI fills in the default when the flag has no value). */
   discoverRunning?: string;
+  logLevel?: string;
 }
 
 const describePath = (path: PropertyKey[]): string =>
@@ -150,6 +151,7 @@ export const loadConfig = (flags: FlagValues, env: NodeJS.ProcessEnv): GatewayCo
   }
 
   if (env.REPLICA_ID !== undefined && env.REPLICA_ID !== '') merged.replicaId = env.REPLICA_ID;
+  if (env.LOG_LEVEL !== undefined && env.LOG_LEVEL !== '') merged.logLevel = env.LOG_LEVEL;
 
   if (env.GATEWAY_ADMIN_TOKEN !== undefined && env.GATEWAY_ADMIN_TOKEN.trim() !== '') {
     // Only the hash is kept: the clear token never reaches the configuration or a log line.
@@ -162,6 +164,7 @@ export const loadConfig = (flags: FlagValues, env: NodeJS.ProcessEnv): GatewayCo
   if (flags.redis !== undefined) merged.redis = flags.redis;
   if (flags.publicUrl !== undefined) merged.publicUrl = flags.publicUrl;
   if (flags.demo) merged.demo = true;
+  if (flags.logLevel !== undefined) merged.logLevel = flags.logLevel;
   if (flags.discoverRunning !== undefined) merged.discoverRunning = flags.discoverRunning;
   if (flags.capsule && flags.capsule.length > 0) {
     // Flags replace the capsule list but keep door tokens the file gave the same ids.

@@ -1,6 +1,5 @@
 /**
- * What each capsule release line means for a surface reading the log (murmur-upstream.md "Release
- * lines"). Adapters ask these questions, never compare line names themselves.
+ * What each capsule release line means for a surface reading the log (docs/release-lines.md). Adapters ask these questions, never compare line names themselves.
  */
 import type { ReleaseLine } from '../log/record.js';
 

@@ -1,6 +1,6 @@
 /**
  * Discovery of capsules running on this host (`--discover-running [DIR]`, default ~/.murmur/running):
- * each `<session_id>.json` record is a hint, fronted only while it is current (murmur-upstream.md):
+ * each `<session_id>.json` record is a hint, fronted only while it is current (docs/fleet.md):
  * its pid is alive, that process started when the record says, and the capsule's agent card reports
  * the same session id. Valid records become registry entries (source `discovered`); an entry whose
  * record stops validating is removed. Rescanned every `rescanMs` and soon after the directory changes.

@@ -18,11 +18,6 @@ export interface IngestionPort {
   remove(id: string, upstream: CapsuleUpstream): Promise<void>;
 }
 
-export const ingestEverywhere: IngestionPort = {
-  add: (_id, upstream) => upstream.start(),
-  remove: (_id, upstream) => upstream.stop(),
-};
-
 /**
  * With an ownership manager (`CapsuleOwnership`): it starts ingestion when it wins a lease, after
  * `onChange` fed it the ids (`live.onChange((ids) => ownership.setCapsules(ids))`); a removed or

@@ -24,7 +24,7 @@ export interface RedisCapsuleRegistryOptions {
   logger?: Logger;
 }
 
-export const DEFAULT_REGISTRY_KEY = 'mg:fleet:capsules';
+const DEFAULT_REGISTRY_KEY = 'mg:fleet:capsules';
 
 export class RedisCapsuleRegistry implements CapsuleRegistry {
   private readonly key: string;

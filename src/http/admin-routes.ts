@@ -12,7 +12,7 @@ import { CAPSULE_ID } from '../config/schema.js';
 import type { CapsuleEntry, CapsuleRegistry } from '../fleet/registry.js';
 
 /** Admin bodies are two short strings; anything larger is not one. */
-export const ADMIN_BODY_LIMIT = 16 * 1024;
+const ADMIN_BODY_LIMIT = 16 * 1024;
 
 export interface AdminDeps {
   registry: CapsuleRegistry;

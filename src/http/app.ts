@@ -57,6 +57,21 @@ const STREAM_REQUEST_HEADERS = [
   'Stream-Fork-Sub-Offset',
 ];
 
+/**
+ * The CORS origin check: exact origins, `*` for any, and `scheme://host:*` for that host on any port
+ * (the demo's loopback pages).
+ */
+export const corsOriginCheck = (origins: readonly string[]): ((origin: string) => string | null) => {
+  const exact = new Set(origins.filter((o) => !o.endsWith(':*')));
+  const anyPort = origins.filter((o) => o.endsWith(':*')).map((o) => o.slice(0, -2));
+  const portOf = (origin: string, host: string): boolean =>
+    origin === host || (origin.startsWith(`${host}:`) && /^\d{1,5}$/.test(origin.slice(host.length + 1)));
+  return (origin) => {
+    if (exact.has('*')) return '*';
+    return exact.has(origin) || anyPort.some((host) => portOf(origin, host)) ? origin : null;
+  };
+};
+
 export interface HttpAppOptions {
   core: GatewayCore;
   logger: Logger;
@@ -115,11 +130,11 @@ export const createHttpApp = (options: HttpAppOptions): HttpApp => {
   const app = new Hono();
 
   if (options.corsOrigins.length > 0) {
-    const allowed = new Set(options.corsOrigins);
+    const allowed = corsOriginCheck(options.corsOrigins);
     app.use(
       '*',
       cors({
-        origin: (origin) => (allowed.has('*') ? '*' : allowed.has(origin) ? origin : null),
+        origin: allowed,
         allowHeaders: [
           'Authorization',
           'Content-Type',

@@ -20,7 +20,7 @@ const TICKET_ROUTES: RegExp[] = [
   /^\/v1\/follow\/?$/,
 ];
 
-export const ticketAllowed = (c: Context): boolean => {
+const ticketAllowed = (c: Context): boolean => {
   if (c.req.method !== 'GET') return false;
   const path = c.req.path;
   if (!TICKET_ROUTES.some((r) => r.test(path))) return false;
@@ -30,7 +30,7 @@ export const ticketAllowed = (c: Context): boolean => {
 };
 
 /** The socket's address; the abuse-bounds room may replace this with a trust-proxy aware one. */
-export const socketIp = (c: Context): string =>
+const socketIp = (c: Context): string =>
   (c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined)?.incoming?.socket
     ?.remoteAddress ?? 'unknown';
 

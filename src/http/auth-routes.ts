@@ -7,7 +7,7 @@ import type { TicketAuthority } from '../auth/tickets.js';
 import { may, principalOf, type Principal, type Scope } from '../auth/principal.js';
 
 /** 401 when no valid credential was presented, 403 when it lacks the scope (ops `{error}` grammar). */
-export const opsRefusal = (c: Context, p: Principal, scope: Scope): Response | null => {
+const opsRefusal = (c: Context, p: Principal, scope: Scope): Response | null => {
   if (may(p, scope)) return null;
   if (p.kind === 'anonymous') {
     const error = p.failure === 'missing' ? 'invalid_request' : 'invalid_token';

@@ -14,7 +14,7 @@ import { surfaceAt, type Surface } from './surface.js';
 /** A surface's 429: `retryAfterSeconds` goes in Retry-After; the body is the surface's own. */
 export type RateLimitedRenderer = (c: Context, retryAfterSeconds: number) => Response;
 
-const OPEN_PATH = /^\/(healthz|readyz|dashboard(\/.*)?|client\/.*)$/;
+const OPEN_PATH = /^\/(healthz|readyz|dashboard(\/.*)?|client\/.*)?$/;
 
 const opsRateLimited: RateLimitedRenderer = (c, retryAfterSeconds) =>
   c.json({ error: { code: 'rate_limited', message: 'too many requests, retry later' } }, 429, {

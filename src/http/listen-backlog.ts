@@ -15,7 +15,7 @@ export const LISTEN_BACKLOG = 65_535;
  * Below this cap a storm loses handshakes even when the loop stalls only briefly (seen in the
  * resume-storm bench at 4,096 with 10,000 clients; at 128 a few hundred reconnecting clients do).
  */
-export const STORM_BACKLOG = 1024;
+const STORM_BACKLOG = 1024;
 
 export const SOMAXCONN_FILE = '/proc/sys/net/core/somaxconn';
 

@@ -8,7 +8,7 @@ import type { Context, MiddlewareHandler } from 'hono';
 import { surfaceAt, type Surface } from './surface.js';
 
 /** Whether some segment of a raw (still encoded) path fails to percent-decode. */
-export const hasMalformedSegment = (rawPath: string): boolean =>
+const hasMalformedSegment = (rawPath: string): boolean =>
   rawPath.split('/').some((segment) => {
     if (!segment.includes('%')) return false;
     try {

@@ -14,7 +14,7 @@ import { performance } from 'node:perf_hooks';
 export type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
 
 /** A turn's request handling beyond this waits for the next turns. */
-export const REQUEST_BUDGET_MS = 10;
+const REQUEST_BUDGET_MS = 10;
 
 export interface PacedListener extends RequestListener {
   /** Requests waiting for a later turn. */

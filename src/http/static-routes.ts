@@ -1,6 +1,7 @@
 /**
  * Static browser assets: the client library as one self-contained ES module
- * (`GET /client/murmur-gateway.js`) and the dashboard (`/dashboard/…`, plain files, no build step).
+ * (`GET /client/murmur-gateway.js`) and the dashboard (`/dashboard/…`, plain files, no build step),
+ * which `GET /` redirects to.
  *
  * The module is the one `npm run build` bundled into dist; run from source (tsx, the demo, tests)
  * there is none, so it is bundled once, on first request, with esbuild (a devDependency, present
@@ -13,7 +14,7 @@ import { Hono, type Context } from 'hono';
 
 const CLIENT_DIR = fileURLToPath(new URL('../client/', import.meta.url));
 const DASHBOARD_DIR = fileURLToPath(new URL('../dashboard/', import.meta.url));
-export const CLIENT_BUNDLE_NAME = 'murmur-gateway.js';
+const CLIENT_BUNDLE_NAME = 'murmur-gateway.js';
 
 const TYPES: Record<string, string> = {
   html: 'text/html; charset=utf-8',
@@ -87,6 +88,8 @@ export const createStaticRoutes = (): Hono => {
     return send(c, await client, 'public, max-age=86400');
   });
 
+  // The root is where a newcomer looks first: the dashboard (not permanent: a page may live here later).
+  app.get('/', (c) => c.redirect('/dashboard/', 302));
   app.get('/dashboard', (c) => c.redirect('/dashboard/', 301));
   app.get('/dashboard/:file{[^/]*}', (c) => {
     const name = c.req.param('file') || 'index.html';

@@ -18,7 +18,7 @@ export interface WheelEntry {
 
 export const now = (): number => performance.now();
 
-export class TimerWheel {
+class TimerWheel {
   private readonly heap: WheelEntry[] = [];
   private timer: NodeJS.Timeout | null = null;
   private armedFor = Infinity;

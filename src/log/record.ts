@@ -18,8 +18,7 @@ export interface FrameEntry {
 }
 
 /**
- * The capsule runtime's release line, as its agent card tells it (murmur-upstream.md "Release
- * lines"): 'spec' is the spec's line (the 0.3 wire plus two 0.4-era additions); '0.2' stands for
+ * The capsule runtime's release line, as its agent card tells it (docs/release-lines.md): 'spec' is the spec's line (the 0.3 wire plus two 0.4-era additions); '0.2' stands for
  * 0.1 and 0.2; from '0.4' on, a capsule is resumed exactly by id within a session; '1.0' is the A2A 1.0 door.
  */
 export type ReleaseLine = '0.2' | 'spec' | '0.4' | '0.5' | '0.6' | '1.0';

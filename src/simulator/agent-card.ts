@@ -1,16 +1,16 @@
 /**
  * The agent card per release line (`GET /.well-known/agent-card.json`, never behind the door token),
- * in the shapes murmur-upstream.md "Telling them apart" describes: the gateway detects the line from
+ * in the shapes docs/release-lines.md "Telling the lines apart" describes: the gateway detects the line from
  * it, so each shape here is deliberate, including where the session id sits.
  */
 import type { LineRules } from './release-line.js';
 
-export const CAPSULE_EXTENSION = 'https://murmur.dev/a2a/capsule/v1';
+const CAPSULE_EXTENSION = 'https://murmur.dev/a2a/capsule/v1';
 export const STREAM_EXTENSION = 'https://murmur.dev/a2a/ext#murmur-stream-v1';
 const NAME = 'murmur-simulator';
 
 /** Every frame name a 0.6+ door can write (the stream extension lists them; no `capsule-closed`). */
-export const STREAM_FRAMES = [
+const STREAM_FRAMES = [
   'connection-ack',
   'status',
   'text',

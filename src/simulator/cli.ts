@@ -6,7 +6,7 @@ import { SIM_RELEASES } from './release-line.js';
 import { startSimulator, type SimulatedCapsule, type SimulatorOptions } from './index.js';
 import { startWorkload } from './workload.js';
 
-export const SIMULATE_USAGE = `usage: murmur-gateway simulate [--port P] [--host H] [--heartbeat-ms N]
+const SIMULATE_USAGE = `usage: murmur-gateway simulate [--port P] [--host H] [--heartbeat-ms N]
   [--mode stateless|threaded] [--acceptance none|single|queue] [--buffer-size N]
   [--connection-queue N] [--door-token T] [--frame-delay-ms N] [--release spec|0.4|0.5|0.6|1.0]
   [--workload] [--seed N]`;

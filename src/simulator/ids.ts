@@ -14,7 +14,7 @@ export const INPUT_WAIT_COUNTER_START = 9223372036854775807n;
 export const QUEUED_CANCEL_COUNTER_START = 2305843009213693951n;
 /** The id every `rejected` status carries. */
 export const REJECTED_ID = 0n;
-export const U64_MAX = (1n << 64n) - 1n;
+const U64_MAX = (1n << 64n) - 1n;
 
 /** A u64 counter that hands out its current value and advances by one. */
 export class Counter {

@@ -1,5 +1,5 @@
 /**
- * A simulated Murmur capsule (spec murmur-streaming-protocol.md, quirks included) for tests and the
+ * A simulated Murmur capsule (the Murmur streaming protocol, quirks included) for tests and the
  * demo: `startSimulator()` serves the door on 127.0.0.1 and exposes control hooks (cut, restart,
  * closeStream, stop). Wire details live in server.ts / frames.ts; task scripts in script.ts. The
  * `release` option picks a later release line's wire (release-line.ts); 'spec' is the spec's.
@@ -18,7 +18,7 @@ import { SIM_RELEASES, lineRules, type SimRelease } from './release-line.js';
 export { SIM_RELEASES, type SimRelease } from './release-line.js';
 
 /** How long 0.6+ connections drain at session shutdown before they end (no capsule-closed). */
-export const SHUTDOWN_DRAIN_MS = 500;
+const SHUTDOWN_DRAIN_MS = 500;
 
 export interface RestartOptions {
   /** The line the restarted capsule runs (an in-place upgrade); default: the current line. */

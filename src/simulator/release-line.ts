@@ -1,5 +1,5 @@
 /**
- * The capsule release lines the simulator can speak (murmur-upstream.md "Release lines"). Each line is
+ * The capsule release lines the simulator can speak (docs/release-lines.md). Each line is
  * a set of switches read by the door, the connections and the task runner, so the wire differences
  * stay in one table instead of `if (release >= …)` scattered through the code. 'spec' is the spec's
  * line (the 0.3 wire plus the 0.4-era heartbeat and artifact) and is the default.

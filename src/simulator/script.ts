@@ -45,7 +45,7 @@ const splitReply = (reply: string): string[] => {
 };
 
 /** The default script: one turn, one thinking chunk, `Echo: <text>` in chunks, completed. */
-export const defaultScript = (text: string): Script => {
+const defaultScript = (text: string): Script => {
   const response = `Echo: ${text}`;
   return {
     turns: 1,

@@ -1,5 +1,5 @@
 /**
- * Ids from release 0.4 on (murmur-upstream.md "Release lines"): one sequence per session from 1 on
+ * Ids from release 0.4 on (docs/release-lines.md): one sequence per session from 1 on
  * every id-bearing frame, so the spec's per-task counters no longer matter. Frames are still built by
  * the same code with the spec's ids; the session re-stamps each one with the next sequence id as it
  * writes it, which keeps the per-line difference in one place.

@@ -1,7 +1,7 @@
 /**
  * One capsule process lifetime (a "session"): its replay buffer, chunk and queued-cancel counters
  * and task runner. restart() replaces the whole object, which is how every counter and the buffer
- * reset together (murmur-upstream.md: "a restarted capsule has an empty buffer and counters reset").
+ * reset together (the Murmur protocol's "Replay" and "Event ids": buffer and counters belong to one session).
  */
 import { randomBytes } from 'node:crypto';
 import { CHUNK_COUNTER_START, Counter, QUEUED_CANCEL_COUNTER_START } from './ids.js';

@@ -1,6 +1,6 @@
 /**
  * Which release line a capsule runs, read off its public agent card (`GET
- * /.well-known/agent-card.json`, never behind the door's token), by the rules of murmur-upstream.md:
+ * /.well-known/agent-card.json`, never behind the door's token), by docs/release-lines.md "Telling the lines apart":
  * - no `supportedInterfaces`: 0.4 or older — a `serves` block is 0.4, a top-level `session_id`
  *   without one is 0.3 (the spec's line), neither is 0.1/0.2;
  * - an interface declaring protocolVersion "0.3": 0.5, or 0.6 when the card lists the stream

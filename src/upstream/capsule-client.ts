@@ -36,7 +36,7 @@ export interface CapsuleClientOptions {
   watchedLine?: () => ReleaseLine | null;
 }
 
-/** The A2A 1.0 door's names for the methods this client builds (murmur-upstream.md). */
+/** The A2A 1.0 door's names for the methods this client builds (docs/release-lines.md). */
 const METHODS: Record<'stream' | 'cancel', [spec: string, a2a1: string]> = {
   stream: ['message/stream', 'SendStreamingMessage'],
   cancel: ['tasks/cancel', 'CancelTask'],

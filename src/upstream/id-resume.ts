@@ -1,6 +1,6 @@
 /**
  * Resuming a 0.4-or-later capsule exactly by id. From 0.4 a session's ids are one sequence from 1,
- * unique and ascending on a connection (murmur-upstream.md), so the cursor is (session, last id) and
+ * unique and ascending on a connection (docs/release-lines.md), so the cursor is (session, last id) and
  * a replay continues it. What ids cannot say is WHICH session: a new session starts again at 1, and
  * a cursor below its next id gets no `gap`, so its first frames would be skipped without a trace.
  *

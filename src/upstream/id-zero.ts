@@ -161,23 +161,3 @@ export class IdZeroTracker {
     this.current = null;
   }
 }
-
-/** Indexes into `appended` of the frames that reveal an unreplayed id-0 frame just before them. */
-export const unreplayedIdZeroAt = (
-  stored: readonly AlignFrame[],
-  appended: readonly AlignFrame[],
-): number[] => {
-  const tracker = new IdZeroTracker(Number.MAX_SAFE_INTEGER);
-  for (const f of stored) tracker.note(f);
-  const at: number[] = [];
-  appended.forEach((f, i) => {
-    if (tracker.note(f)) at.push(i);
-  });
-  return at;
-};
-
-/** How many id-0 frames the appended part implies but nobody holds. */
-export const countUnreplayedIdZero = (
-  stored: readonly AlignFrame[],
-  appended: readonly AlignFrame[],
-): number => unreplayedIdZeroAt(stored, appended).length;

@@ -33,6 +33,11 @@ export interface IngestorOptions {
   logger?: Logger;
   /** The capsule's replay buffer size (spec: 512). */
   bufferSize?: number;
+  /**
+   * Capsules known to have written nothing before this gateway first watches them (the demo's, whose
+   * workload starts once they are watched): their empty first replay is not a `cold-attach`.
+   */
+  freshCapsules?: ReadonlySet<string>;
   /** Backoff for attempts that fail to connect (and for store reads that fail). */
   backoffBaseMs?: number;
   backoffCapMs?: number;

@@ -272,6 +272,7 @@ export class CapsuleIngestor {
       this.aligner = new ReplayAligner({
         storedTail: this.tail.frames,
         hasHistory,
+        freshCapsule: !hasHistory && this.options.freshCapsules?.has(this.capsule) === true,
         bufferSize: this.bufferSize,
         idZero: this.tail.idZero,
         acceptSkip: this.skipped,

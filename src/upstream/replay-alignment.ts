@@ -89,6 +89,12 @@ export interface AlignerInput {
   storedTail: readonly AlignFrame[];
   /** Whether the log holds anything at all for this capsule (false: first contact). */
   hasHistory: boolean;
+  /**
+   * First contact with a capsule known to have written nothing before it (the demo starts its
+   * workload once the gateway watches): an empty replay then proves nothing is missing, where
+   * otherwise it could hide tasks that wrote only their never-replayed id-0 frame.
+   */
+  freshCapsule?: boolean;
   /** The capsule's replay buffer size (spec: 512). */
   bufferSize: number;
   /** Noted for every released frame; the caller's own, so id-0 accounting carries on after. */
@@ -98,7 +104,10 @@ export interface AlignerInput {
    * shows the same skip, the capsule's buffer holds it so (nothing was dropped): it is taken as is.
    */
   acceptSkip?: AlignFrame | null;
-  /** False for a replay known to be whole (reconcile.ts): no connection, so no run dropped from one. */
+  /**
+   * False for a replay known to be whole (the tests' batch form, test/upstream/reconcile.ts): no
+   * connection, so no run dropped from one.
+   */
   watchDrops?: boolean;
   emit(out: AlignOutput | ReconnectOutput): void;
 }
@@ -241,7 +250,7 @@ export class ReplayAligner {
     let skip = k;
     this.pastKey = k === 0;
     // On first contact the cold-attach fact already says the attempts' starts are unknown.
-    this.coveredByLabel = !this.input.hasHistory;
+    this.coveredByLabel = !this.input.hasHistory && !this.provedFresh();
     for (const f of held) {
       if (skip > 0) {
         if (isKey(f)) skip--;
@@ -260,7 +269,7 @@ export class ReplayAligner {
         kind: 'missing',
         fact: gap ? { reason, firstAvailableId: gap.firstAvailableId } : { reason },
       });
-    if (!this.input.hasHistory) return missing('cold-attach');
+    if (!this.input.hasHistory) return this.provedFresh() ? undefined : missing('cold-attach');
     const whole = replayIsWholeSession(replay, gap !== null, this.input.bufferSize);
     // A new capsule session. Within one session the buffer never loses its newest frames, so an
     // empty replay after we stored replayable frames means the buffer was emptied (restart), and a
@@ -287,6 +296,11 @@ export class ReplayAligner {
       // gone without a trace. Content cannot tell the two apart; an overlap spanning two tasks can.
       missing('no-overlap');
     }
+  }
+
+  /** First contact with a capsule that had written nothing, and a replay that agrees. */
+  private provedFresh(): boolean {
+    return this.input.freshCapsule === true && this.replay.length === 0 && this.gapInfo === null;
   }
 
   /** Whether the last k stored key frames all belong to one task (then the label needs the length). */

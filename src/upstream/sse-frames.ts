@@ -27,7 +27,7 @@ export interface SseReaderHandlers {
 }
 
 /** Default bound on one unfinished frame (characters): far above any tool artifact a capsule writes. */
-export const DEFAULT_MAX_FRAME_CHARS = 16 * 1024 * 1024;
+const DEFAULT_MAX_FRAME_CHARS = 16 * 1024 * 1024;
 
 /**
  * Feed chunks with `push`; frames are dispatched synchronously, in order. A frame without any data

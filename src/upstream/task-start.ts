@@ -20,7 +20,7 @@ const parseObject = (text: string): Record<string, unknown> | null => {
  * seen doing anything else first is someone else's and is never taken for ours. One detector per
  * submit, shared by the submit connection and the watch, which see the same tasks.
  */
-export class StartDetector {
+class StartDetector {
   private readonly foreign = new Set<string>();
 
   constructor(private readonly contextId: string) {}

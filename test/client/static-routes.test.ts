@@ -50,4 +50,19 @@ describe('static routes', () => {
     expect((await fetch(`${gw.baseUrl}/dashboard/..%2Fpackage.json`)).status).toBe(404);
     expect((await fetch(`${gw.baseUrl}/dashboard/nope.js`)).status).toBe(404);
   });
+
+  it('GET / redirects to the dashboard (open, like the dashboard itself)', async () => {
+    const root = await fetch(`${gw.baseUrl}/`, { redirect: 'manual' });
+    expect(root.status).toBe(302);
+    expect(root.headers.get('location')).toBe('/dashboard/');
+    const followed = await fetch(`${gw.baseUrl}/`);
+    expect(followed.url).toBe(`${gw.baseUrl}/dashboard/`);
+    expect(await followed.text()).toContain('dashboard.js');
+    // Only the root: any other unknown path is still the ops grammar's 404.
+    const other = await fetch(`${gw.baseUrl}/nowhere`);
+    expect(other.status).toBe(404);
+    expect(await other.json()).toEqual({
+      error: { code: 'not_found', message: 'no route for GET /nowhere' },
+    });
+  });
 });

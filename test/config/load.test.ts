@@ -57,6 +57,17 @@ describe('loadConfig', () => {
     ]);
   });
 
+  it('the log level: file, then LOG_LEVEL, then --log-level; a bad one names the field', () => {
+    const p = file('level.yaml', 'logLevel: warn\n');
+    expect(loadConfig({ config: p }, {}).logLevel).toBe('warn');
+    expect(loadConfig({ config: p }, { LOG_LEVEL: 'debug' }).logLevel).toBe('debug');
+    expect(loadConfig({ config: p, logLevel: 'error' }, { LOG_LEVEL: 'debug' }).logLevel).toBe('error');
+    expect(loadConfig({}, { LOG_LEVEL: '' }).logLevel).toBe('info');
+    expect(errorOf(() => loadConfig({}, { LOG_LEVEL: 'loud' }))).toBe(
+      'invalid configuration (flags and environment):\n  logLevel: Invalid option: expected one of "fatal"|"error"|"warn"|"info"|"debug"|"trace"|"silent"',
+    );
+  });
+
   it('takes door tokens from the environment for capsules the file gave none, the file winning', () => {
     const p = file(
       'doors.yaml',

@@ -56,13 +56,24 @@ describe('README commands', () => {
   it('npm run demo serves a mixed fleet, one capsule per release line, all connected', async () => {
     const port = await freePort();
     expect(commandOf('npm install && npm run demo')).toBe('npm install && npm run demo');
-    start(`npm run demo -- --port ${port}`);
+    // The README's hint for a taken 8080, as written but for the port.
+    const portHint = /`(npm run demo -- --port 8081)`/.exec(readme)?.[1];
+    expect(portHint).toBe('npm run demo -- --port 8081');
+    start(portHint!.replace('8081', String(port)));
+    // Connected and working: a frame past the connection's own fact (the replay's fate is decided).
     const body = await until(`http://127.0.0.1:${port}/capsules`, (b) =>
-      (JSON.parse(b) as { capsules: { upstream: string }[] }).capsules.every(
-        (c) => c.upstream === 'connected',
+      (JSON.parse(b) as { capsules: { upstream: string; last_frame_at: string | null }[] }).capsules.every(
+        (c) => c.upstream === 'connected' && c.last_frame_at !== null,
       ),
     );
-    const capsules = (JSON.parse(body) as { capsules: { id: string; release: string }[] }).capsules;
+    const capsules = (
+      JSON.parse(body) as { capsules: { id: string; release: string; frames_possibly_missing: number }[] }
+    ).capsules;
+    // A fresh demo shows no loss that did not happen.
+    expect(capsules.map((c) => c.frames_possibly_missing)).toEqual([0, 0, 0, 0, 0, 0]);
+    // Its root is the dashboard.
+    const root = await fetch(`http://127.0.0.1:${port}/`);
+    expect(root.url).toBe(`http://127.0.0.1:${port}/dashboard/`);
     expect(capsules.map((c) => [c.id, c.release])).toEqual([
       ['demo-alpha', 'spec'],
       ['demo-beta', 'spec'],
@@ -71,6 +82,15 @@ describe('README commands', () => {
       ['demo-v06', '0.6'],
       ['demo-v10', '1.0'],
     ]);
+  }, 60_000);
+
+  it('npm run demo -- --help lists every flag, as the README says', () => {
+    const hint = /`(npm run demo -- --help)`/.exec(readme)?.[1];
+    expect(hint).toBe('npm run demo -- --help');
+    const run = spawnSync('bash', ['-c', hint!], { cwd: root, encoding: 'utf8', timeout: 60_000 });
+    expect(run.status).toBe(0);
+    expect(run.stdout).toContain('--port N                   PORT                         8080');
+    expect(run.stdout).toContain('--log-format FORMAT');
   }, 60_000);
 
   it('the simulator and one capsule with Redis, as "Running it for real" says', async () => {

@@ -1,14 +1,16 @@
 /**
  * The README's five-minute tour, run as written: every bash block of that section, against the
- * demo's two simulated capsules behind a gateway on a free loopback port (the blocks' `localhost:8080`
- * rewritten to it). Each block must exit 0 (a `--max-time` stream may end by its timer, curl's 28) and
- * answer what the README says it shows, so a change of route or answer fails here before it rots there.
+ * demo's simulated capsules behind a gateway on a free loopback port (the blocks' `localhost:8080`
+ * rewritten to it), started as `--demo` starts them. Each block must exit 0 (a `--max-time` stream
+ * may end by its timer, curl's 28) and answer what the README says it shows, so a change of route or
+ * answer fails here before it rots there; every link the tour names must answer too.
  */
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDemo, type Demo } from '../../src/demo.js';
-import { startTestGateway, type TestGateway } from '../support/gateway.js';
+import { startDemoGateway, type DemoGateway } from '../support/demo-gateway.js';
+import type { TestGateway } from '../support/gateway.js';
+import { sseIds, sseTextUntil } from '../support/sse-text.js';
 
 const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
 
@@ -22,11 +24,41 @@ const blocksOf = (heading: string): string[] => {
 };
 
 /** What each tour block must show, in README order. */
-const EXPECT: [string, (out: string) => void][] = [
+const EXPECT: [string, (out: string) => void | Promise<void>][] = [
   ['the fleet', (out) => expect(JSON.parse(out).capsules.map((c: { id: string }) => c.id)).toEqual(DEMO_IDS)],
-  ['the native stream', (out) => expect(out).toMatch(/^event: connection-ack\n/)],
+  [
+    'the native stream',
+    (out) => {
+      expect(out).toMatch(/^event: connection-ack\n/);
+      // A fresh demo's log begins complete: no `gap` (the demo's gateway watched before any work).
+      expect(out).not.toMatch(/^event: gap$/m);
+      expect(out).toMatch(/^id: \d+$/m);
+    },
+  ],
+  [
+    'the native stream resumed',
+    async (out) => {
+      // The stream goes on right after the id given: its first id is the one a fresh read shows next.
+      const after = Number(/^resuming after (\d+)$/m.exec(out)?.[1]);
+      const fresh = await firstIds(2);
+      expect(after).toBe(fresh[0]);
+      const ids = sseIds(out);
+      expect(ids[0]).toBe(fresh[1]);
+      expect(ids).toEqual([...ids].sort((a, b) => a - b));
+    },
+  ],
   ['the JSON pages', (out) => expect(JSON.parse(out).records.length).toBeGreaterThan(0)],
-  ['the Durable Stream', (out) => expect(out).toMatch(/^stream-next-offset: \d{16}_\d{16}\r?$/im)],
+  [
+    'the Durable Stream',
+    (out) => {
+      // The first read's headers, then the resumed long-poll's, which goes on from that offset.
+      const offsets = [...out.matchAll(/^stream-next-offset: (\d{16}_\d{16})\r?$/gim)].map((m) => m[1]!);
+      expect(offsets).toHaveLength(2);
+      expect(out).toMatch(/^HTTP\/1\.1 200 /m);
+      expect(out.match(/^HTTP\/1\.1 (200|204) /gm)).toHaveLength(2);
+      expect(offsets[1]! >= offsets[0]!).toBe(true);
+    },
+  ],
   [
     'a Flue conversation',
     (out) => {
@@ -36,6 +68,15 @@ const EXPECT: [string, (out: string) => void][] = [
       expect(admitted.submissionId).toMatch(/^sub_/);
       expect(history.conversationId).toBe('tour');
       expect(history.messages[0].parts[0].text).toBe('hello');
+    },
+  ],
+  [
+    'a Flue conversation followed',
+    (out) => {
+      // From -1 the updates begin with the whole conversation, then a control event with the offset.
+      expect(out).toMatch(/^event: data\ndata:.*"type":"conversation-reset"/m);
+      expect(out).toMatch(/"text":"hello"/);
+      expect(out).toMatch(/^event: control\ndata:\{"streamNextOffset":"\d{16}_\d{16}"/m);
     },
   ],
   [
@@ -50,18 +91,21 @@ const EXPECT: [string, (out: string) => void][] = [
 
 const DEMO_IDS = ['demo-alpha', 'demo-beta', 'demo-v04', 'demo-v05', 'demo-v06', 'demo-v10'];
 
-let demo: Demo;
+/** The first `n` ids of demo-alpha's native stream, read from its start. */
+const firstIds = async (n: number): Promise<number[]> =>
+  sseIds(await sseTextUntil(`${gw.baseUrl}/murmur/demo-alpha/events`, (t) => sseIds(t).length >= n)).slice(
+    0,
+    n,
+  );
+
+let running: DemoGateway;
 let gw: TestGateway;
 
 beforeAll(async () => {
-  demo = await startDemo();
-  // The demo's capsules as they are, door tokens included.
-  gw = await startTestGateway({ capsules: {}, extra: { capsules: demo.capsules } });
-});
-afterAll(async () => {
-  await gw?.close();
-  await demo?.stop();
-});
+  running = await startDemoGateway();
+  gw = running.gw;
+}, 60_000);
+afterAll(() => running?.close());
 
 const run = (script: string): Promise<{ code: number; out: string; err: string }> =>
   new Promise((resolve) => {
@@ -74,6 +118,21 @@ const run = (script: string): Promise<{ code: number; out: string; err: string }
 describe('README tour', () => {
   const blocks = blocksOf('A five-minute tour');
 
+  it('every localhost link of the tour and the set-up answers (the root is the dashboard)', async () => {
+    const start = readme.indexOf('\n## Set up\n');
+    const end = readme.indexOf('\n## Busy capsules\n');
+    const links = [...readme.slice(start, end).matchAll(/<(http:\/\/localhost:8080[^>]*)>/g)].map(
+      (m) => m[1]!,
+    );
+    expect(links).toEqual(['http://localhost:8080', 'http://localhost:8080/dashboard/']);
+    for (const link of links) {
+      const res = await fetch(link.replace('http://localhost:8080', gw.baseUrl));
+      expect(res.status, link).toBe(200);
+      expect(res.headers.get('content-type'), link).toBe('text/html; charset=utf-8');
+      expect(await res.text(), link).toContain('<title>');
+    }
+  });
+
   it('has the blocks this test knows', () => {
     expect(blocks.length).toBe(EXPECT.length);
   });
@@ -84,7 +143,7 @@ describe('README tour', () => {
       const { code, out, err } = await run(script);
       const timedStream = code === 28 && script.includes('--max-time');
       expect(code === 0 || timedStream, `${what}: exit ${code}: ${err}`).toBe(true);
-      check(out);
+      await check(out);
     });
   });
 });

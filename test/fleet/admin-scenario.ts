@@ -10,6 +10,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../src/auth/admin-token.js';
 import { RedisStore } from '../../src/log/redis-store.js';
+import { scaled, TEST_READER_TIMEOUT_MS } from '../support/deadlines.js';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import type { FleetRedis, FleetRedisKind } from './fleet-redis.js';
 import { replica, until, type Replica } from './fleet-rig.js';
@@ -33,7 +34,7 @@ export const adminScenario = (kind: FleetRedisKind): void => {
     beforeAll(async () => {
       redis = await kind.start();
       sim = await startSimulator();
-      store = new RedisStore(redis.config, { commandTimeoutMs: 1000 });
+      store = new RedisStore(redis.config, { commandTimeoutMs: TEST_READER_TIMEOUT_MS });
       const extra = { adminTokens: [{ sha256: sha256Hex(TOKEN) }] };
       replicas = await Promise.all(
         ['m-a', 'm-b', 'm-c'].map((id) => replica(id, redis.config, [], undefined, extra)),
@@ -62,7 +63,9 @@ export const adminScenario = (kind: FleetRedisKind): void => {
     };
 
     const poll = (r: Replica): Promise<Response> =>
-      fetch(`${r.url}/murmur/${CAPSULE}/poll?after=0&limit=1000`, { signal: AbortSignal.timeout(3000) });
+      fetch(`${r.url}/murmur/${CAPSULE}/poll?after=0&limit=1000`, {
+        signal: AbortSignal.timeout(scaled(3000)),
+      });
 
     it('PUT on one replica → some replica ingests it; DELETE on another → nobody, 404 everywhere', async () => {
       const [a, , c] = replicas as [Replica, Replica, Replica];

@@ -12,6 +12,7 @@ import {
   type TestGateway,
   type TestGatewayOptions,
 } from '../support/gateway.js';
+import { until } from '../support/deadlines.js';
 import { uniqueCapsule } from '../support/redis.js';
 
 export interface CrossReplicaRig {
@@ -24,16 +25,8 @@ export interface CrossReplicaRig {
   close(): Promise<void>;
 }
 
-/** Poll `check` until it returns a value (not undefined), at most `ms`. */
-export const until = async <T>(check: () => Promise<T | undefined>, ms: number): Promise<T> => {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await check();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`not within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-};
+/** The shared poll, its deadline scaled to the machine's load (test/support/deadlines.ts). */
+export { until };
 
 interface CapsulesView {
   replica: string;

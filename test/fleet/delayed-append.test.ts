@@ -9,6 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rendezvous } from '../../src/fleet/replicas.js';
 import { RedisStore } from '../../src/log/redis-store.js';
+import { TEST_READER_TIMEOUT_MS } from '../support/deadlines.js';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { redisServerAvailable, startRedisServer, type RedisServer } from '../support/redis-server.js';
 import { compareLog, readAll, isFinalStatusOf } from '../upstream/log-vs-written.js';
@@ -36,7 +37,7 @@ describe.skipIf(!haveRedis)('a partitioned owner whose appends reach Redis after
     redis = await startRedisServer();
     hold = await startHoldProxy(Number(new URL(redis.url).port));
     sim = await startSimulator({ taskAcceptance: 'queue' });
-    store = new RedisStore(redis.url, { commandTimeoutMs: 1000 });
+    store = new RedisStore(redis.url, { commandTimeoutMs: TEST_READER_TIMEOUT_MS });
     const capsules = [{ id: CAPSULE, url: sim.url }];
     a = await replica('d-a', hold.url, capsules, LEASE);
     b = await replica('d-b', redis.url, capsules, LEASE);

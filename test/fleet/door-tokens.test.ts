@@ -1,6 +1,6 @@
 /**
- * Door tokens that rotate (0.5+ mints a new one at every capsule restart, murmur-upstream.md "Door
- * auth"). With the token in the config file, the refused capsule shows `unauthorized` in /capsules
+ * Door tokens that rotate (0.5+ mints a new one at every capsule restart, docs/release-lines.md "Door
+ * tokens"). With the token in the config file, the refused capsule shows `unauthorized` in /capsules
  * and the metric, retries with a growing backoff (the door counts the refusals), and takes the new
  * token on SIGHUP; with discovery, a refusal re-reads the running records at once and the rewritten
  * record brings the capsule back. Either way the log equals what the capsule wrote, across both
@@ -17,14 +17,15 @@ import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index
 import { startTestGateway, type TestGateway } from '../support/gateway.js';
 import { freePort } from '../support/redis-server.js';
 import { compareLog, readAll } from '../upstream/log-vs-written.js';
+import { scaled } from '../support/deadlines.js';
 
 const CLI = ['--import', 'tsx', 'src/cli.ts'];
 const SCRIPT = '#sim {"chunks":6,"tools":1,"turns":2}';
 
 const until = async (check: () => Promise<boolean> | boolean, what: string, ms = 20_000): Promise<void> => {
-  const deadline = Date.now() + ms;
+  const deadline = Date.now() + scaled(ms);
   while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`not within ${ms} ms: ${what}`);
+    if (Date.now() > deadline) throw new Error(`not within ${scaled(ms)} ms: ${what}`);
     await new Promise((r) => setTimeout(r, 50));
   }
 };

@@ -9,6 +9,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisStore } from '../../src/log/redis-store.js';
+import { scaled, TEST_READER_TIMEOUT_MS } from '../support/deadlines.js';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { startCutProxy, type CutProxy } from '../adapters/murmur/cut-proxy.js';
 import { compareLog, readAll, isFinalStatusOf } from '../upstream/log-vs-written.js';
@@ -45,7 +46,7 @@ export const failoverScenario = (kind: FleetRedisKind): void => {
         redis = await kind.start();
         sim = await startSimulator({ taskAcceptance: 'queue' });
         proxy = await startCutProxy(sim.port);
-        store = new RedisStore(redis.config, { commandTimeoutMs: 1000 });
+        store = new RedisStore(redis.config, { commandTimeoutMs: TEST_READER_TIMEOUT_MS });
         const capsules = [{ id: CAPSULE, url: `${proxy.url}/` }];
         replicas = await Promise.all(['f-a', 'f-b', 'f-c'].map((id) => replica(id, redis.config, capsules)));
         await Promise.all(replicas.map((r) => r.proc.start()));
@@ -111,7 +112,7 @@ export const failoverScenario = (kind: FleetRedisKind): void => {
               if (!alive.has(r)) continue;
               try {
                 const res = await fetch(`${r.url}/murmur/${CAPSULE}/poll?after=${after}&wait=1&limit=200`, {
-                  signal: AbortSignal.timeout(5000),
+                  signal: AbortSignal.timeout(scaled(5000)),
                 });
                 if (res.status !== 200) continue;
                 const body = (await res.json()) as { records: PolledRecord[]; next_cursor: number };

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { RedisConfig } from '../../src/config/schema.js';
 import { gatewayProcess, type GatewayProcess } from '../soak/gateway-process.js';
+import { scaled } from '../support/deadlines.js';
 import { freePort } from '../support/redis-server.js';
 
 export interface CapsuleRow {
@@ -50,7 +51,7 @@ export const replica = async (
   for (const c of capsules) args.push('--capsule', `${c.id}=${c.url}`);
   const proc = gatewayProcess(await freePort(), args);
   const view = async (): Promise<CapsulesView> => {
-    const res = await fetch(`${proc.url}/capsules`, { signal: AbortSignal.timeout(3000) });
+    const res = await fetch(`${proc.url}/capsules`, { signal: AbortSignal.timeout(scaled(3000)) });
     return (await res.json()) as CapsulesView;
   };
   return {
@@ -66,13 +67,13 @@ export const replica = async (
   };
 };
 
-/** Poll `probe` (every 50 ms, bounded) until it returns a value; the error names what was awaited. */
+/** Poll `probe` (every 50 ms, bounded, scaled to the load) until it returns a value; the error names what was awaited. */
 export const until = async <T>(
   what: string,
   probe: () => Promise<T | null | undefined | false>,
   timeoutMs = 20_000,
 ): Promise<T> => {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = Date.now() + scaled(timeoutMs);
   let last: unknown = null;
   while (Date.now() < deadline) {
     try {

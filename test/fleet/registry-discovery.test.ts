@@ -12,14 +12,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sanitiseCapsuleName } from '../../src/fleet/discovery.js';
 import { processStartMs } from '../../src/fleet/process-start.js';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
+import { until as pollUntil } from '../support/deadlines.js';
 import { startTestGateway, type TestGateway } from '../support/gateway.js';
 
+/** The shared poll (its deadline scaled to the machine's load) for a yes/no check. */
 const until = async (check: () => Promise<boolean> | boolean, ms: number): Promise<void> => {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`not within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await pollUntil(async () => ((await check()) ? true : undefined), ms);
 };
 
 describe('discovery of running capsules', () => {

@@ -7,23 +7,13 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../src/auth/admin-token.js';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
+import { until } from '../support/deadlines.js';
 import { startTestGateway, type TestGateway } from '../support/gateway.js';
 import { testRedisUrl } from '../support/redis.js';
 
 const redisUrl = testRedisUrl();
 const TOKEN = 'adm_fleet_token';
 const admin = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
-
-/** Poll `check` until it returns a value (not undefined), at most `ms`. */
-const until = async <T>(check: () => Promise<T | undefined>, ms: number): Promise<T> => {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await check();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`not within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-};
 
 interface CapsuleRow {
   id: string;

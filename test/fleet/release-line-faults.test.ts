@@ -10,6 +10,7 @@ import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { LogRecord } from '../../src/log/record.js';
 import { RedisStore } from '../../src/log/redis-store.js';
+import { TEST_READER_TIMEOUT_MS } from '../support/deadlines.js';
 import { startSimulator, type SimRelease, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { startCutProxy, type CutProxy } from '../adapters/murmur/cut-proxy.js';
 import {
@@ -84,7 +85,7 @@ describe.skipIf(!haveRedis)('release lines under the core faults, two replicas o
         ...(strict ? { doorToken: DOOR_TOKEN } : {}),
       });
       proxy = await startCutProxy(sim.port);
-      store = new RedisStore(redis.url, { commandTimeoutMs: 1000 });
+      store = new RedisStore(redis.url, { commandTimeoutMs: TEST_READER_TIMEOUT_MS });
       const env = strict ? { MURMUR_DOOR_TOKEN: DOOR_TOKEN } : {};
       for (const id of ['line-a', 'line-b']) {
         replicas.push(

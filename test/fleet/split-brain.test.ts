@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisStore } from '../../src/log/redis-store.js';
+import { TEST_READER_TIMEOUT_MS } from '../support/deadlines.js';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { redisServerAvailable, startRedisServer, type RedisServer } from '../support/redis-server.js';
 import { compareLog, readAll, isFinalStatusOf } from '../upstream/log-vs-written.js';
@@ -26,7 +27,7 @@ describe.skipIf(!haveRedis)('split brain: a paused owner wakes up after a takeov
   beforeAll(async () => {
     redis = await startRedisServer();
     sim = await startSimulator({ taskAcceptance: 'queue' });
-    store = new RedisStore(redis.url, { commandTimeoutMs: 1000 });
+    store = new RedisStore(redis.url, { commandTimeoutMs: TEST_READER_TIMEOUT_MS });
     const capsules = [{ id: CAPSULE, url: sim.url }];
     replicas = [
       await replica('r-a', redis.url, capsules, LEASE),

@@ -1,9 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { GatewayError } from '../../src/errors.js';
+import { DEMO_CORS_ORIGINS } from '../../src/process.js';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { startRedisServer, type RedisServer } from '../support/redis-server.js';
 import { startTestGateway, type TestGateway } from '../support/gateway.js';
 import { redisServerAvailable } from '../support/redis-server.js';
+import { scaled } from '../support/deadlines.js';
 
 const requireRedis = process.env.REQUIRE_REDIS === '1';
 const haveRedis = redisServerAvailable();
@@ -14,7 +16,7 @@ const eventually = async <T>(
   what: string,
   timeoutMs = 10_000,
 ): Promise<T> => {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = Date.now() + scaled(timeoutMs);
   while (Date.now() < deadline) {
     const value = await probe();
     if (value !== undefined) return value;
@@ -219,5 +221,30 @@ describe('operations routes', () => {
       headers: { Origin: 'https://evil.example' },
     });
     expect(other.headers.get('access-control-allow-origin')).toBeNull();
+  });
+
+  it("the demo's origins: a page on this machine, any port, may read; a page from anywhere else may not", async () => {
+    sim = await startSimulator();
+    gw = await startTestGateway({ capsules: { alpha: sim.url }, config: { corsOrigins: DEMO_CORS_ORIGINS } });
+    const allowed = async (origin: string): Promise<string | null> =>
+      (await fetch(`${gw!.baseUrl}/client/murmur-gateway.js`, { headers: { Origin: origin } })).headers.get(
+        'access-control-allow-origin',
+      );
+    for (const origin of [
+      'http://localhost:8000',
+      'http://127.0.0.1:5173',
+      'http://[::1]:3000',
+      'http://localhost',
+    ])
+      expect(await allowed(origin), origin).toBe(origin);
+    for (const origin of [
+      'https://evil.example',
+      'http://localhost.evil.example:8000',
+      'http://127.0.0.1.nip.io:80',
+      'http://localhost:8000.evil.example',
+      'https://localhost:8000',
+      'null',
+    ])
+      expect(await allowed(origin), origin).toBeNull();
   });
 });

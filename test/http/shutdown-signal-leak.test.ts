@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createFlueClient } from '@flue/sdk';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { startTestGateway, type TestGateway } from '../support/gateway.js';
+import { scaled } from '../support/deadlines.js';
 
 let sim: SimulatedCapsule;
 let gw: TestGateway;
@@ -68,7 +69,7 @@ describe('the shutdown signal after many requests', () => {
       await reader.cancel().catch(() => undefined);
     }
     // The server notices a gone SSE client on its next write: at most one idle-control period.
-    const deadline = Date.now() + 5_000;
+    const deadline = Date.now() + scaled(5_000);
     while (held(gw.core.shutdownSignal).listeners > before.listeners && Date.now() < deadline)
       await new Promise((r) => setTimeout(r, 25));
 

@@ -1,5 +1,5 @@
-// Each release line's wire differences (murmur-upstream.md "Release lines", "Telling them apart",
-// "Door auth"), checked over raw HTTP against the simulator.
+// Each release line's wire differences (docs/release-lines.md "Telling the lines apart",
+// "What the gateway does on each line", "Door tokens"), checked over raw HTTP against the simulator.
 import { describe, expect, it } from 'vitest';
 import { JSON_CT, messageBody, post, rawRequest, rpc, type RawResponse } from './raw-client.js';
 import { useSimulators, watch } from './support.js';

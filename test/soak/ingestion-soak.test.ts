@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import type { LogRecord } from '../../src/log/record.js';
 import { RedisStore } from '../../src/log/redis-store.js';
+import { TEST_READER_TIMEOUT_MS } from '../support/deadlines.js';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { startCutProxy, type CutProxy } from '../adapters/murmur/cut-proxy.js';
 import {
@@ -71,7 +72,7 @@ describe.skipIf(!haveRedis)('ingestion soak: cuts, Redis rollback and outage, st
       REPLICA_ID: 'soak-1',
     });
     await gw.start();
-    store = new RedisStore(redis.url, { commandTimeoutMs: 1000 });
+    store = new RedisStore(redis.url, { commandTimeoutMs: TEST_READER_TIMEOUT_MS });
   });
 
   afterAll(async () => {

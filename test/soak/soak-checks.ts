@@ -3,6 +3,7 @@
  * long `npm run soak`): the log against the simulator's record of what it wrote (log-vs-written.ts),
  * offsets strictly increasing, and the native SSE and long-poll readers exact against the log.
  */
+import { scaled } from '../support/deadlines.js';
 import type { LogRecord } from '../../src/log/record.js';
 import type { LogStore } from '../../src/log/store.js';
 import type { WrittenFrame } from '../../src/simulator/index.js';
@@ -55,7 +56,7 @@ export const waitForFinal = async (
   taskId: string,
   timeoutMs = 30_000,
 ): Promise<boolean> => {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = Date.now() + scaled(timeoutMs);
   for (let after = 0; Date.now() < deadline;) {
     const { records } = await store
       .waitAfter(capsule, after, 1000, 1000)

@@ -1,5 +1,5 @@
 /**
- * Release-line detection from the agent card, by murmur-upstream.md's rules, and the card read
+ * Release-line detection from the agent card, by docs/release-lines.md's rules, and the card read
  * itself over HTTP (its failures are reasons, never a crash).
  */
 import { createServer } from 'node:http';

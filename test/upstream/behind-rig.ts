@@ -5,6 +5,7 @@
  */
 import { afterEach, expect } from 'vitest';
 import { RedisStore } from '../../src/log/redis-store.js';
+import { TEST_READER_TIMEOUT_MS } from '../support/deadlines.js';
 import { startSimulator, type SimRelease, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { freePort, startRedisServer, type RedisServer } from '../support/redis-server.js';
 import { gatewayProcess, type GatewayProcess } from '../soak/gateway-process.js';
@@ -40,7 +41,7 @@ export const behindRig = (capsule: string): ((release: SimRelease) => Promise<Be
     });
     await gw.start();
     await watching;
-    store = new RedisStore(redis.url, { commandTimeoutMs: 1000 });
+    store = new RedisStore(redis.url, { commandTimeoutMs: TEST_READER_TIMEOUT_MS });
     return { s: sim, g: gw, st: store, capsule };
   };
 };

@@ -2,6 +2,7 @@
  * Test harness for ingestion: a simulator, a store, a writer and an ingestor wired together, with
  * event-driven waits (ingestor state, frames written by the capsule, records reaching the log).
  */
+import { scaled } from '../support/deadlines.js';
 import { EventEmitter, once } from 'node:events';
 import { LogWriter, type LogWriterOptions } from '../../src/log/log-writer.js';
 import type { LogRecord } from '../../src/log/record.js';
@@ -105,14 +106,14 @@ export const waitForRecord = async (
   pred: (r: LogRecord) => boolean,
   timeoutMs = 15_000,
 ): Promise<LogRecord> => {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = Date.now() + scaled(timeoutMs);
   let after = 0;
   while (Date.now() < deadline) {
     const { records } = await store.waitAfter(capsule, after, 1000, Math.max(1, deadline - Date.now()));
     for (const r of records) if (pred(r)) return r;
     if (records.length > 0) after = records[records.length - 1]!.offset;
   }
-  throw new Error(`no matching record in ${capsule} within ${timeoutMs} ms`);
+  throw new Error(`no matching record in ${capsule} within ${scaled(timeoutMs)} ms`);
 };
 
 /** Run a last task and wait until its final status is logged: everything before it is in the log. */

@@ -164,6 +164,32 @@ describe('CapsuleIngestor against the simulator', () => {
     expect(compareLog(await readAll(store, capsule), sim.written).problems).toEqual([]);
   });
 
+  it('a capsule known fresh: an empty first replay is no cold-attach; one that already worked still is', async () => {
+    sim = await startSimulator({ taskAcceptance: 'queue', frameDelayMs: 0 });
+    const store = new MemoryStore();
+    const [fresh, worked] = [uniqueCapsule('fresh'), uniqueCapsule('worked')];
+    const freshCapsules = new Set([fresh, worked]);
+    const rig = startRig(sim, store, fresh, { ingestor: { freshCapsules } });
+    rigs.push(rig);
+    await rig.connected();
+    await workload(sim, 3);
+    await settle(sim, store, fresh, rig);
+    const records = await readAll(store, fresh);
+    expect(compareLog(records, sim.written).problems).toEqual([]);
+    expect(await facts(store, fresh, 'frames-possibly-missing')).toBe(0);
+    // Called fresh, but the capsule has tasks behind it (their id-0 frames are never replayed): the
+    // replay is not empty, so the log still says what it cannot vouch for.
+    const late = startRig(sim, store, worked, { ingestor: { freshCapsules } });
+    rigs.push(late);
+    await late.connected();
+    await workload(sim, 1);
+    await settle(sim, store, worked, late);
+    const reasons = (await readAll(store, worked)).flatMap((r) =>
+      r.kind === 'fact' && r.fact === 'frames-possibly-missing' ? [r.reason] : [],
+    );
+    expect(reasons[0]).toBe('cold-attach');
+  });
+
   it('a second ingestor on the same store (gateway restart) does not duplicate the replayed buffer', async () => {
     sim = await startSimulator({ taskAcceptance: 'queue' });
     const store = new MemoryStore();

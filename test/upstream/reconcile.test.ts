@@ -5,7 +5,7 @@ import {
   reconcile,
   type AlignFrame,
   type ReconcileInput,
-} from '../../src/upstream/reconcile.js';
+} from './reconcile.js';
 
 // Frame builders. `s(task, id)` is a status, `t(task, id, text)` a text chunk; ids as the capsule writes them.
 const s = (task: string, id: number | string, state = 'working'): AlignFrame => ({

@@ -36,7 +36,7 @@ const invokeSse = async (r: Rig, message: string) => {
 };
 const framesOf = (events: { data: string; event: string }[]): Frame[] =>
   events.map((e) => {
-    expect(e.event).toBe('message'); // unnamed frames only (beeos-streaming.md §2)
+    expect(e.event).toBe('message'); // unnamed frames only (BeeOS "Streaming" §2)
     return JSON.parse(e.data) as Frame;
   });
 const invokeJson = async (r: Rig, message: string) => {

@@ -39,7 +39,7 @@ const openConversation = async (r: Rig): Promise<string> => {
 };
 
 /**
- * A client as beeos-streaming.md §7 writes one: reconnect with since=lastOffset until `end`
+ * A client as BeeOS "Streaming" §7 writes one: reconnect with since=lastOffset until `end`
  * (a refused or failed connection is tried again once `ready` says the store is back).
  */
 const watch = async (url: string, ready: () => Promise<void>) => {

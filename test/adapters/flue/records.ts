@@ -1,6 +1,6 @@
 /**
  * Hand-made capsule log records for Flue projection tests: Murmur frames exactly as a capsule writes
- * them (murmur-streaming-protocol.md), Flue submission/settlement records, facts, and a seeded random
+ * them (the Murmur streaming protocol), Flue submission/settlement records, facts, and a seeded random
  * workload generator interleaving several tasks and contexts.
  */
 import type { LogEntry, LogRecord } from '../../../src/log/record.js';

@@ -1,6 +1,7 @@
 /** A tiny TCP proxy for resume tests: forwards to the gateway and can cut every connection at once. */
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
+import { scaled } from '../../support/deadlines.js';
 
 export interface CutProxy {
   url: string;
@@ -45,6 +46,7 @@ export const startCutProxy = async (targetPort: number): Promise<CutProxy> => {
     waitForConnections: (n, timeoutMs = 10_000) =>
       new Promise<void>((resolve, reject) => {
         if (pairs.size >= n) return resolve();
+        timeoutMs = scaled(timeoutMs);
         const timer = setTimeout(() => {
           onConnection = null;
           reject(new Error(`only ${pairs.size} of ${n} connections open after ${timeoutMs} ms`));

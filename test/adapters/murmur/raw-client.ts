@@ -1,5 +1,6 @@
 /** A raw HTTP SSE client for wire tests: keeps every byte, splits blocks, waits on data events. */
 import http from 'node:http';
+import { scaled } from '../../support/deadlines.js';
 
 export interface ParsedFrame {
   id: string | null;
@@ -87,7 +88,7 @@ export const openRaw = (
             const timer = setTimeout(() => {
               checks.delete(check);
               fail(new Error(`timed out waiting for ${what}; body so far:\n${text.slice(-2000)}`));
-            }, timeoutMs);
+            }, scaled(timeoutMs));
             const check = (): void => {
               if (pred(stream)) {
                 clearTimeout(timer);

@@ -1,7 +1,7 @@
 /**
  * The native Murmur streaming rules against simulated capsules: gap cases, capsule-closed,
- * message/stream closing rules and the capsule's own answers passed through (spec
- * murmur-streaming-protocol.md "What message/stream writes, in order", "gap", "capsule-closed").
+ * message/stream closing rules and the capsule's own answers passed through (the
+ * Murmur streaming protocol: "What message/stream writes, in order", "gap", "capsule-closed").
  */
 import { describe, expect, it } from 'vitest';
 import { ACK_STATELESS, expectedBlocks, useGateways } from './fixtures.js';

@@ -1,6 +1,6 @@
 /**
- * Byte-exact wire tests of the native Murmur surface against simulated capsules (spec
- * murmur-streaming-protocol.md: "Endpoints", "Frame format", "gap", "Heartbeat", "Replay").
+ * Byte-exact wire tests of the native Murmur surface against simulated capsules (the
+ * Murmur streaming protocol: "Endpoints", "Frame format", "gap", "Heartbeat", "Replay").
  */
 import { describe, expect, it } from 'vitest';
 import { ACK_STATELESS, expectedBlocks, useGateways } from './fixtures.js';

@@ -1,5 +1,5 @@
 /**
- * A hand-rolled BeeOS SSE client, written the way beeos-streaming.md §7 does it (fetch + manual
+ * A hand-rolled BeeOS SSE client, written the way BeeOS "Streaming" §7 does it (fetch + manual
  * parsing, `since=lastOffset` reconnect loop), with a switch to cut the connection on purpose.
  */
 import type { Envelope } from '../../../../adapters/beeos/projection.js';

@@ -1,9 +1,10 @@
 /**
- * Replay reconciliation as one call: the whole replay in, which frames are new and which facts
- * ("frames possibly missing") to record out. The ingestor aligns frame by frame as they arrive
- * (replay-alignment.ts); this batch form runs the same aligner over a replay known to be complete.
+ * Replay reconciliation as one call, for tests: the whole replay in, which frames are new and which
+ * facts ("frames possibly missing") to record out. The ingestor aligns frame by frame as they arrive
+ * (src/upstream/replay-alignment.ts); this batch form runs the same aligner over a replay known to be
+ * complete, so tables of stored tail × replay can check it without a connection.
  *
- * Why this is a sequence alignment (murmur-upstream.md, last section): ids are labels, not a sequence
+ * Why this is a sequence alignment: ids are labels, not a sequence
  * (spec "Event ids"), and a reopened attempt repeats frames byte for byte, so neither id nor content
  * identifies a frame. What holds is that the replay is the session's most recent history in write
  * order, filtered by the replay's id predicate (spec "Replay"). So the stored tail, filtered by the same
@@ -13,16 +14,21 @@
  * widest replay the protocol offers without a gap. Id-0 frames (each task attempt's first `working`
  * status) are never replayed from 0 unless the `gap` branch fires (spec "Replay").
  */
-import { IdZeroTracker } from './id-zero.js';
-import { frameKey, ReplayAligner, type AlignFrame, type MissingFact } from './replay-alignment.js';
+import { IdZeroTracker } from '../../src/upstream/id-zero.js';
+import {
+  frameKey,
+  ReplayAligner,
+  type AlignFrame,
+  type MissingFact,
+} from '../../src/upstream/replay-alignment.js';
 
-export { countUnreplayedIdZero, IdZeroTracker, unreplayedIdZeroAt } from './id-zero.js';
+export { IdZeroTracker } from '../../src/upstream/id-zero.js';
 export {
   replayIsWholeSession,
   replayPredicate,
   type AlignFrame,
   type MissingFact,
-} from './replay-alignment.js';
+} from '../../src/upstream/replay-alignment.js';
 
 export interface ReconcileInput {
   /** The last ≤ bufferSize id-bearing frames we stored for the current capsule session, oldest first. */
@@ -110,3 +116,23 @@ export const reconcile = (input: ReconcileInput): ReconcileResult => {
   result.overlap = input.replay.length - result.append.length;
   return result;
 };
+
+/** Indexes into `appended` of the frames that reveal an unreplayed id-0 frame just before them. */
+export const unreplayedIdZeroAt = (
+  stored: readonly AlignFrame[],
+  appended: readonly AlignFrame[],
+): number[] => {
+  const tracker = new IdZeroTracker(Number.MAX_SAFE_INTEGER);
+  for (const f of stored) tracker.note(f);
+  const at: number[] = [];
+  appended.forEach((f, i) => {
+    if (tracker.note(f)) at.push(i);
+  });
+  return at;
+};
+
+/** How many id-0 frames the appended part implies but nobody holds. */
+export const countUnreplayedIdZero = (
+  stored: readonly AlignFrame[],
+  appended: readonly AlignFrame[],
+): number => unreplayedIdZeroAt(stored, appended).length;
