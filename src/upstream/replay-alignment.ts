@@ -287,12 +287,14 @@ export class ReplayAligner {
    * can show and nothing has disproven yet: then the frames wait (see the header).
    */
   private awaitsProof(k: number): boolean {
-    if (this.ended || this.expired || !this.input.hasHistory || this.gapInfo !== null) return false;
+    if (this.ended || !this.input.hasHistory || this.gapInfo !== null) return false;
     if (!replayIsWholeSession(this.replay, false, this.input.bufferSize)) return false; // evicted: flag now
     const n = this.keys.length;
-    if (k === 0) return n === 0 && this.replay.length > 0;
+    // Nothing replayable stored: whatever comes first may be a replay held up, so even past the
+    // window nothing is decided before a frame arrives (nothing is held meanwhile).
+    if (k === 0) return n === 0 && (this.replay.length === 0 || !this.expired);
     // An overlap that starts after our first stored key frame proves the buffer evicted: flag now.
-    return k === n && (this.ambiguous || this.oneTask(k));
+    return !this.expired && k === n && (this.ambiguous || this.oneTask(k));
   }
 
   /**
