@@ -347,7 +347,8 @@ export class ReplayAligner {
     // From here a fact is withheld only where continuity is proven: by content (an overlap that spans
     // two tasks), or by the buffer provably never having evicted (`provenWhole`), never by timing.
     const proven = this.provenWhole();
-    if (k === 0 && replay.length > 0) {
+    // A gap says the buffer's start is gone even before (or without) any replayed frame in hand.
+    if (k === 0 && (replay.length > 0 || gap)) {
       if (gap) missing('gap');
       else if (n > 0 || !proven) missing('no-overlap');
       // else: nothing replayable stored and the replay is the whole session: nothing skipped but id-0.
