@@ -106,6 +106,7 @@ export class IdResume {
   /** Heartbeats, the quiet hint and the connection's end decide nothing here: ids do. */
   comment(): void {}
   hint(): void {}
+  expire(): void {}
   close(): void {}
 
   private reconnect(reason: 'lagged' | 'id hole' | 'another session'): void {

@@ -48,6 +48,12 @@ export interface IngestorOptions {
   /** Labelling hints only (restarted vs no-overlap); never what decides duplicate vs new. */
   replayQuietMs?: number;
   replayMaxMs?: number;
+  /**
+   * Spec line: how long after the ack frames may wait for the replay's end to be proven when only
+   * that proves the replay continues the log (replay-alignment.ts); past it a fact says frames may
+   * be missing and they are appended (ms, default 2000).
+   */
+  replayProofMs?: number;
   connectTimeoutMs?: number;
   /** Bound on reading the agent card before each connection (ms). */
   cardTimeoutMs?: number;

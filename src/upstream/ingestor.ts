@@ -36,6 +36,8 @@ export class CapsuleIngestor {
   /** What the writer accepted of the current capsule session. */
   private readonly tail: AlignedTail;
   private aligner: ReplayAligner | IdResume | null = null;
+  /** Ends the spec line's wait for a proven replay end (ReplayAligner.expire). */
+  private proofTimer: NodeJS.Timeout | undefined;
   /** What the capsule's agent card said before this connection (null: never read). */
   private card: CapsuleCard | null = null;
   private cardFailing = false;
@@ -140,6 +142,7 @@ export class CapsuleIngestor {
         },
       });
       stopped.removeEventListener('abort', onStop);
+      clearTimeout(this.proofTimer);
       this.conn = null;
       // Frames whose fate is decided are released; a replay cut short is replayed next time.
       if (this.dropping === null) this.aligner?.close();
@@ -269,7 +272,7 @@ export class CapsuleIngestor {
         emit: (out) => this.onAligned(out),
       });
     } else {
-      this.aligner = new ReplayAligner({
+      const aligner = new ReplayAligner({
         storedTail: this.tail.frames,
         hasHistory,
         freshCapsule: !hasHistory && this.options.freshCapsules?.has(this.capsule) === true,
@@ -278,7 +281,13 @@ export class CapsuleIngestor {
         acceptSkip: this.skipped,
         emit: (out) => this.onAligned(out),
       });
+      this.aligner = aligner;
       this.skipped = null;
+      clearTimeout(this.proofTimer);
+      this.proofTimer = setTimeout(() => {
+        if (this.aligner === aligner && this.dropping === null) aligner.expire();
+      }, this.options.replayProofMs ?? 2000);
+      this.proofTimer.unref();
     }
     this.setState('connected', 'connection-ack');
   }

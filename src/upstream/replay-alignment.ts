@@ -12,9 +12,15 @@
  * replay (no id, id 0 without a `gap`, a heartbeat comment) proves the replay is over: candidates
  * longer than what arrived die then. So duplicates vs new never depends on timing.
  *
- * Timing only labels: "capsule restarted" vs "no overlap" and whether an ambiguous (periodic) overlap
- * is certain depend on how long the replay is; `hint()` (the caller's quiet/max window) says when to
- * judge that length. Such frames wait for the label, never for the decision.
+ * Timing only labels, and never withholds a fact: "capsule restarted" vs "no overlap" may be judged
+ * on the replay's length when `hint()` (the caller's quiet window) says the burst is probably over.
+ * But an overlap that content alone cannot tell from a coincidence (it lies inside one task, whose
+ * reopened attempt repeats it byte for byte; or the stored tail is periodic) continues the log only if
+ * the buffer never evicted, and that is proven by the replay's length once its END is proven (a frame
+ * no replay holds, a heartbeat) or disproven by stored frames the replay no longer holds. A network
+ * stall mid-replay looks just like its end to a timer, so until one of those proofs comes the frames
+ * wait, up to `expire()` (the caller's longer window); then a fact says frames may be missing.
+ * Such frames wait for the label, never for the decision.
  *
  * The capsule also drops runs of live frames from a connection that fell behind, without a trace
  * (spec "Frames a connection misses"), most often right behind a replay that filled the socket. The
@@ -118,6 +124,8 @@ export class ReplayAligner {
   private readonly keys: string[];
   /** Stored frames after the last key frame (id-0 frames received live): a gap replay repeats them. */
   private readonly trailing: string[];
+  /** Whether a stored frame after our last key frame is another task's (see `trailingProof`). */
+  private readonly trailingOtherTask: boolean;
   /** Candidate starts p in the filtered tail (overlap keys.length - p ≥ 1), ascending. */
   private alive: number[];
   private held: AlignFrame[] = [];
@@ -128,6 +136,8 @@ export class ReplayAligner {
   private started = false;
   private ended = false;
   private hinted = false;
+  /** The caller stopped waiting for the replay's end to be proven: unproven continuity is flagged. */
+  private expired = false;
   private overlap: number | null = null;
   private ambiguous = false;
   private live = false;
@@ -160,7 +170,10 @@ export class ReplayAligner {
         lastKey = i;
       }
     });
-    this.trailing = tail.slice(lastKey + 1).map(frameKey);
+    const trailing = tail.slice(lastKey + 1);
+    this.trailing = trailing.map(frameKey);
+    const lastTask = lastKey >= 0 ? taskOf(tail[lastKey]!) : null;
+    this.trailingOtherTask = trailing.some((f) => taskOf(f) !== lastTask);
     this.alive = this.keys.map((_, p) => p);
   }
 
@@ -202,6 +215,17 @@ export class ReplayAligner {
     this.advance();
   }
 
+  /**
+   * The caller's window for proving the replay's end is over (a stall mid-replay is not its end):
+   * what only that proof could clear is flagged now, and held frames are released after the fact.
+   */
+  expire(): void {
+    if (this.expired || this.live) return;
+    this.expired = true;
+    this.hinted = true;
+    this.advance();
+  }
+
   /** The whole replay has been pushed (a batch caller): everything is decided now. */
   end(): void {
     this.ended = true;
@@ -209,12 +233,13 @@ export class ReplayAligner {
   }
 
   /**
-   * The connection ended. Frames whose fate is decided are released (labelled with what arrived);
-   * undecided ones are dropped: the replay was cut short and the next connection replays them.
+   * The connection ended. Frames whose fate is decided are released (labelled with what arrived, an
+   * unproven continuity flagged); undecided ones are dropped: the next connection replays them.
    */
   close(): void {
     if (this.live) return;
     this.hinted = true;
+    this.expired = true;
     this.advance();
     this.held = [];
   }
@@ -241,8 +266,13 @@ export class ReplayAligner {
       this.input.hasHistory &&
       this.gapInfo === null &&
       ((k === 0 && this.replay.length > 0) || (this.ambiguous && k === n) || (k > 0 && this.oneTask(k)));
-    if (needsLength && !this.ended && !this.hinted) return;
-    this.label(k);
+    // A replay already too long for a buffer that never evicted has told its length: no need to wait.
+    const told = !replayIsWholeSession(this.replay, false, this.input.bufferSize);
+    if (needsLength && !this.ended && !this.hinted && !told) return;
+    if (this.awaitsProof(k)) return;
+    const byTrailing = this.trailingProof(k);
+    if (byTrailing === null) return;
+    this.label(k, byTrailing);
     this.live = true;
     this.firstMayStartInside = k === 0;
     const held = this.held;
@@ -261,7 +291,50 @@ export class ReplayAligner {
     this.coveredByLabel = false;
   }
 
-  private label(k: number): void {
+  /**
+   * Whether the label hangs on the buffer never having evicted, which only the replay's proven end
+   * can show and nothing has disproven yet: then the frames wait (see the header).
+   */
+  private awaitsProof(k: number): boolean {
+    if (this.ended || !this.input.hasHistory || this.gapInfo !== null) return false;
+    if (!replayIsWholeSession(this.replay, false, this.input.bufferSize)) return false; // evicted: flag now
+    const n = this.keys.length;
+    // Nothing replayable stored: whatever comes first may be a replay held up, so even past the
+    // window nothing is decided before a frame arrives (nothing is held meanwhile).
+    if (k === 0) return n === 0 && (this.replay.length === 0 || !this.expired);
+    // An overlap that starts after our first stored key frame proves the buffer evicted: flag now.
+    return !this.expired && k === n && (this.ambiguous || this.oneTask(k));
+  }
+
+  /**
+   * A `gap` replay holds id-0 frames too, so it repeats the ones we stored after our last key frame
+   * (received live): when one of them is another task's and they follow the overlap here, the
+   * overlap spans two tasks after all, which no reopened attempt can repeat. True: proven; false:
+   * not (or not applicable); null: the frames after the overlap have not all arrived yet.
+   */
+  private trailingProof(k: number): boolean | null {
+    if (this.gapInfo === null || k === 0 || !this.trailingOtherTask || !this.oneTask(k)) return false;
+    let skip = k;
+    let at = 0;
+    for (const f of this.held) {
+      if (skip > 0) {
+        if (isKey(f)) skip--;
+        continue;
+      }
+      if (frameKey(f) !== this.trailing[at]) return false;
+      if (++at === this.trailing.length) return true;
+    }
+    return this.ended || this.expired ? false : null;
+  }
+
+  /** The buffer provably never evicted: the replay's end is proven and it is short enough. */
+  private provenWhole(): boolean {
+    return (
+      this.ended && this.gapInfo === null && replayIsWholeSession(this.replay, false, this.input.bufferSize)
+    );
+  }
+
+  private label(k: number, spansTasks: boolean): void {
     const { gapInfo: gap, replay } = this;
     const n = this.keys.length;
     const missing = (reason: MissingReason): void =>
@@ -280,20 +353,25 @@ export class ReplayAligner {
       this.input.idZero.reset();
       return;
     }
-    if (k === 0 && replay.length > 0) {
+    // From here a fact is withheld only where continuity is proven: by content (an overlap that spans
+    // two tasks), or by the buffer provably never having evicted (`provenWhole`), never by timing.
+    const proven = this.provenWhole();
+    // A gap says the buffer's start is gone even before (or without) any replayed frame in hand.
+    if (k === 0 && (replay.length > 0 || gap)) {
       if (gap) missing('gap');
-      else if (n > 0 || !whole) missing('no-overlap');
+      else if (n > 0 || !proven) missing('no-overlap');
       // else: nothing replayable stored and the replay is the whole session: nothing skipped but id-0.
-    } else if (this.ambiguous && !(whole && k === n)) {
+    } else if (this.ambiguous && !(proven && k === n)) {
       // The stored tail is periodic where it meets the replay (a reopened attempt repeating the
       // previous one), so the replay could start at more than one point. We took the longest overlap
       // (never a duplicate); a shorter one would mean frames we now skip were new: say so.
       missing('no-overlap');
-    } else if (k > 0 && !replayIsWholeSession(replay, false, this.input.bufferSize) && this.oneTask(k)) {
-      // The buffer is full (it evicted) and the overlap lies inside one task. A reopened attempt repeats
-      // its task byte for byte, so a buffer that now starts inside the NEXT attempt matches our tail
-      // just as well: everything between (the rest of this attempt, the next one's start) would be
-      // gone without a trace. Content cannot tell the two apart; an overlap spanning two tasks can.
+    } else if (k > 0 && !(proven && k === n) && !spansTasks && this.oneTask(k)) {
+      // The overlap lies inside one task, and the buffer evicted (stored key frames before the overlap
+      // are gone from it) or may have. A reopened attempt repeats its task byte for byte, so a buffer
+      // that now starts inside the NEXT attempt matches our tail just as well: everything between (the
+      // rest of this attempt, the next one's start, whole tasks) would be gone without a trace. Content
+      // cannot tell the two apart; an overlap spanning two tasks can.
       missing('no-overlap');
     }
   }

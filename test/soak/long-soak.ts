@@ -7,10 +7,10 @@
 import { SIM_RELEASES } from '../../src/simulator/index.js';
 import { RedisStore } from '../../src/log/redis-store.js';
 import { prng } from '../../src/simulator/workload.js';
-import { startCutProxy, type CutProxy } from '../adapters/murmur/cut-proxy.js';
 import { freePort, startRedisServer } from '../support/redis-server.js';
 import { forkCapsule, type CapsuleProcess } from './capsule-fleet.js';
 import { gatewayProcess } from './gateway-process.js';
+import { startPartitionProxy, type Heal, type PartitionProxy } from './partition-proxy.js';
 import { writeFileSync, mkdirSync } from 'node:fs';
 import { aroundLosses, aroundOffset, checkLog, checkReaders, waitForFinal } from './soak-checks.js';
 
@@ -36,14 +36,23 @@ if (!(SIM_RELEASES as readonly string[]).includes(release)) {
   process.exit(2);
 }
 
-type FaultKind = 'cut' | 'capsule-restart' | 'redis-stop' | 'gateway-kill' | 'burst';
+type FaultKind =
+  'cut' | 'capsule-restart' | 'redis-stop' | 'gateway-kill' | 'burst' | 'partition' | 'store-partition';
 interface Fault {
   at: number;
   kind: FaultKind;
   capsule: number;
+  /** A partition's length (ms) and how it heals. */
+  ms?: number;
+  heal?: Heal;
 }
 
-/** The run's schedule: about 18 cuts, 6 session restarts, 6 Redis stops, 2-7 kills, 6 bursts. */
+/**
+ * The run's schedule: about 18 cuts, 6 session restarts, 6 Redis stops, 2-7 kills, 6 bursts, 6
+ * partitions of a capsule's upstream (1.5-5 s) and 3 of the gateway's store (1.5-4 s), each healing
+ * by resuming or by dropping what it held. Partitions are drawn last, so the other faults of a seed
+ * stay where they were before partitions existed.
+ */
 export const schedule = (seed: number, secs: number, capsules: number): Fault[] => {
   const rand = prng(seed);
   const count = (mean: number): number => Math.max(1, Math.round(mean * (0.8 + 0.4 * rand())));
@@ -58,6 +67,16 @@ export const schedule = (seed: number, secs: number, capsules: number): Fault[] 
   add('redis-stop', count(6 * scale));
   add('gateway-kill', Math.min(7, 2 + Math.floor(rand() * 6 * scale)));
   add('burst', count(6 * scale));
+  const partitions = (kind: FaultKind, n: number, minMs: number, maxMs: number): void => {
+    const from = out.length;
+    add(kind, n);
+    for (const f of out.slice(from)) {
+      f.ms = Math.round(minMs + (maxMs - minMs) * rand());
+      f.heal = rand() < 0.5 ? 'resume' : 'drop';
+    }
+  };
+  partitions('partition', count(6 * scale), 1500, 5000);
+  partitions('store-partition', count(3 * scale), 1500, 4000);
   return out.sort((a, b) => a.at - b.at);
 };
 
@@ -68,16 +87,22 @@ const oneRun = async (seed: number): Promise<boolean> => {
   const faults = schedule(seed, seconds, capsuleCount);
   const redis = await startRedisServer();
   const capsules: CapsuleProcess[] = [];
-  const proxies: CutProxy[] = [];
+  const proxies: PartitionProxy[] = [];
   for (let i = 0; i < capsuleCount; i++) {
     const c = await forkCapsule(release, queue);
     capsules.push(c);
-    proxies.push(await startCutProxy(c.port));
+    proxies.push(await startPartitionProxy(c.port));
   }
+  // The gateway reaches Redis through a proxy too (store partitions); the checks below go direct.
+  const storeProxy = await startPartitionProxy(Number(new URL(redis.url).port));
   const names = capsules.map((_, i) => `soak-${i}`);
   const gw = gatewayProcess(
     await freePort(),
-    ['--redis', redis.url, ...names.flatMap((n, i) => ['--capsule', `${n}=${proxies[i]!.url}/`])],
+    [
+      '--redis',
+      `redis://${storeProxy.address}`,
+      ...names.flatMap((n, i) => ['--capsule', `${n}=http://${proxies[i]!.address}/`]),
+    ],
     { REPLICA_ID: 'soak-1' },
   );
   const store = new RedisStore(redis.url, { commandTimeoutMs: 2000 });
@@ -87,6 +112,21 @@ const oneRun = async (seed: number): Promise<boolean> => {
     'redis-stop': 0,
     'gateway-kill': 0,
     burst: 0,
+    partition: 0,
+    'store-partition': 0,
+  };
+  /** Partitions run beside the schedule, one at a time per proxy; what they held, by heal. */
+  const partitioned = new Map<PartitionProxy, Promise<void>>();
+  const held: Record<Heal, { n: number; ms: number }> = { resume: { n: 0, ms: 0 }, drop: { n: 0, ms: 0 } };
+  const partition = (proxy: PartitionProxy, f: Fault): void => {
+    const { ms = 2000, heal = 'resume' } = f;
+    const next = (partitioned.get(proxy) ?? Promise.resolve()).then(async () => {
+      await proxy.blackhole(ms, heal);
+      done[f.kind]++;
+      held[heal].n++;
+      held[heal].ms += ms;
+    });
+    partitioned.set(proxy, next);
   };
   let ok = true;
   try {
@@ -113,10 +153,17 @@ const oneRun = async (seed: number): Promise<boolean> => {
         case 'burst':
           await capsules[f.capsule]!.burst(400);
           break;
+        case 'partition':
+          partition(proxies[f.capsule]!, f);
+          continue; // counted once healed
+        case 'store-partition':
+          partition(storeProxy, f);
+          continue;
       }
       done[f.kind]++;
     }
     await sleep(t0 + seconds * 1000 - Date.now());
+    await Promise.all(partitioned.values());
     for (let i = 0; i < capsuleCount; i++) {
       const last = await capsules[i]!.settle();
       if (!(await waitForFinal(store, names[i]!, last, 60_000))) {
@@ -127,7 +174,12 @@ const oneRun = async (seed: number): Promise<boolean> => {
     const faultLine = Object.entries(done)
       .map(([k, n]) => `${k} ${n}`)
       .join(', ');
-    log(`seed ${seed}: ${seconds} s, faults: ${faultLine}`);
+    const heals = (['resume', 'drop'] as const)
+      .map(
+        (h) => `${held[h].n} ${h === 'resume' ? 'resumed' : 'dropped'} (${(held[h].ms / 1000).toFixed(1)} s)`,
+      )
+      .join(', ');
+    log(`seed ${seed}: ${seconds} s, faults: ${faultLine}; partitions healed: ${heals}`);
     for (let i = 0; i < capsuleCount; i++) {
       const check = await checkLog(store, names[i]!, await capsules[i]!.written());
       const readers = await checkReaders(gw.url, names[i]!, check.records);
@@ -136,8 +188,16 @@ const oneRun = async (seed: number): Promise<boolean> => {
         Object.entries(check.missingByKind)
           .map(([k, n]) => `${k}: ${n}`)
           .join(', ') || 'none';
+      const facts: Record<string, number> = {};
+      for (const r of check.records)
+        if (r.kind === 'fact' && r.fact === 'frames-possibly-missing')
+          facts[r.reason] = (facts[r.reason] ?? 0) + 1;
+      const factLine =
+        Object.entries(facts)
+          .map(([k, n]) => `${k} ${n}`)
+          .join(', ') || 'none';
       log(
-        `  ${names[i]}: written ${check.written}, logged ${check.matched}, missing ${missing}, dropped by the capsule to a reader behind ${await capsules[i]!.dropped()}, problems ${problems.length}`,
+        `  ${names[i]}: written ${check.written}, logged ${check.matched}, missing ${missing}, loss facts ${factLine}, dropped by the capsule to a reader behind ${await capsules[i]!.dropped()}, problems ${problems.length}`,
       );
       if (problems.length > 0) {
         ok = false;
@@ -163,6 +223,7 @@ const oneRun = async (seed: number): Promise<boolean> => {
     await gw.kill();
     await store.close();
     for (const p of proxies) await p.close();
+    await storeProxy.close();
     for (const c of capsules) await c.stop();
     await redis.stop();
   }

@@ -146,10 +146,12 @@ describe('reconcile', () => {
       missing: [],
     },
     {
-      name: 'gap replay brings back an id-0 frame we never had',
+      // The overlap, A's final alone, could be a reopened attempt's final (byte for byte the same),
+      // the buffer having evicted everything else of it: said so.
+      name: 'gap replay brings back an id-0 frame we never had; an overlap inside one task is not proof',
       in: { storedTail: A, gap: { firstAvailableId: '4' }, replay: [A[4]!, B[0]!, B[1]!] },
       append: [B[0]!, B[1]!],
-      missing: [],
+      missing: [{ reason: 'no-overlap', firstAvailableId: '4' }],
     },
     {
       name: 'gap replay holding an id-0 frame we lost earlier still aligns (on the id > 0 frames)',
@@ -165,6 +167,17 @@ describe('reconcile', () => {
       name: 'gap replay: an id-0 frame after the overlap that we never had is appended in place',
       in: { storedTail: A.slice(1), gap: { firstAvailableId: '2' }, replay: [...A.slice(2), B[0]!, B[1]!] },
       append: [B[0]!, B[1]!],
+      // A.1 is gone from the buffer and the overlap lies inside A: a reopened attempt could match it.
+      missing: [{ reason: 'no-overlap', firstAvailableId: '2' }],
+    },
+    {
+      name: 'gap replay repeating the id-0 frame we stored live after our last key frame: the overlap spans two tasks',
+      in: {
+        storedTail: [...A.slice(1), B[0]!],
+        gap: { firstAvailableId: '2' },
+        replay: [...A.slice(2), B[0]!, B[1]!],
+      },
+      append: [B[1]!],
       missing: [],
     },
     {
@@ -234,10 +247,10 @@ describe('reconcile', () => {
       missing: [],
     },
     {
-      name: 'overlap of length 1 that is the only alignment is taken',
+      name: 'overlap of length 1 that is the only alignment is taken (inside one task, after evicted frames: said so)',
       in: { storedTail: [t('A', 1, 'p'), t('A', 2, 'a')], replay: [t('A', 2, 'a'), t('A', 3, 'q')] },
       append: [t('A', 3, 'q')],
-      missing: [],
+      missing: [{ reason: 'no-overlap' }],
     },
     {
       name: 'overlap of length 1 competing with a longer one (periodic tail) is ambiguous when evicted',
@@ -266,7 +279,8 @@ describe('reconcile', () => {
         replay: [t('A', 2), { ...t('A', 2), event: 'thinking' }],
       },
       append: [{ ...t('A', 2), event: 'thinking' }],
-      missing: [],
+      // The overlap (A.2) lies inside one task, after A.1 the buffer no longer holds.
+      missing: [{ reason: 'no-overlap' }],
     },
     {
       name: 'a live frame taken for replay is simply appended after the replay',

@@ -11,6 +11,11 @@ export interface StallProxy {
    * then the rest. The promise resolves once the held bytes have been released.
    */
   stallNext(afterBytes: number, ms: number): Promise<void>;
+  /**
+   * The same, held where the capsule's answer first carries `marker` (a task id, say): everything
+   * before it is forwarded, nothing from it on for `ms`.
+   */
+  stallNextAt(marker: string, ms: number): Promise<void>;
   /** Destroy every open connection, both sides. */
   cutAll(): void;
   close(): Promise<void>;
@@ -18,6 +23,7 @@ export interface StallProxy {
 
 interface Stall {
   afterBytes: number;
+  marker?: string;
   ms: number;
   released: () => void;
 }
@@ -42,8 +48,21 @@ export const startStallProxy = async (targetUrl: string): Promise<StallProxy> =>
     const stall = armed;
     armed = null;
     let forwarded = 0;
+    let seen = '';
     upstream.on('data', (chunk: Buffer) => {
-      if (stall && forwarded <= stall.afterBytes && forwarded + chunk.length > stall.afterBytes) {
+      if (stall?.marker !== undefined && stall.afterBytes < 0) {
+        // Bytes as latin1: one character per byte, so an index is a byte offset.
+        const text = seen + chunk.toString('latin1');
+        const at = text.indexOf(stall.marker);
+        if (at >= 0) stall.afterBytes = forwarded + Math.max(0, at - seen.length);
+        else seen = text.slice(-stall.marker.length);
+      }
+      if (
+        stall &&
+        stall.afterBytes >= 0 &&
+        forwarded <= stall.afterBytes &&
+        forwarded + chunk.length > stall.afterBytes
+      ) {
         const head = stall.afterBytes - forwarded;
         forwarded += chunk.length;
         client.write(chunk.subarray(0, head));
@@ -66,6 +85,10 @@ export const startStallProxy = async (targetUrl: string): Promise<StallProxy> =>
     stallNext: (afterBytes, ms) =>
       new Promise<void>((released) => {
         armed = { afterBytes, ms, released };
+      }),
+    stallNextAt: (marker, ms) =>
+      new Promise<void>((released) => {
+        armed = { afterBytes: -1, marker, ms, released };
       }),
     cutAll: () => {
       for (const s of [...sockets]) s.destroy();
