@@ -27,6 +27,9 @@ export interface FlagValues {
   /** A directory (the CLI fills in the default when the flag has no value). */
   discoverRunning?: string;
   logLevel?: string;
+  /** PEM files: both, or neither (one alone is a configuration error). */
+  tlsCert?: string;
+  tlsKey?: string;
 }
 
 const describePath = (path: PropertyKey[]): string =>
@@ -163,6 +166,8 @@ export const loadConfig = (flags: FlagValues, env: NodeJS.ProcessEnv): GatewayCo
   if (flags.host !== undefined) merged.host = flags.host;
   if (flags.redis !== undefined) merged.redis = flags.redis;
   if (flags.publicUrl !== undefined) merged.publicUrl = flags.publicUrl;
+  if (flags.tlsCert !== undefined || flags.tlsKey !== undefined)
+    merged.tls = { cert: flags.tlsCert ?? '', key: flags.tlsKey ?? '' };
   if (flags.demo) merged.demo = true;
   if (flags.logLevel !== undefined) merged.logLevel = flags.logLevel;
   if (flags.discoverRunning !== undefined) merged.discoverRunning = flags.discoverRunning;

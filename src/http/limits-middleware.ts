@@ -9,10 +9,7 @@ import type { Socket } from 'node:net';
 import type { Context, MiddlewareHandler } from 'hono';
 import type { AbuseLimits } from '../auth/limits.js';
 import { principalOf } from '../auth/principal.js';
-import { surfaceAt, type Surface } from './surface.js';
-
-/** A surface's 429: `retryAfterSeconds` goes in Retry-After; the body is the surface's own. */
-export type RateLimitedRenderer = (c: Context, retryAfterSeconds: number) => Response;
+import { surfaceAt, type RateLimitedRenderer, type Surface } from './surface.js';
 
 const OPEN_PATH = /^\/(healthz|readyz|dashboard(\/.*)?|client\/.*)?$/;
 

@@ -6,7 +6,9 @@
  */
 import type { Context, Hono } from 'hono';
 import type { Principal } from '../auth/principal.js';
-import type { RateLimitedRenderer } from './limits-middleware.js';
+
+/** A surface's 429: `retryAfterSeconds` goes in Retry-After; the body is the surface's own. */
+export type RateLimitedRenderer = (c: Context, retryAfterSeconds: number) => Response;
 
 /** One event of a followed stream, in its surface's own terms, and that stream's cursor after it. */
 export interface FollowEvent {

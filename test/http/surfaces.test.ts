@@ -16,6 +16,7 @@ import { startTestGateway, type TestGateway } from '../support/gateway.js';
 
 /** The core's own routes (src/http: ops, static; tickets too when auth is on): nothing else is outside. */
 const CORE_PATHS = new Set([
+  '/',
   '/healthz',
   '/readyz',
   '/capsules',
