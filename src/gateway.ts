@@ -36,6 +36,7 @@ import type { StreamStore } from './streams/types.js';
 import { CapsuleUpstream } from './upstream/capsule-upstream.js';
 import { LocalOwnership } from './fleet/local-ownership.js';
 import { FleetOwnership } from './fleet/ownership.js';
+import { AdmissionBus } from './fleet/admission-bus.js';
 import type { CapsuleOwnership, IngestionControl } from './fleet/types.js';
 import { createAdminTokenCheck } from './auth/admin-token.js';
 import { RunningCapsuleDiscovery } from './fleet/discovery.js';
@@ -249,7 +250,19 @@ export const startGateway = async (
     storeTimeoutMs: config.submitStoreTimeoutSeconds * 1000,
     logger: logger.child({ room: 'queue' }),
     ...(tuning.queue ? { dispatch: tuning.queue } : {}),
+    announce: (capsule, offset) => admissions?.announce(capsule, offset),
   });
+  // Across replicas an admission wakes the capsule's owner through Redis (one process: in-process).
+  const admissions =
+    store instanceof RedisStore
+      ? new AdmissionBus(
+          store.connection.client,
+          config.replicaId,
+          (capsule, offset) => queues.wake(capsule, offset),
+          tuning.fleet?.keyPrefix,
+          logger.child({ room: 'queue' }),
+        )
+      : null;
   const registry: CapsuleRegistry =
     store instanceof RedisStore
       ? new RedisCapsuleRegistry(store.connection, {
@@ -377,6 +390,7 @@ export const startGateway = async (
       // Streams end with each protocol's own end signal, then their sockets close.
       shutdown.abort();
       queues.close();
+      admissions?.close();
       await hub.close();
       server.closeIdleConnections();
       await discovery?.close();

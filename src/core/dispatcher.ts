@@ -27,6 +27,12 @@ export interface DispatchTuning {
   retryMs?: number;
   /** A capsule shown busy with no record for this long is probed (its task's final status may be lost). */
   staleBusyMs?: number;
+  /**
+   * While idle, how often the head of the log is read for admissions whose wake-up was lost
+   * (default 1000). An admission wakes the dispatcher at once (SubmissionQueues.admitted, and across
+   * replicas a publish through the store): this look only bounds what a lost signal costs.
+   */
+  idlePollMs?: number;
 }
 
 interface DispatcherOptions extends DispatchTuning {
@@ -89,7 +95,8 @@ export class Dispatcher {
       const next = this.nextToSend();
       if (!next) {
         await this.queue.changed(this.waitMs());
-        // An idle queue holds no subscription: a cheap look at the head finds new admissions.
+        // An idle queue holds no subscription: an admission opens it (its wake-up), and a cheap
+        // look at the head finds one whose wake-up was lost.
         if (!this.queue.isOpen) await this.queue.poll().catch(() => undefined);
         continue;
       }
@@ -135,8 +142,9 @@ export class Dispatcher {
   }
 
   private waitMs(): number {
+    const poll = this.options.idlePollMs ?? 1_000;
     const retry = this.retryAt - Date.now();
-    return Math.max(50, Math.min(1_000, retry > 0 ? retry : 1_000));
+    return Math.max(50, Math.min(poll, retry > 0 ? retry : poll));
   }
 
   private noteProgress(): void {

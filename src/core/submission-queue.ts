@@ -36,6 +36,11 @@ export interface SubmissionQueuesDeps {
   storeTimeoutMs: number;
   logger?: Logger;
   dispatch?: DispatchTuning;
+  /**
+   * Tell the other replicas a submission was admitted (a publish through the store): the capsule's
+   * owner wakes its dispatcher. Best effort: a lost signal costs the owner's idle poll, no more.
+   */
+  announce?: (capsule: string, offset: number) => void;
 }
 
 /**
@@ -268,6 +273,22 @@ export class SubmissionQueues {
     const fold = this.queues.get(capsule)?.fold;
     if (!fold) return { depth: 0, oldestMs: 0 };
     return { depth: fold.depth(), oldestMs: fold.oldestMs(now) };
+  }
+
+  /**
+   * A submission was admitted at `offset` through this replica: the capsule's dispatcher wakes now
+   * rather than at its next idle poll. Here when this replica owns the capsule, else through the
+   * store to the owner. Only a signal: the dispatcher still reads the admission from the log.
+   */
+  admitted(capsule: string, offset: number): void {
+    if (this.dispatchers.has(capsule)) this.wake(capsule, offset);
+    else this.deps.announce?.(capsule, offset);
+  }
+
+  /** Another replica admitted a submission at `offset`: the owner folds through it (its dispatcher wakes). */
+  wake(capsule: string, offset: number): void {
+    if (!this.dispatchers.has(capsule)) return;
+    this.queue(capsule).open(offset);
   }
 
   /** This replica owns the capsule now: hand its queue over (fenced by the writer's lane). */
