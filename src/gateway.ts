@@ -18,6 +18,7 @@ import { GatewayCoreImpl } from './core/gateway-core.js';
 import { SubmissionQueues } from './core/submission-queue.js';
 import type { DispatchTuning } from './core/dispatcher.js';
 import { logFrameSource } from './core/log-frames.js';
+import { deliveryObserver, LatencyMetrics } from './core/latency.js';
 import type { GatewayCore } from './core/types.js';
 import { Hub } from './hub/hub.js';
 import type { AdapterConfig, AdapterDeps } from './http/adapter-deps.js';
@@ -207,9 +208,11 @@ export const startGateway = async (
       : new LocalOwnership(config.replicaId, control);
   // An append refused by the fence: another replica took the capsule over; stop ingesting it now.
   writer.onFenced((capsule, fence) => ownership.lost(capsule, 'append fenced', fence));
+  const latency = new LatencyMetrics();
   const hub = new Hub(store, {
     maxQueuedRecords: config.maxQueuedRecords,
     logger: logger.child({ room: 'hub' }),
+    onDelivered: deliveryObserver(latency),
   });
   const capsules = new LiveCapsules({
     upstreams,
@@ -251,6 +254,7 @@ export const startGateway = async (
     logger: logger.child({ room: 'queue' }),
     ...(tuning.queue ? { dispatch: tuning.queue } : {}),
     announce: (capsule, offset) => admissions?.announce(capsule, offset),
+    latency,
   });
   // Across replicas an admission wakes the capsule's owner through Redis (one process: in-process).
   const admissions =
@@ -330,6 +334,7 @@ export const startGateway = async (
     corsOrigins: config.cors.origins,
     storeReady: () => store.ping(),
     internals: () => ({ hub: hub.stats(), writer: writer.stats() }),
+    latency,
     ownership,
     surfaces: [
       createAdminRoutes({

@@ -9,6 +9,7 @@
 import type { Logger } from 'pino';
 import type { FactEntry } from '../log/record.js';
 import type { UpstreamPort, WriterPort } from './types.js';
+import { capsuleClass, secondsBetween, type LatencyMetrics } from './latency.js';
 
 /** What the dispatcher reads of its capsule's queue (submission-queue.ts's CapsuleQueue). */
 export interface QueueView {
@@ -39,6 +40,7 @@ interface DispatcherOptions extends DispatchTuning {
   storeTimeoutMs: number;
   current: () => Promise<QueueFold>;
   logger?: Logger;
+  latency?: LatencyMetrics;
 }
 
 export const ORPHAN_REASON =
@@ -74,6 +76,11 @@ export class Dispatcher {
   ) {}
 
   start(): void {
+    const latency = this.options.latency;
+    // The owner times its hand-offs' first frames (every replica folds the log; one observes).
+    if (latency)
+      this.queue.fold.onFirstFrame = (h, frame) =>
+        latency.firstFrame.observe(this.labels(h), secondsBetween(h.receivedAt, frame.receivedAt));
     void this.run().catch((err: unknown) => {
       this.options.logger?.error({ err, capsule: this.capsule }, 'dispatcher stopped on an error');
     });
@@ -81,6 +88,11 @@ export class Dispatcher {
 
   stop(): void {
     this.stopped = true;
+    this.queue.fold.onFirstFrame = null;
+  }
+
+  private labels(s: QueuedSubmission): { surface: string; capsule_class: string } {
+    return { surface: s.surface, capsule_class: capsuleClass(this.upstream.state().connection?.release) };
   }
 
   private get fold(): QueueFold {
@@ -231,6 +243,7 @@ export class Dispatcher {
     });
     switch (outcome.kind) {
       case 'accepted':
+        this.options.latency?.handoff.observe(this.labels(next), secondsBetween(next.receivedAt, Date.now()));
         // Its first frame is (or soon will be) in the log; a withdrawal meanwhile cancels it.
         if (handed.withdrawn && !this.canceled.has(outcome.taskId)) {
           this.canceled.add(outcome.taskId);

@@ -10,6 +10,7 @@ import type { FactEntry } from '../log/record.js';
 import type { HubPort, UpstreamPort, WriterPort } from './types.js';
 import { Dispatcher, type DispatchTuning } from './dispatcher.js';
 import { QueueFold } from './queue-fold.js';
+import type { LatencyMetrics } from './latency.js';
 import type { Subscription } from './types.js';
 
 export interface QueueLimits {
@@ -41,16 +42,20 @@ export interface SubmissionQueuesDeps {
    * owner wakes its dispatcher. Best effort: a lost signal costs the owner's idle poll, no more.
    */
   announce?: (capsule: string, offset: number) => void;
+  /** Hand-off and time-to-first-frame histograms (observed by the owner's dispatchers). */
+  latency?: LatencyMetrics;
 }
 
 /**
  * A hub subscription keeps a store reader per capsule (a blocking XREAD on its own connection) and
  * the capsule's recent records in memory: an idle queue holds none (the hub lingers on its own).
- * Idle: nothing queued, and every hand-off has started its task (its end matters only to a next one).
+ * Idle: nothing queued, and every hand-off has started its task, its first frame folded (its end
+ * matters only to a next one).
  */
 const idle = (fold: QueueFold): boolean => {
   if (fold.queue.length > 0) return false;
-  for (const h of fold.handed.values()) if (h.taskId === null || h.withdrawn) return false;
+  // A hand-off whose task's first frame is not folded yet keeps it open (the time to first frame).
+  for (const h of fold.handed.values()) if (h.taskId === null || h.withdrawn || !h.firstFrame) return false;
   return true;
 };
 
@@ -300,6 +305,7 @@ export class SubmissionQueues {
       storeTimeoutMs: this.deps.storeTimeoutMs,
       current: () => this.current(capsule),
       ...(this.deps.logger ? { logger: this.deps.logger } : {}),
+      ...(this.deps.latency ? { latency: this.deps.latency } : {}),
       ...this.deps.dispatch,
     });
     this.dispatchers.set(capsule, d);

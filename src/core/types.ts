@@ -28,6 +28,8 @@ export interface SubscribeOptions {
   /** Bound on records queued for this subscriber; past it the subscription ends as 'slow'. */
   maxQueuedRecords?: number;
   signal?: AbortSignal;
+  /** The surface serving it (murmur, beeos, flue, durable-streams): the delivery-lag metric's label. */
+  surface?: string;
 }
 
 export interface Subscription {

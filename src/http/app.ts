@@ -8,6 +8,7 @@ import { cors } from 'hono/cors';
 import type { Logger } from 'pino';
 import type { GatewayCore } from '../core/types.js';
 import { createMetrics, type InternalStats, type MetricsRegistry } from './metrics.js';
+import type { LatencyMetrics } from '../core/latency.js';
 import { createOpsRoutes, type OpsDeps } from './ops-routes.js';
 import { createStaticRoutes } from './static-routes.js';
 import type { Authenticator } from '../auth/authenticator.js';
@@ -62,6 +63,8 @@ export interface HttpAppOptions {
   storeReady: () => Promise<boolean>;
   /** Hub and writer counters for /metrics. */
   internals?: () => InternalStats;
+  /** Hand-off, first-frame and delivery-lag histograms for /metrics. */
+  latency?: LatencyMetrics;
   /** Capsule ownership across replicas, for /capsules. */
   ownership?: OpsDeps['ownership'];
   /** Credentials → principal for every request; absent = every caller is open (unit tests). */
@@ -125,7 +128,7 @@ export const createHttpApp = (options: HttpAppOptions): HttpApp => {
   const connections = (): Record<string, Record<string, number>> =>
     Object.fromEntries([...open].map(([capsule, m]) => [capsule, Object.fromEntries(m)]));
 
-  const metrics = createMetrics(options.core, connections, options.internals);
+  const metrics = createMetrics(options.core, connections, options.internals, options.latency);
   const app = new Hono();
 
   if (options.corsOrigins.length > 0) {

@@ -4,6 +4,7 @@
  */
 import { Registry, Gauge, Counter, collectDefaultMetrics } from 'prom-client';
 import type { GatewayCore } from '../core/types.js';
+import type { LatencyMetrics } from '../core/latency.js';
 
 export interface MetricsRegistry {
   readonly contentType: string;
@@ -22,9 +23,12 @@ export const createMetrics = (
   core: GatewayCore,
   connections: () => Record<string, Record<string, number>>,
   internals?: () => InternalStats,
+  latency?: LatencyMetrics,
 ): MetricsRegistry => {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'murmur_gateway_' });
+  // Observed by the dispatcher and the hub (src/core/latency.ts), registered here.
+  for (const h of latency?.all ?? []) registry.registerMetric(h);
 
   // Per-capsule gauges are filled from one read of every capsule's status per scrape (render), not
   // one read per gauge: each status costs a store round trip.

@@ -117,6 +117,11 @@ export interface SubmissionEntry {
   meta?: Record<string, unknown>;
   /** Waits in the capsule's submission queue until its owner hands it over (absent: sent at once). */
   queued?: true;
+  /**
+   * The W3C `traceparent` of its admission span, when the gateway exports traces: the replica that
+   * hands it to the capsule continues the client's trace from here.
+   */
+  trace?: string;
   receivedAt: number;
 }
 
