@@ -19,6 +19,7 @@ import { SubmissionQueues } from './core/submission-queue.js';
 import type { DispatchTuning } from './core/dispatcher.js';
 import { logFrameSource } from './core/log-frames.js';
 import { deliveryObserver, LatencyMetrics } from './core/latency.js';
+import { deliveryTraces } from './core/delivery-traces.js';
 import type { GatewayCore } from './core/types.js';
 import { Hub } from './hub/hub.js';
 import type { AdapterConfig, AdapterDeps } from './http/adapter-deps.js';
@@ -209,10 +210,15 @@ export const startGateway = async (
   // An append refused by the fence: another replica took the capsule over; stop ingesting it now.
   writer.onFenced((capsule, fence) => ownership.lost(capsule, 'append fenced', fence));
   const latency = new LatencyMetrics();
+  const observeLag = deliveryObserver(latency);
+  const traceDeliveries = deliveryTraces();
   const hub = new Hub(store, {
     maxQueuedRecords: config.maxQueuedRecords,
     logger: logger.child({ room: 'hub' }),
-    onDelivered: deliveryObserver(latency),
+    onDelivered: (records, surfaces) => {
+      observeLag(records, surfaces);
+      traceDeliveries(records, surfaces);
+    },
   });
   const capsules = new LiveCapsules({
     upstreams,

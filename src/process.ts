@@ -7,6 +7,7 @@ import type { GatewayConfig } from './config/schema.js';
 import { startDemo, type Demo } from './demo.js';
 import { startGateway } from './gateway.js';
 import { createLogger } from './logger.js';
+import { startTracing } from './tracing-sdk.js';
 
 const banner = (base: string, capsules: string[], demo: boolean): string => {
   const first = capsules[0] ?? '<capsule>';
@@ -31,6 +32,8 @@ export const runGatewayProcess = async (
   reload?: () => GatewayConfig,
 ): Promise<void> => {
   const logger = createLogger(config.logLevel);
+  // Off (and nothing of the SDK loaded) unless the standard OTEL_* environment names an endpoint.
+  const tracing = await startTracing(process.env, logger);
   let demo: Demo | null = null;
   let effective = config;
   if (config.demo) {
@@ -54,6 +57,7 @@ export const runGatewayProcess = async (
     void (async () => {
       await gateway.close();
       await demo?.stop();
+      await tracing?.shutdown();
       logger.info('drained');
       process.exit(0);
     })().catch((err: unknown) => {

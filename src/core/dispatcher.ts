@@ -10,6 +10,16 @@ import type { Logger } from 'pino';
 import type { FactEntry } from '../log/record.js';
 import type { UpstreamPort, WriterPort } from './types.js';
 import { capsuleClass, secondsBetween, type LatencyMetrics } from './latency.js';
+import {
+  contextOf,
+  endSpan,
+  SpanKind,
+  startSpan,
+  traceparentOf,
+  tracingOn,
+  withSpan,
+  type Span,
+} from '../tracing.js';
 
 /** What the dispatcher reads of its capsule's queue (submission-queue.ts's CapsuleQueue). */
 export interface QueueView {
@@ -78,9 +88,22 @@ export class Dispatcher {
   start(): void {
     const latency = this.options.latency;
     // The owner times its hand-offs' first frames (every replica folds the log; one observes).
-    if (latency)
-      this.queue.fold.onFirstFrame = (h, frame) =>
-        latency.firstFrame.observe(this.labels(h), secondsBetween(h.receivedAt, frame.receivedAt));
+    this.queue.fold.onFirstFrame = (h, frame) => {
+      latency?.firstFrame.observe(this.labels(h), secondsBetween(h.receivedAt, frame.receivedAt));
+      // Admission → the task's first frame in the log, in the admission's trace.
+      if (h.trace && tracingOn()) {
+        const span = startSpan('murmur.task.first_frame', {
+          parent: contextOf(h.trace),
+          startTime: h.receivedAt,
+          attributes: {
+            'murmur.capsule': this.capsule,
+            'murmur.task_id': h.taskId ?? '',
+            'murmur.offset': frame.offset,
+          },
+        });
+        endSpan(span, undefined, Math.max(h.receivedAt, frame.receivedAt));
+      }
+    };
     void this.run().catch((err: unknown) => {
       this.options.logger?.error({ err, capsule: this.capsule }, 'dispatcher stopped on an error');
     });
@@ -203,7 +226,28 @@ export class Dispatcher {
     return at.offset;
   }
 
+  /**
+   * Hand `next` over, in its admission's trace when it has one: its queue wait (admission to now),
+   * then the hand-off span holding the fenced fact's store round trip and the `message/stream`.
+   */
   private async handOver(next: QueuedSubmission): Promise<void> {
+    if (!next.trace || !tracingOn()) return this.handOverTraced(next, undefined);
+    const parent = contextOf(next.trace);
+    const attributes = {
+      'murmur.capsule': this.capsule,
+      'murmur.surface': next.surface,
+      'murmur.message_id': next.messageId,
+    };
+    endSpan(startSpan('murmur.submission.queue_wait', { parent, attributes, startTime: next.receivedAt }));
+    const span = startSpan('murmur.submission.handoff', { parent, attributes });
+    try {
+      await withSpan(span, () => this.handOverTraced(next, span));
+    } finally {
+      endSpan(span);
+    }
+  }
+
+  private async handOverTraced(next: QueuedSubmission, span: Span | undefined): Promise<void> {
     let handedAt: number;
     try {
       this.mine.add(next.messageId);
@@ -235,12 +279,23 @@ export class Dispatcher {
       }).catch(() => undefined);
       return;
     }
+    // The capsule's `message/stream`, a client span whose context the capsule receives.
+    const call = startSpan('murmur.capsule.message_stream', {
+      kind: SpanKind.CLIENT,
+      attributes: { 'murmur.capsule': this.capsule, 'url.full': this.upstream.url },
+    });
+    const traceparent = traceparentOf(call);
     const outcome = await this.upstream.submit({
       text: next.text,
       contextId: next.contextId,
       messageId: next.messageId,
       after: handedAt,
+      ...(traceparent ? { traceparent } : {}),
     });
+    call?.setAttribute('murmur.outcome', outcome.kind);
+    if (outcome.kind === 'accepted') call?.setAttribute('murmur.task_id', outcome.taskId);
+    endSpan(call, outcome.kind === 'unreachable' ? outcome.reason : undefined);
+    span?.setAttribute('murmur.outcome', outcome.kind);
     switch (outcome.kind) {
       case 'accepted':
         this.options.latency?.handoff.observe(this.labels(next), secondsBetween(next.receivedAt, Date.now()));
@@ -256,6 +311,8 @@ export class Dispatcher {
           messageId: handed.messageId,
           contextId: handed.contextId,
           taskId: outcome.taskId,
+          // Each replica delivering the task's frames joins the hand-off's trace.
+          ...(span ? { trace: traceparentOf(span) ?? undefined } : {}),
           receivedAt: Date.now(),
         }).catch(() => undefined);
         return;

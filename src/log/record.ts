@@ -88,6 +88,8 @@ export type FactEntry =
       messageId: string;
       contextId: string;
       taskId: string;
+      /** The hand-off span's `traceparent`, when traced: each replica's delivery of the task joins it. */
+      trace?: string;
       receivedAt: number;
     }
   | {
