@@ -49,6 +49,10 @@ export const createMetrics = (
   );
   const queueDepth = perCapsule('queue_depth', 'Submissions waiting in the capsule submission queue');
   const queueOldest = perCapsule('queue_oldest_seconds', 'How long the oldest queued submission has waited');
+  const possiblyMissing = perCapsule(
+    'frames_possibly_missing',
+    'frames-possibly-missing facts the capsule log has recorded (loss the gateway knows of)',
+  );
   const collectCapsules = async (): Promise<void> => {
     const statuses = await core.statuses();
     release.reset();
@@ -60,6 +64,7 @@ export const createMetrics = (
       reconnects.set({ capsule: s.id }, s.reconnects);
       queueDepth.set({ capsule: s.id }, s.queue.depth);
       queueOldest.set({ capsule: s.id }, s.queue.oldestMs / 1000);
+      possiblyMissing.set({ capsule: s.id }, s.possiblyMissing);
     }
   };
   new Gauge({
