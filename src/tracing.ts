@@ -85,8 +85,15 @@ export const startSpan = (name: string, options: SpanOptions = {}): Span | undef
 export const withSpan = <T>(span: Span | undefined, fn: () => T): T =>
   span ? context.with(trace.setSpan(context.active(), span), fn) : fn();
 
-/** The active context when tracing (the writer keeps it with an entry), else undefined. */
-export const activeContext = (): Context | undefined => (enabled ? context.active() : undefined);
+/**
+ * The active context when tracing and inside a span (the writer keeps it with an entry, so the
+ * store round trip joins that span), else undefined: an append outside any trace makes no span.
+ */
+export const activeContext = (): Context | undefined => {
+  if (!enabled) return undefined;
+  const active = context.active();
+  return trace.getSpan(active) ? active : undefined;
+};
 
 /** End a span with an error status when `err` is given. */
 export const endSpan = (span: Span | undefined, err?: unknown, endTime?: number): void => {

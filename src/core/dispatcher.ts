@@ -231,7 +231,7 @@ export class Dispatcher {
    * then the hand-off span holding the fenced fact's store round trip and the `message/stream`.
    */
   private async handOver(next: QueuedSubmission): Promise<void> {
-    if (!next.trace || !tracingOn()) return this.handOverTraced(next, undefined);
+    if (!next.trace || !tracingOn()) return this.handOverNow(next, undefined);
     const parent = contextOf(next.trace);
     const attributes = {
       'murmur.capsule': this.capsule,
@@ -241,13 +241,13 @@ export class Dispatcher {
     endSpan(startSpan('murmur.submission.queue_wait', { parent, attributes, startTime: next.receivedAt }));
     const span = startSpan('murmur.submission.handoff', { parent, attributes });
     try {
-      await withSpan(span, () => this.handOverTraced(next, span));
+      await withSpan(span, () => this.handOverNow(next, span));
     } finally {
       endSpan(span);
     }
   }
 
-  private async handOverTraced(next: QueuedSubmission, span: Span | undefined): Promise<void> {
+  private async handOverNow(next: QueuedSubmission, span: Span | undefined): Promise<void> {
     let handedAt: number;
     try {
       this.mine.add(next.messageId);
@@ -280,10 +280,12 @@ export class Dispatcher {
       return;
     }
     // The capsule's `message/stream`, a client span whose context the capsule receives.
-    const call = startSpan('murmur.capsule.message_stream', {
-      kind: SpanKind.CLIENT,
-      attributes: { 'murmur.capsule': this.capsule, 'url.full': this.upstream.url },
-    });
+    const call = span
+      ? startSpan('murmur.capsule.message_stream', {
+          kind: SpanKind.CLIENT,
+          attributes: { 'murmur.capsule': this.capsule, 'url.full': this.upstream.url },
+        })
+      : undefined;
     const traceparent = traceparentOf(call);
     const outcome = await this.upstream.submit({
       text: next.text,

@@ -258,6 +258,9 @@ describe('submission traces', () => {
       await flue.wait((await res.json()) as Parameters<typeof flue.wait>[0]);
       await tracing.flush();
       expect(receiver.spans.some((s) => s.traceId === '0'.repeat(32))).toBe(false);
+      // Only a request starts a trace: the ingestor's appends, untraced, make no spans of their own.
+      const roots = receiver.spans.filter((s) => !s.parentSpanId).map((s) => s.name);
+      expect(new Set(roots)).toEqual(new Set(['murmur.request']));
     }, 30_000);
   });
 
