@@ -102,3 +102,29 @@ describe.skipIf(!redisUrl)('hand-off wake-up: two replicas on one Redis', () => 
     expect([...rig.sim.runs.values()].every((n) => n === 1)).toBe(true);
   }, 60_000);
 });
+
+describe.skipIf(!redisUrl)('hand-off wake-up lost: the idle poll still hands it over', () => {
+  let rig: CrossReplicaRig;
+  beforeAll(async () => {
+    rig = await startCrossReplica(redisUrl!, { config: KEYS, queue: { idlePollMs: 200, orphanGraceMs: 1 } });
+  }, 30_000);
+  afterAll(async () => rig?.close());
+
+  it('a submission queued in the log with no signal at all reaches the capsule', async () => {
+    await rig.sim.idle();
+    const ran = nextRun(rig.sim);
+    // Written straight to the log by the replica that does not own the capsule, as an admission
+    // whose publish was lost: only the owner's look at the head of the log can find it.
+    await rig.other.gateway.writer.append(rig.capsule, {
+      kind: 'submission',
+      protocol: 'murmur',
+      owner: null,
+      contextId: 'lost-signal',
+      messageId: 'lost-signal-1',
+      text: 'no wake-up',
+      queued: true,
+      receivedAt: Date.now(),
+    });
+    await expect(ran).resolves.toBe('lost-signal-1');
+  }, 30_000);
+});
