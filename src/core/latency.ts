@@ -49,18 +49,28 @@ export const capsuleClass = (release: string | null | undefined): string => rele
 export const secondsBetween = (fromMs: number, toMs: number): number => Math.max(0, toMs - fromMs) / 1000;
 
 /**
- * The hub's fan-out hook for the delivery lag: one sample per live batch per surface serving the
- * capsule, for the batch's oldest record. Taken after the next setImmediate pass, the one in which
- * the SSE streams write what the batch queued to their sockets (src/http/sse-stream.ts).
+ * The hub's fan-out hook for the delivery lag: per surface, one sample per event-loop turn, for the
+ * oldest record any live batch of that turn carried to that surface (a capsule streaming a few
+ * messages is a batch per turn: a sample per batch; a thousand busy capsules cost a few samples per
+ * turn, not one per batch). Taken after the next setImmediate pass, the one in which the SSE
+ * streams write what the batches queued to their sockets (src/http/sse-stream.ts).
  */
-export const deliveryObserver =
-  (latency: LatencyMetrics) =>
-  (records: readonly LogRecord[], surfaces: readonly string[]): void => {
-    const first = records[0];
-    if (!first) return;
-    const from = first.receivedAt;
-    setImmediate(() => {
-      const seconds = secondsBetween(from, Date.now());
-      for (const surface of surfaces) latency.deliveryLag.observe({ surface }, seconds);
-    });
+export const deliveryObserver = (latency: LatencyMetrics) => {
+  /** Per surface, the oldest receive time delivered this turn. */
+  const oldest = new Map<string, number>();
+  const observe = (): void => {
+    const now = Date.now();
+    for (const [surface, from] of oldest) latency.deliveryLag.observe({ surface }, secondsBetween(from, now));
+    oldest.clear();
   };
+  return (records: readonly LogRecord[], surfaces: readonly string[]): void => {
+    const first = records[0];
+    if (!first || surfaces.length === 0) return;
+    if (oldest.size === 0) setImmediate(observe);
+    const from = first.receivedAt;
+    for (const surface of surfaces) {
+      const seen = oldest.get(surface);
+      if (seen === undefined || from < seen) oldest.set(surface, from);
+    }
+  };
+};
