@@ -8,6 +8,7 @@ import { startDemo, type Demo } from './demo.js';
 import { startGateway } from './gateway.js';
 import { createLogger, type LogFormat } from './logger.js';
 import { installProcessGuard } from './http/unexpected-errors.js';
+import { startTracing } from './tracing-sdk.js';
 import { packageVersion } from './version.js';
 
 /**
@@ -71,6 +72,8 @@ export const runGatewayProcess = async (
   const { reload } = options;
   const logger = createLogger(config.logLevel, options.logFormat);
   installProcessGuard(logger);
+  // Off (and nothing of the SDK loaded) unless the standard OTEL_* environment names an endpoint.
+  const tracing = await startTracing(process.env, logger);
   let demo: Demo | null = null;
   let effective = config;
   if (config.demo) {
@@ -92,6 +95,7 @@ export const runGatewayProcess = async (
     void (async () => {
       await gateway.close();
       await demo?.stop();
+      await tracing?.shutdown();
       logger.info('drained');
       process.exit(0);
     })().catch((err: unknown) => {

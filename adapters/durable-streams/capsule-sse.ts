@@ -86,6 +86,7 @@ export const capsuleSseResponse = (deps: AdapterDeps, c: Context, read: CapsuleS
   let contiguous = read.after > 0;
   const sub = core.subscribe(capsule, {
     after: read.after,
+    surface: 'durable-streams',
     maxQueuedRecords: config.maxQueuedRecords,
     onRecords: (records) => {
       if (!stream.open) return undefined;
