@@ -6,6 +6,7 @@
 import type { Context } from 'hono';
 import type { Logger } from 'pino';
 import { beeosRateLimited } from '../adapters/beeos/rate-limited.js';
+import { streamsRateLimited } from '../adapters/durable-streams/stream-errors.js';
 import { flueRateLimited } from '../adapters/flue/rate-limited.js';
 import { murmurRateLimited } from '../adapters/murmur/rate-limited.js';
 import { clientIpResolver } from './auth/client-ip.js';
@@ -37,6 +38,7 @@ export const createAbuseBounds = (config: GatewayConfig, store: LogStore, logger
         { prefix: '/murmur/', render: murmurRateLimited },
         { prefix: '/api/v1/agents/', render: beeosRateLimited },
         { prefix: '/flue/', render: flueRateLimited },
+        { prefix: '/v1/stream/', render: streamsRateLimited },
       ],
     },
     bodyTimeoutMs: Math.round(config.limits.bodyTimeoutSeconds * 1000),

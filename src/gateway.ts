@@ -8,7 +8,7 @@ import { getRequestListener } from '@hono/node-server';
 import type { Logger } from 'pino';
 import { createBeeosRoutes } from '../adapters/beeos/index.js';
 import { beeosMalformedPath } from '../adapters/beeos/malformed-path.js';
-import { createDurableStreamsRoutes } from '../adapters/durable-streams/index.js';
+import { createDurableStreamsRoutes, streamsMalformedPath } from '../adapters/durable-streams/index.js';
 import { createFlueRoutes } from '../adapters/flue/index.js';
 import { flueMalformedPath } from '../adapters/flue/malformed-path.js';
 import { createMurmurRoutes } from '../adapters/murmur/index.js';
@@ -311,6 +311,7 @@ export const startGateway = async (
       { prefix: '/murmur/', render: murmurMalformedPath },
       { prefix: '/api/v1/agents/', render: beeosMalformedPath },
       { prefix: '/flue/', render: flueMalformedPath },
+      { prefix: '/v1/stream/', render: streamsMalformedPath },
     ],
     core,
     logger,

@@ -21,9 +21,9 @@ import {
   parseCreate,
   parseFork,
   parseProducer,
-  validStreamPath,
   type Header,
 } from './stream-input.js';
+import { validStreamPath } from './stream-path.js';
 
 export const GENERAL_STREAM_PREFIX = '/v1/stream/';
 const ROUTE = '/v1/stream/*';
@@ -171,8 +171,15 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
     return readGeneralStream(c, deps, store, path);
   });
 
-  // The store unreachable (Redis down or frozen): nothing was written, the client may retry.
+  // The store unreachable (Redis down or frozen): the request did not reach it, or its one atomic
+  // step ran whole; the client may retry (a producer's retry is deduplicated). Anything else is no
+  // outage: Redis answering a script with an error (a script stops where it failed, what it wrote
+  // before stays) or a fault of the gateway's own is 500, never a 503 that invites a blind retry.
   app.onError((err, c) => {
+    if (!storeUnreachable(err)) {
+      deps.logger.error({ err, path: c.req.path }, 'general stream: unexpected error');
+      return streamProblem(c, 'internal', 'internal error');
+    }
     deps.logger.warn({ err: String(err), path: c.req.path }, 'general stream: store failed');
     return streamProblem(c, 'unavailable', 'the stream store is unavailable', { 'retry-after': '1' });
   });
@@ -183,6 +190,18 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
     }),
   );
   return app;
+};
+
+/**
+ * Errors of a store that did not answer (connection lost, command timed out) or refused to run the
+ * step at all (`LOADING`, `READONLY` after a failover, `BUSY`, `OOM`, `CLUSTERDOWN`: their own
+ * prefixes), as opposed to a script that failed while running (`ERR …`) or a fault of ours.
+ */
+const PROGRAM_ERRORS = new Set(['TypeError', 'RangeError', 'ReferenceError', 'SyntaxError']);
+const storeUnreachable = (err: unknown): boolean => {
+  if (!(err instanceof Error)) return true;
+  if (err.name === 'ReplyError') return !err.message.startsWith('ERR');
+  return !PROGRAM_ERRORS.has(err.name);
 };
 
 const locationOf = (c: Context, deps: AdapterDeps): string => {

@@ -22,7 +22,9 @@ export const STREAM_ERROR_STATUS = {
   stream_gone: 410,
   body_too_large: 413,
   message_too_large: 413,
+  rate_limited: 429,
   too_many_streams: 507,
+  internal: 500,
   not_implemented: 501,
   unavailable: 503,
 } as const;
@@ -50,3 +52,9 @@ export const streamProblem = (
 
 /** A soft-deleted stream: deleted or expired, kept only for the forks that read its messages. */
 export const GONE_MESSAGE = 'the stream was deleted (its forks still read its messages)';
+
+/** The gateway's abuse bounds (limits-middleware.ts) on this surface: 429 with Retry-After. */
+export const streamsRateLimited = (c: Context, retryAfterSeconds: number): Response =>
+  streamProblem(c, 'rate_limited', 'too many requests, retry later', {
+    'retry-after': String(retryAfterSeconds),
+  });

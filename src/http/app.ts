@@ -18,6 +18,7 @@ import { createAuthRoutes, redactTicket } from './auth-routes.js';
 import type { AbuseLimits } from '../auth/limits.js';
 import { createBodyTimeout, createLimitsMiddleware, type SurfaceRejection } from './limits-middleware.js';
 import { createMalformedPathGuard, type MalformedPathRenderer } from './malformed-path.js';
+import { closeAfterUnreadRefusal } from './refusal-connection.js';
 
 /** Headers browsers must be allowed to read cross-origin (Flue and BeeOS coordination headers). */
 export const EXPOSED_HEADERS = [
@@ -149,6 +150,9 @@ export const createHttpApp = (options: HttpAppOptions): HttpApp => {
       }),
     );
   }
+
+  // Before the routes: whatever refuses a request before its body arrived, the connection is not reused.
+  app.use('*', closeAfterUnreadRefusal);
 
   // Bad input in the path itself, before credentials are read: no route can make sense of it.
   app.use('*', createMalformedPathGuard(options.malformedPath ?? []));

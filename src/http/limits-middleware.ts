@@ -20,6 +20,12 @@ export interface SurfaceRejection {
 
 const OPEN_PATH = /^\/(healthz|readyz|dashboard(\/.*)?|client\/.*)$/;
 const CAPSULE_SURFACE = /^\/(murmur|flue)\/[^/]+|^\/api\/v1\/agents\/[^/]+/;
+/**
+ * Durable Streams, the capsule streams (`/v1/stream/murmur/{c}`) and the general ones: their
+ * long-polls and SSE reads stay open like the capsule surfaces', so they count against the same
+ * open-request caps (a POST there is an append, not a submission).
+ */
+const STREAM_SURFACE = /^\/v1\/stream\/[^/]/;
 
 const opsRateLimited: RateLimitedRenderer = (c, retryAfterSeconds) =>
   c.json({ error: { code: 'rate_limited', message: 'too many requests, retry later' } }, 429, {
@@ -39,7 +45,7 @@ export const createLimitsMiddleware = (
     if (c.req.method === 'OPTIONS' || OPEN_PATH.test(path)) return next();
     const capsuleSurface = CAPSULE_SURFACE.test(path);
     const admission = await limits.admit(principalOf(c), {
-      capsuleSurface,
+      capsuleSurface: capsuleSurface || STREAM_SURFACE.test(path),
       submission: capsuleSurface && c.req.method === 'POST',
     });
     if (!admission.ok) return renderFor(path)(c, admission.retryAfterSeconds);

@@ -230,7 +230,8 @@ export class RedisStreamStore implements StreamStore {
       ...this.keys(path),
       path,
       input.contentType ?? '',
-      input.streamSeq ?? '',
+      // '=' before it: an empty Stream-Seq is a value, not its absence (append.lua).
+      input.streamSeq === null ? '' : `=${input.streamSeq}`,
       p?.id ?? '',
       p?.epoch ?? 0,
       p?.seq ?? 0,

@@ -42,7 +42,7 @@ if maxStreams > 0 and live >= maxStreams then return { 'too_many_streams' } end
 local epoch = math.max(nowMs - LIB_ORIGIN_MS, floorEpoch + 1, 0)
 local count = #ARGV - FIRST_ENTRY + 1
 local expms = ''
-if ttlMs ~= '' then expms = tostring(nowMs + tonumber(ttlMs)) elseif expiresAtMs ~= '' then expms = expiresAtMs end
+if ttlMs ~= '' then expms = string.format('%d', nowMs + tonumber(ttlMs)) elseif expiresAtMs ~= '' then expms = expiresAtMs end
 
 -- Keys Redis has not expired yet of an expired stream: gone before the new one is written.
 redis.call('DEL', metaKey, dataKey, producersKey)
@@ -52,4 +52,4 @@ redis.call('HSET', metaKey, 'ct', contentType, 'ttl', ttl, 'exp', expiresAt, 'ex
 for i = 1, count do redis.call('XADD', dataKey, string.format('%d-0', i), 'd', ARGV[FIRST_ENTRY + i - 1]) end
 redis.call('ZADD', indexKey, expms ~= '' and expms or '+inf', path)
 if expms ~= '' then libSettleExpiry(path) end
-return { 'created', contentType, ttl, expiresAt, expms, closed, string.format('%d', epoch), tostring(count), '0', '' }
+return { 'created', contentType, ttl, expiresAt, expms, closed, string.format('%d', epoch), string.format('%d', count), '0', '' }

@@ -121,12 +121,12 @@ if prefix then table.insert(own, prefix) end
 for i = FIRST_ENTRY, #ARGV do table.insert(own, ARGV[i]) end
 redis.call('DEL', metaKey, dataKey, producersKey)
 redis.call('HSET', metaKey, 'ct', ct, 'ttl', ttl, 'exp', expiresAt, 'expms', expms, 'closed', closed,
-  'epoch', string.format('%d', epoch), 'tail', tostring(forkPoint + #own), 'sseq', '', 'rid', runId, 'cby', '',
-  'par', source, 'fp', tostring(forkPoint), 'refs', '0', 'gone', '0', 'spec', spec, 'al', table.concat(al, ';'))
+  'epoch', string.format('%d', epoch), 'tail', string.format('%d', forkPoint + #own), 'sseq', '', 'rid', runId, 'cby', '',
+  'par', source, 'fp', string.format('%d', forkPoint), 'refs', '0', 'gone', '0', 'spec', spec, 'al', table.concat(al, ';'))
 for i, data in ipairs(own) do redis.call('XADD', dataKey, string.format('%d-0', forkPoint + i), 'd', data) end
 redis.call('ZADD', indexKey, expms ~= '' and expms or '+inf', path)
 libSettleExpiry(path)
 redis.call('HINCRBY', sourceMeta, 'refs', 1)
 libSettleExpiry(source)
-return { 'created', ct, ttl, expiresAt, expms, closed, string.format('%d', epoch), tostring(forkPoint + #own), '0',
+return { 'created', ct, ttl, expiresAt, expms, closed, string.format('%d', epoch), string.format('%d', forkPoint + #own), '0',
   table.concat(al, ';') }
