@@ -10,7 +10,9 @@ import { bodyLimit } from 'hono/body-limit';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import type { AppendResult, StreamStore } from '../../src/streams/types.js';
 import { readGeneralStream } from './general-read.js';
+import { principalOf } from '../../src/auth/principal.js';
 import { streamRefusal } from './stream-access.js';
+import { placeOf, type StreamPlace } from './stream-owner.js';
 import { GONE_MESSAGE, SECURITY_HEADERS, streamProblem } from './stream-errors.js';
 import { expiryHeaders, metaHeaders } from './stream-headers.js';
 import {
@@ -30,6 +32,9 @@ const ROUTE = '/v1/stream/*';
 const RESERVED = '__ds';
 
 const streamPathOf = (c: Context): string => c.req.path.slice(GENERAL_STREAM_PREFIX.length);
+/** The stream the request names, in the caller's namespace (stream-owner.ts). */
+const placeFor = (c: Context): StreamPlace => placeOf(principalOf(c), streamPathOf(c));
+const storePathOf = (c: Context): string => placeFor(c).storePath;
 const headerOf =
   (c: Context): Header =>
   (name) =>
@@ -74,16 +79,19 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
   app.put(ROUTE, limit, async (c) => {
     const parsed = parseCreate(headerOf(c));
     if (!parsed.ok) return streamProblem(c, parsed.error.code, parsed.error.message);
-    const fork = parseFork(headerOf(c), GENERAL_STREAM_PREFIX);
-    if (!fork.ok) return streamProblem(c, fork.error.code, fork.error.message);
+    const parsedFork = parseFork(headerOf(c), GENERAL_STREAM_PREFIX);
+    if (!parsedFork.ok) return streamProblem(c, parsedFork.error.code, parsedFork.error.message);
+    // The source is named in the caller's namespace too: another owner's stream is no source.
+    const fork = parsedFork.value && {
+      ...parsedFork.value,
+      source: placeOf(principalOf(c), parsedFork.value.source).storePath,
+    };
     const config = parsed.value;
     const body = await bodyOf(c);
     let entries: Buffer[] = [];
     if (body.length > 0) {
       // A fork without Content-Type takes its source's: its body is parsed as that type.
-      const type = fork.value?.inheritContentType
-        ? await sourceTypeOf(fork.value.source)
-        : config.contentType;
+      const type = fork?.inheritContentType ? await sourceTypeOf(fork.source) : config.contentType;
       if (type !== null && isJsonMode(type)) {
         const messages = jsonMessages(body, { allowEmptyArray: true });
         if (!messages.ok) return streamProblem(c, messages.error.code, messages.error.message);
@@ -93,11 +101,17 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
       }
     }
     if (oversized(entries)) return tooLarge(c);
-    const path = streamPathOf(c);
-    const result = await store.create(path, config, entries, fork.value ?? undefined);
+    const place = placeFor(c);
+    const result = await store.create(place.storePath, config, entries, fork ?? undefined, place.owner);
     switch (result.kind) {
       case 'too_many_streams':
         return streamProblem(c, 'too_many_streams', 'the gateway holds as many streams as it may');
+      case 'too_many_owner_streams':
+        return streamProblem(
+          c,
+          'too_many_streams',
+          'this owner holds as many streams as it may (durableStreams.maxStreamsPerOwner)',
+        );
       case 'gone':
         return streamProblem(c, 'stream_exists', 'the stream was deleted and its forks still read it');
       case 'source_not_found':
@@ -140,7 +154,7 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
       }
       if (oversized(entries)) return tooLarge(c);
     }
-    const result = await store.append(streamPathOf(c), {
+    const result = await store.append(storePathOf(c), {
       contentType,
       entries,
       streamSeq: header('stream-seq') ?? null,
@@ -155,7 +169,7 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
     (await store.head(source))?.contentType ?? null;
 
   app.delete(ROUTE, async (c) => {
-    switch (await store.delete(streamPathOf(c))) {
+    switch (await store.delete(storePathOf(c))) {
       case 'deleted':
         return c.body(null, 204, SECURITY_HEADERS);
       case 'gone':
@@ -166,7 +180,7 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
   });
 
   app.on(['GET', 'HEAD'], ROUTE, async (c) => {
-    const path = streamPathOf(c);
+    const path = storePathOf(c);
     if (c.req.method === 'HEAD') return headAnswer(c, store, path);
     return readGeneralStream(c, deps, store, path);
   });
