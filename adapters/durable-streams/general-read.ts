@@ -91,11 +91,7 @@ export const readGeneralStream = async (
   const at = positionOf(start.value, head);
   if ('code' in at) return streamProblem(c, at.code, at.message);
   if (live === 'sse') {
-    const encoding = sseBase64(head.contentType)
-      ? 'base64'
-      : isJsonMode(head.contentType)
-        ? 'json'
-        : 'text';
+    const encoding = sseBase64(head.contentType) ? 'base64' : isJsonMode(head.contentType) ? 'json' : 'text';
     return sseRead(c, deps, store, path, at.position, encoding);
   }
 

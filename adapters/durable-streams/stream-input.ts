@@ -34,8 +34,7 @@ const decimalInteger = z
  * range (`2099-02-30` is refused, not rolled over into March; a leap second `:60` is refused, as
  * JavaScript cannot represent it), and not before 1970 (the stores keep expiry as Unix time).
  */
-const RFC3339 =
-  /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:[Zz]|[+-](\d{2}):(\d{2}))$/;
+const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:[Zz]|[+-](\d{2}):(\d{2}))$/;
 const daysIn = (year: number, month: number): number => new Date(Date.UTC(year, month, 0)).getUTCDate();
 export const validRfc3339 = (s: string): boolean => {
   const m = RFC3339.exec(s);
@@ -142,7 +141,8 @@ export const nestedDeeperThan = (text: string, max: number): boolean => {
   for (let i = 0; i < text.length; i++) {
     const ch = text.charCodeAt(i);
     if (inString) {
-      if (ch === 0x5c) i++; // backslash: the next character is escaped
+      if (ch === 0x5c)
+        i++; // backslash: the next character is escaped
       else if (ch === 0x22) inString = false;
     } else if (ch === 0x22) inString = true;
     else if (ch === 0x5b || ch === 0x7b) {

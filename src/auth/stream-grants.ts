@@ -13,7 +13,10 @@ export const validStreamGrant = (grant: string): boolean =>
   !/[\u0000-\u001f\u007f-\u009f]/.test(grant) &&
   grant
     .split('/')
-    .every((seg) => seg === '*' || seg === '**' || (seg !== '' && seg !== '.' && seg !== '..' && !seg.includes('*')));
+    .every(
+      (seg) =>
+        seg === '*' || seg === '**' || (seg !== '' && seg !== '.' && seg !== '..' && !seg.includes('*')),
+    );
 
 /** Whether `grant` covers the stream path (after `/v1/stream/`, decoded). Linear in segments × pattern. */
 export const grantCovers = (grant: string, path: string): boolean => {
