@@ -13,6 +13,7 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
+import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { startTestGateway, type TestGateway } from '../support/gateway.js';
@@ -555,6 +556,36 @@ describe.each(stores)('bad values are 400 and leave nothing behind (%s store)', 
       expect((await readBack(gw, 'p')).text).toBe('a');
     },
   );
+});
+
+describe.skipIf(noRedis('Redis', testRedisUrl()))('a store that answers with an error', () => {
+  it('is a 500, never a 503 that invites a blind retry', async () => {
+    const redisUrl = urlFor('Redis', testRedisUrl())!;
+    const keyPrefix = `test:ds:abuse:${randomUUID()}`;
+    const gw = await startTestGateway({
+      capsules: {},
+      redisUrl,
+      extra: { durableStreams: { writable: true } },
+      tuning: { streams: { keyPrefix } },
+    });
+    gateways.push(gw);
+    const text = { 'content-type': 'text/plain' };
+    expect(
+      (await raw(gw, 'PUT', '/v1/stream/broken', { headers: { ...text, 'stream-ttl': '60' }, body: 'a' }))
+        .status,
+    ).toBe(201);
+    // A meta hash no script wrote: the append's script fails while running (Redis answers ERR).
+    const client = new Redis(redisUrl);
+    try {
+      await client.hset(`${keyPrefix}:{streams}:m:broken`, 'ttl', 'not-a-number');
+    } finally {
+      client.disconnect();
+    }
+    const res = await raw(gw, 'POST', '/v1/stream/broken', { headers: text, body: 'b' });
+    expect(res.status).toBe(500);
+    expect(res.json()).toEqual(problem('internal', 'internal error'));
+    expect(res.headers['retry-after']).toBeUndefined();
+  });
 });
 
 /** An SSE read from `offset=-1` until the first upToDate control: the data events and the controls. */
