@@ -79,7 +79,7 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
   app.put(ROUTE, limit, async (c) => {
     const parsed = parseCreate(headerOf(c));
     if (!parsed.ok) return streamProblem(c, parsed.error.code, parsed.error.message);
-    const parsedFork = parseFork(headerOf(c), GENERAL_STREAM_PREFIX);
+    const parsedFork = parseFork(headerOf(c), GENERAL_STREAM_PREFIX, deps.config.publicUrl);
     if (!parsedFork.ok) return streamProblem(c, parsedFork.error.code, parsedFork.error.message);
     // The source is named in the caller's namespace too: another owner's stream is no source.
     const fork = parsedFork.value && {

@@ -199,7 +199,11 @@ export const parseReadOffset = (values: string[] | undefined): Parsed<ReadStart>
  * `Stream-Fork-Offset` (one of this surface's offsets; none: the source's tail) and
  * `Stream-Fork-Sub-Offset` (decimal). null: no fork. A sub-offset without a source is 400.
  */
-export const parseFork = (header: Header, prefix: string): Parsed<ForkRequest | null> => {
+export const parseFork = (
+  header: Header,
+  prefix: string,
+  publicUrl: string | null = null,
+): Parsed<ForkRequest | null> => {
   const from = header('stream-forked-from');
   const offsetRaw = header('stream-fork-offset');
   const subRaw = header('stream-fork-sub-offset');
@@ -209,8 +213,11 @@ export const parseFork = (header: Header, prefix: string): Parsed<ForkRequest | 
       : bad('Stream-Fork-Offset and Stream-Fork-Sub-Offset need Stream-Forked-From');
   }
   // The same check and decoding as a request's own path: the Location the gateway returned (an
-  // absolute URL, percent-encoded as the client sent it) names the stream it was returned for.
-  const raw = rawPathOfTarget(from.trim());
+  // absolute URL, percent-encoded as the client sent it, under `publicUrl` when one is configured,
+  // whose own path is then no part of the stream's) names the stream it was returned for.
+  const value = from.trim();
+  const base = publicUrl?.replace(/\/$/, '');
+  const raw = rawPathOfTarget(base && value.startsWith(`${base}/`) ? value.slice(base.length) : value);
   if (raw === null || !raw.startsWith(prefix)) {
     return bad(`Stream-Forked-From must name a path under ${prefix}`);
   }

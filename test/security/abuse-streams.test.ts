@@ -258,6 +258,30 @@ describe.each(stores)('a path names one stream (%s store)', (name, redisUrl) => 
       expect((await raw(gw, 'HEAD', '/v1/stream/f3')).status).toBe(404);
     },
   );
+
+  it.skipIf(noRedis(name, redisUrl))(
+    'forks from the Location under a publicUrl with a path of its own',
+    async () => {
+      const gw = await startTestGateway({
+        capsules: {},
+        ...(redisUrl ? { redisUrl: urlFor(name, redisUrl)! } : {}),
+        config: { publicUrl: 'https://gw.example/base/' },
+        extra: { durableStreams: { writable: true } },
+        tuning: { streams: { keyPrefix: `test:ds:abuse:${randomUUID()}` } },
+      });
+      gateways.push(gw);
+      const created = await raw(gw, 'PUT', '/v1/stream/pub%20src', {
+        headers: { 'content-type': 'text/plain' },
+        body: 'p',
+      });
+      expect(created.headers.location).toBe('https://gw.example/base/v1/stream/pub%20src');
+      const fork = await raw(gw, 'PUT', '/v1/stream/pub-fork', {
+        headers: { 'stream-forked-from': created.headers.location! },
+      });
+      expect(fork.status).toBe(201);
+      expect((await readBack(gw, 'pub-fork')).text).toBe('p');
+    },
+  );
 });
 
 const KEYS = {
