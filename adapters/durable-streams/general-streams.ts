@@ -2,8 +2,11 @@
  * `/v1/stream/{path}`: the general, writable Durable Streams (PROTOCOL.md), every path but the
  * read-only capsule streams (`/v1/stream/murmur/{capsule}`, mounted before these). Create (forks
  * too, §4.2), append (JSON mode and bytes, Stream-Seq, idempotent producers, close), delete (a
- * stream with forks: soft, 410 from then on) and HEAD here; reads in general-read.ts. Off (`durableStreams.writable: false`): every method is 404. Validation is
- * stream-input.ts; each request is one store call, so a refused one leaves nothing behind.
+ * stream with forks: soft, 410 from then on) and HEAD here; reads in general-read.ts. Off
+ * (`durableStreams.writable: false`): every method is 404. The path was checked as sent before any
+ * route (stream-path.ts); the stream it names is in the caller's namespace (stream-owner.ts).
+ * Validation is stream-input.ts; each request is one store call, so a refused one leaves nothing
+ * behind.
  */
 import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
