@@ -7,11 +7,13 @@
  */
 import type { MiddlewareHandler } from 'hono';
 
-type NodeEnv = { incoming?: { complete?: boolean } } | undefined;
+type NodeEnv = { incoming?: { complete?: boolean; httpVersionMajor?: number } } | undefined;
 
 export const closeAfterUnreadRefusal: MiddlewareHandler = async (c, next) => {
   await next();
   const incoming = (c.env as NodeEnv)?.incoming;
   if (!incoming || incoming.complete !== false || c.res.status < 400) return;
+  // HTTP/2 has no Connection header (a stream is reset instead, the connection lives on).
+  if (incoming.httpVersionMajor === 2) return;
   c.res.headers.set('connection', 'close');
 };
