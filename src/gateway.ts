@@ -97,7 +97,8 @@ const createStreamStore = (
   keyPrefix?: string,
 ): StreamStore | undefined => {
   if (!config.durableStreams.writable) return undefined;
-  const bounds = { maxStreams: config.durableStreams.maxStreams };
+  const { maxStreams, maxStreamsPerOwner } = config.durableStreams;
+  const bounds = { maxStreams, maxStreamsPerOwner: Math.min(maxStreamsPerOwner, maxStreams) };
   return store instanceof RedisStore
     ? new RedisStreamStore(store.connection, { bounds, keyPrefix, logger: logger.child({ room: 'streams' }) })
     : new MemoryStreamStore(bounds);

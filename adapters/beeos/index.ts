@@ -59,6 +59,7 @@ export const beeosSurface = (deps: AdapterDeps): Surface => ({
   name: 'beeos',
   prefix: `${AGENTS_PREFIX}/`,
   capsulePath: /^\/api\/v1\/agents\/([^/]+)/,
+  submits: true,
   routes: createBeeosRoutes(deps),
   malformedPath: beeosMalformedPath,
   rateLimited: beeosRateLimited,

@@ -12,6 +12,7 @@ export const flueSurface = (deps: AdapterDeps): Surface => ({
   name: 'flue',
   prefix: '/flue/',
   capsulePath: /^\/flue\/([^/]+)/,
+  submits: true,
   routes: createFlueRoutes(deps),
   malformedPath: flueMalformedPath,
   rateLimited: flueRateLimited,

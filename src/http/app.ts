@@ -22,6 +22,7 @@ import { createBodyTimeout, createLimitsMiddleware } from './limits-middleware.j
 import { createMalformedPathGuard } from './malformed-path.js';
 import { surfaceAt, type Surface } from './surface.js';
 import { countUnexpected } from './unexpected-errors.js';
+import { closeAfterUnreadRefusal } from './refusal-connection.js';
 
 /** Headers browsers must be allowed to read cross-origin (Flue and BeeOS coordination headers). */
 export const EXPOSED_HEADERS = [
@@ -154,6 +155,9 @@ export const createHttpApp = (options: HttpAppOptions): HttpApp => {
       }),
     );
   }
+
+  // Before the routes: whatever refuses a request before its body arrived, the connection is not reused.
+  app.use('*', closeAfterUnreadRefusal);
 
   // Bad input in the path itself, before credentials are read: no route can make sense of it.
   app.use('*', createMalformedPathGuard(options.surfaces));

@@ -28,10 +28,10 @@ export const createLimitsMiddleware = (
     const path = c.req.path;
     if (c.req.method === 'OPTIONS' || OPEN_PATH.test(path)) return next();
     const surface = surfaceAt(surfaces, path);
-    const capsuleSurface = (surface?.capped || surface?.capsulePath?.test(path)) ?? false;
+    const capsulePath = surface?.capsulePath?.test(path) ?? false;
     const admission = await limits.admit(principalOf(c), {
-      capsuleSurface,
-      submission: capsuleSurface && c.req.method === 'POST',
+      capsuleSurface: capsulePath || (surface?.capped ?? false),
+      submission: capsulePath && (surface?.submits ?? false) && c.req.method === 'POST',
     });
     if (!admission.ok) return (surface?.rateLimited ?? opsRateLimited)(c, admission.retryAfterSeconds);
     const outgoing = (c.env as NodeEnv)?.outgoing;

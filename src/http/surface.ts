@@ -66,8 +66,10 @@ export interface Surface {
   rateLimited?: RateLimitedRenderer;
   /** Its streams as `GET /v1/follow` holds them; absent: none can be followed there. */
   follow?: FollowSource;
-  /** Its requests count against the per-key stream and request caps though no path names a capsule. */
+  /** All its requests count against the per-key and per-IP open-request caps (not only capsule paths). */
   capped?: boolean;
+  /** A POST to one of its capsule paths is a submission (the per-owner submission rate). */
+  submits?: boolean;
 }
 
 /** The surface a path belongs to, if any. */
