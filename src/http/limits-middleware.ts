@@ -6,7 +6,7 @@
  */
 import { constants, Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
 import type { Socket } from 'node:net';
-import type { Context, MiddlewareHandler } from 'hono';
+import type { MiddlewareHandler } from 'hono';
 import type { AbuseLimits } from '../auth/limits.js';
 import { principalOf } from '../auth/principal.js';
 import { surfaceAt, type RateLimitedRenderer, type Surface } from './surface.js';
