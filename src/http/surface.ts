@@ -72,6 +72,6 @@ export interface Surface {
   submits?: boolean;
 }
 
-/** The surface a path belongs to, if any. */
+/** The surface a path belongs to, if any (its prefix, or the prefix without its closing slash). */
 export const surfaceAt = (surfaces: readonly Surface[], path: string): Surface | undefined =>
-  surfaces.find((s) => path.startsWith(s.prefix));
+  surfaces.find((s) => path.startsWith(s.prefix) || `${path}/` === s.prefix);

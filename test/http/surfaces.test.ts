@@ -54,8 +54,9 @@ describe('surfaces', () => {
     const list = surfaces();
     expect(list.map((s) => s.name)).toEqual(['murmur', 'beeos', 'flue', 'durable-streams', 'follow']);
     for (const s of list) {
+      // Under the prefix, or the prefix itself without its closing slash (`/v1/stream`).
       for (const r of s.routes.routes)
-        expect(`${s.name} ${r.path}`).toMatch(new RegExp(`^${s.name} ${s.prefix}`));
+        expect(`${s.name} ${r.path}`).toMatch(new RegExp(`^${s.name} ${s.prefix.replace(/\/$/, '')}(/|$)`));
       for (const other of list)
         if (other !== s)
           expect(other.prefix.startsWith(s.prefix), `${other.name} inside ${s.name}`).toBe(false);
