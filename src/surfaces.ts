@@ -3,6 +3,7 @@
  * its entry here. Assembly, limits, the malformed-path guard and connection accounting read this
  * list; nothing else names a surface.
  */
+import { aiSdkSurface } from '../adapters/ai-sdk/index.js';
 import { beeosSurface } from '../adapters/beeos/index.js';
 import { durableStreamsSurface } from '../adapters/durable-streams/index.js';
 import { flueSurface } from '../adapters/flue/index.js';
@@ -15,4 +16,5 @@ export const createSurfaces = (deps: AdapterDeps): Surface[] => [
   beeosSurface(deps),
   flueSurface(deps),
   durableStreamsSurface(deps),
+  aiSdkSurface(deps),
 ];
