@@ -88,12 +88,18 @@ export class ChatProjector {
     return this.turns.filter((t) => !t.finished && t.taskId !== null).map((t) => t.taskId!);
   }
 
-  /** The chat as `UIMessage[]`: each turn's user message, then its assistant message once it has parts. */
+  /**
+   * The chat as `UIMessage[]`: each turn's user message, then its assistant message (from `start`
+   * on, as a client holds it). A step with nothing in it yet is left out: the client shows a
+   * `step-start` only once something follows it.
+   */
   messages(): UiMessage[] {
     const out: UiMessage[] = [];
     for (const t of this.turns) {
       out.push(t.userMessage);
-      if (t.parts.length > 0) out.push({ id: t.assistantId, role: 'assistant', parts: t.parts });
+      let end = t.parts.length;
+      while (end > 0 && t.parts[end - 1]!.type === 'step-start') end--;
+      out.push({ id: t.assistantId, role: 'assistant', parts: t.parts.slice(0, end) });
     }
     return out;
   }
@@ -112,9 +118,10 @@ export class ChatProjector {
   private fact(record: LogRecord & { kind: 'fact' }): void {
     switch (record.fact) {
       case 'frames-possibly-missing':
-        // Never a silent hole: every turn in flight says where its frames may be missing.
+        // Never a silent hole: every turn whose task may have written frames says where they may
+        // be missing (one still waiting in the queue has written none).
         for (const t of this.turns) {
-          if (t.finished) continue;
+          if (t.finished || (t.taskId === null && !t.handed)) continue;
           this.emit(t, {
             type: DATA_PART.loss,
             id: `loss-${record.offset}`,
