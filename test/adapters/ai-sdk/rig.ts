@@ -25,6 +25,7 @@ export const startChatRig = async (
     sim?: SimulatorOptions;
     redisUrl?: string | undefined;
     config?: TestGatewayOptions['config'];
+    extra?: TestGatewayOptions['extra'];
   } = {},
 ): Promise<ChatRig> => {
   const sim = await startSimulator({ taskAcceptance: 'single', ...options.sim });
@@ -33,6 +34,7 @@ export const startChatRig = async (
     capsules: { [capsule]: sim.url },
     ...(options.redisUrl ? { redisUrl: options.redisUrl } : {}),
     ...(options.config ? { config: options.config } : {}),
+    ...(options.extra ? { extra: options.extra } : {}),
     // A fresh gateway holds its first hand-off while the capsule's replay may still show an older
     // one (3 s by default): nothing ran before here.
     tuning: { queue: { orphanGraceMs: 100 } },
