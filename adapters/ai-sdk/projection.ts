@@ -122,6 +122,8 @@ export class ChatProjector {
         // be missing (one still waiting in the queue has written none).
         for (const t of this.turns) {
           if (t.finished || (t.taskId === null && !t.handed)) continue;
+          // At its place: the text before the hole is one part, what follows another.
+          this.closeParts(t);
           this.emit(t, {
             type: DATA_PART.loss,
             id: `loss-${record.offset}`,
