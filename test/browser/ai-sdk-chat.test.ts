@@ -14,6 +14,9 @@ import { startTestGateway, type TestGateway } from '../support/gateway.js';
 import { hasBrowser, launchChromium } from './chromium.js';
 
 /** Page-side global (these callbacks run in Chromium; the project's lib has no DOM). */
+declare const document: {
+  querySelector(s: string): { textContent: string | null } | null;
+};
 declare const window: {
   aiChat: {
     ready(): Promise<void>;
@@ -95,6 +98,28 @@ describe.skipIf(!hasBrowser)('the ai chat client in Chromium', () => {
     ]);
     const history = (await (await fetch(`${api}/reload/messages`)).json()) as UIMessage[];
     expect(after.messages).toEqual(history);
+    await page.close();
+  });
+
+  it('the gateway’s own chat page (no build step) sends, and resumes after a reload', async () => {
+    const page = await browser!.newPage();
+    await page.goto(`${gw!.baseUrl}/dashboard/chat.html?capsule=alpha&chat=page`);
+    await page.fill('#text', `#sim {"chunks":${CHUNKS}}`);
+    await page.click('#send button[type=submit]');
+    await page.waitForFunction(() => {
+      const text = document.querySelector('.msg.assistant')?.textContent ?? '';
+      return text.includes('chunk 3 ') && !text.includes('chunk 40');
+    });
+    await page.reload();
+    await page.waitForFunction(
+      (n) => document.querySelector('.msg.assistant')?.textContent?.includes(`chunk ${n}`),
+      CHUNKS,
+    );
+    const shown = await page.$$eval('.msg', (els) => els.map((e) => [e.className, e.textContent]));
+    expect(shown).toEqual([
+      ['msg user', `#sim {"chunks":${CHUNKS}}`],
+      ['msg assistant', Array.from({ length: CHUNKS }, (_, i) => `chunk ${i + 1}`).join(' ')],
+    ]);
     await page.close();
   });
 });

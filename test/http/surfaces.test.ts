@@ -51,7 +51,7 @@ describe('surfaces', () => {
 
   it('every route of a surface lives under its prefix, and no two surfaces share a prefix', () => {
     const list = surfaces();
-    expect(list.map((s) => s.name)).toEqual(['murmur', 'beeos', 'flue', 'durable-streams']);
+    expect(list.map((s) => s.name)).toEqual(['murmur', 'beeos', 'flue', 'durable-streams', 'ai-sdk']);
     for (const s of list) {
       for (const r of s.routes.routes)
         expect(`${s.name} ${r.path}`).toMatch(new RegExp(`^${s.name} ${s.prefix}`));
