@@ -175,6 +175,7 @@ export class GatewayCoreImpl implements GatewayCore {
           throw new GatewayError('upstream_unreachable', 'the capsule is unreachable');
         queues.checkRoom(fold, request.record.owner);
         const recorded = await this.record(capsule, { ...submissionOf(request), queued: true });
+        queues.admitted(capsule, recorded.offset);
         return { outcome: { kind: 'queued' }, recorded };
       }
     }

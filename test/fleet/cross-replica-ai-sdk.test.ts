@@ -59,4 +59,22 @@ describe.skipIf(!redisUrl)('useChat on every replica', () => {
       expect(await history(api(gw), 'held')).toEqual(plain(messages));
     }
   });
+
+  it('a message queued through the replica that does not own the capsule is in its queue at once', async () => {
+    // The capsule is busy with a held task, so a second message waits in the queue.
+    const text = '#sim {"hold":true}';
+    const held = gatewayChat(api(rig.owner), 'busy');
+    const received = capsuleReceives(rig.sim, text);
+    const holding = held.sendMessage({ text });
+    await received;
+    const waiting = gatewayChat(api(rig.other), 'waits');
+    const sending = waiting.sendMessage({ text: 'behind it' });
+    // The admitting replica folds what it admitted (its idle fold had closed before the append).
+    const depthOn = async (gw: TestGateway) => (await gw.core.status(rig.capsule)).queue.depth;
+    await until(async () => (await depthOn(rig.other)) === 1, 5_000);
+    await until(async () => (await depthOn(rig.owner)) === 1, 5_000);
+    await fetch(`${api(rig.owner)}/busy/stop`, { method: 'POST' });
+    await Promise.all([holding, sending]);
+    expect(waiting.snapshot().messages.at(-1)!.parts.at(-1)).toMatchObject({ text: 'Echo: behind it' });
+  });
 });
