@@ -8,7 +8,8 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { UIMessage } from 'ai';
 import type { SimRelease } from '../../../src/simulator/release-line.js';
 import { testRedisUrl } from '../../support/redis.js';
-import { gatewayChat } from './node-chat.js';
+import { DefaultChatTransport } from 'ai';
+import { gatewayChat, NodeChat } from './node-chat.js';
 import { chunksOf, history, plain, startChatRig, until, userMessage, type ChatRig } from './rig.js';
 
 let rigs: ChatRig[] = [];
@@ -90,6 +91,24 @@ describe.each(['memory', 'redis'] as const)('useChat on the gateway (%s store)',
       { type: 'finish', finishReason: 'stop' },
     ]);
     expect((await history(api, 'raw')).map((m) => m.id)).toEqual(['u1', start.messageId]);
+  });
+
+  it('a transport that sends only the new message ({id, message}) works the same', async () => {
+    const { api } = await rig();
+    const chat = new NodeChat({
+      id: 'last-only',
+      transport: new DefaultChatTransport({
+        api,
+        prepareSendMessagesRequest: ({ id, messages }) => ({ body: { id, message: messages.at(-1) } }),
+      }),
+    });
+    await chat.sendMessage({ text: 'one' });
+    await chat.sendMessage({ text: 'two' });
+    expect(assistants(chat.snapshot().messages).map((m) => m.parts.at(-1))).toEqual([
+      expect.objectContaining({ text: 'Echo: one' }),
+      expect.objectContaining({ text: 'Echo: two' }),
+    ]);
+    expect(await history(api, 'last-only')).toEqual(plain(chat.snapshot().messages));
   });
 
   it('a failed task ends in an error chunk: the chat is in error with its reason', async () => {
