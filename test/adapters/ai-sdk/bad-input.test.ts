@@ -202,6 +202,12 @@ describe('bad input to the AI SDK surface', () => {
       err('invalid_request', 'chat id must be 1 to 256 characters'),
     ],
     [
+      'a chat id that does not percent-decode',
+      () => raw('GET', `/ai-sdk/${capsuleRef()}/chat/%E0%A4%A/stream`),
+      400,
+      err('bad_request', 'malformed percent-encoding in the path'),
+    ],
+    [
       'resume of an unknown capsule',
       () => raw('GET', '/ai-sdk/nope/chat/c/stream'),
       404,
