@@ -7,6 +7,7 @@ import { afterEach, expect, it } from 'vitest';
 import type { UIMessage } from 'ai';
 import { startByteCutProxy, type ByteCutProxy } from './byte-cut-proxy.js';
 import { gatewayChat } from './node-chat.js';
+import { testRedisUrl } from '../../support/redis.js';
 import { history, plain, startChatRig, type ChatRig } from './rig.js';
 
 let rig: ChatRig | undefined;
@@ -28,31 +29,43 @@ const shape = (m: UIMessage) => ({
   }),
 });
 
-it('a cut turn resumed through a cutting proxy ends as the uncut turn does', async () => {
-  rig = await startChatRig({ sim: { frameDelayMs: 15, release: '0.6' } });
-  const uncut = gatewayChat(rig.api, 'uncut');
-  await uncut.sendMessage({ text: SCRIPT });
-  const expected = uncut.snapshot().messages;
+const redisUrl = testRedisUrl();
 
-  // The POST is cut after ~1 KiB of its answer, the first resume after ~2 KiB; then it goes through.
-  proxy = await startByteCutProxy(rig.gw.baseUrl, [1024, 2048]);
-  const api = `${proxy.url}/ai-sdk/${rig.capsule}/chat`;
-  const chat = gatewayChat(api, 'cut', { onError: () => undefined });
-  await chat.sendMessage({ text: SCRIPT });
-  expect(proxy.cuts).toBe(1);
-  const partial = chat.snapshot().messages;
-  expect(partial).toHaveLength(2);
-  expect(finished(partial)).toBe(false);
-  // Node reports the cut as `terminated`, which the chat does not class as a disconnect: resume by hand.
-  for (let attempt = 0; attempt < 4 && !finished(chat.snapshot().messages); attempt++)
-    await chat.resumeStream();
-  const messages = chat.snapshot().messages;
-  expect(proxy.cuts).toBe(2);
-  expect(messages.map((m) => m.role)).toEqual(['user', 'assistant']);
-  expect(messages[1]!.id).toBe(partial[1]!.id);
-  expect(messages.map(shape).slice(1)).toEqual(expected.map(shape).slice(1));
-  expect(await history(rig.api, 'cut')).toEqual(plain(messages));
-});
+it.each(['memory', 'redis'] as const)(
+  '%s store: a cut turn resumed through a cutting proxy ends as the uncut turn does',
+  async (store) => {
+    if (store === 'redis' && !redisUrl) {
+      if (process.env.REQUIRE_REDIS === '1') throw new Error('Redis required');
+      return;
+    }
+    rig = await startChatRig({
+      sim: { frameDelayMs: 15, release: '0.6' },
+      redisUrl: store === 'redis' ? redisUrl : undefined,
+    });
+    const uncut = gatewayChat(rig.api, 'uncut');
+    await uncut.sendMessage({ text: SCRIPT });
+    const expected = uncut.snapshot().messages;
+
+    // The POST is cut after ~1 KiB of its answer, the first resume after ~2 KiB; then it goes through.
+    proxy = await startByteCutProxy(rig.gw.baseUrl, [1024, 2048]);
+    const api = `${proxy.url}/ai-sdk/${rig.capsule}/chat`;
+    const chat = gatewayChat(api, 'cut', { onError: () => undefined });
+    await chat.sendMessage({ text: SCRIPT });
+    expect(proxy.cuts).toBe(1);
+    const partial = chat.snapshot().messages;
+    expect(partial).toHaveLength(2);
+    expect(finished(partial)).toBe(false);
+    // Node reports the cut as `terminated`, which the chat does not class as a disconnect: resume by hand.
+    for (let attempt = 0; attempt < 4 && !finished(chat.snapshot().messages); attempt++)
+      await chat.resumeStream();
+    const messages = chat.snapshot().messages;
+    expect(proxy.cuts).toBe(2);
+    expect(messages.map((m) => m.role)).toEqual(['user', 'assistant']);
+    expect(messages[1]!.id).toBe(partial[1]!.id);
+    expect(messages.map(shape).slice(1)).toEqual(expected.map(shape).slice(1));
+    expect(await history(rig.api, 'cut')).toEqual(plain(messages));
+  },
+);
 
 /** The reply's text is all there and done. */
 const finished = (messages: UIMessage[]): boolean =>
