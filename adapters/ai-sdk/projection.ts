@@ -165,7 +165,8 @@ export class ChatProjector {
         if (!turn || turn.finished || turn.taskId !== null) return;
         // A running one ends with its task's `canceled`; one handed over may be starting (its
         // frames are still to come), unless the withdrawal says its outcome is unknown (failed).
-        if (turn.handed && record.outcome === 'aborted') turn.withdrawn = record;
+        if (turn.handed && record.outcome === 'aborted')
+          turn.withdrawn = { outcome: record.outcome, reason: record.reason };
         else this.withdraw(turn, record);
         return;
       }
