@@ -164,4 +164,53 @@ describe('chat projection', () => {
       'text',
     ]);
   });
+
+  it('withdrawn while handed over: its task still answers it (canceled), the next message keeps its own', () => {
+    const p = project([
+      message('m1', 'u1', 'a1'),
+      message('m2', 'u2', 'a2'),
+      fact({ fact: 'submission-handed', messageId: 'm1', contextId: CTX }),
+      fact({
+        fact: 'submission-withdrawn',
+        messageId: 'm1',
+        contextId: CTX,
+        outcome: 'aborted',
+        reason: 'stopped',
+      }),
+      status('t1', 'working', 'inference turn 1'),
+      status('t1', 'canceled', 'canceled'),
+      status('t2', 'working', 'inference turn 1'),
+      text('t2', 'second'),
+      status('t2', 'completed'),
+    ]);
+    expect(p.turns[0]!.chunks.map((c) => c.type)).toEqual([
+      'start',
+      'start-step',
+      'abort',
+      'finish-step',
+      'finish',
+    ]);
+    expect(p.turns[1]!.taskId).toBe('t2');
+    expect(p.turns[1]!.parts.find((x) => x.type === 'text')).toMatchObject({ text: 'second' });
+  });
+
+  it('withdrawn while handed, then returned by the capsule: it never runs', () => {
+    const p = project([
+      message('m1', 'u1', 'a1'),
+      fact({ fact: 'submission-handed', messageId: 'm1', contextId: CTX }),
+      fact({
+        fact: 'submission-withdrawn',
+        messageId: 'm1',
+        contextId: CTX,
+        outcome: 'aborted',
+        reason: 'stopped',
+      }),
+      fact({ fact: 'submission-returned', messageId: 'm1', reason: 'busy' }),
+    ]);
+    expect(p.turns[0]!.chunks).toEqual([
+      { type: 'start', messageId: 'a1' },
+      { type: 'abort', reason: 'stopped' },
+      { type: 'finish', finishReason: 'other' },
+    ]);
+  });
 });
