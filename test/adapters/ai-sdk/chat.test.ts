@@ -62,6 +62,30 @@ describe.each(['memory', 'redis'] as const)('useChat on the gateway (%s store)',
     expect(flue.messages[1]!.parts.find((p) => p.type === 'text')?.text).toBe('Echo: hello there');
   });
 
+  it('a BeeOS task sent into the chat’s context is a turn of the chat, and its task reads the reply', async () => {
+    const { api, gw, capsule } = await rig();
+    const chat = gatewayChat(api, 'shared');
+    await chat.sendMessage({ text: 'from useChat' });
+    const beeos = `${gw.baseUrl}/api/v1/agents/${capsule}/tasks`;
+    const created = (await (
+      await fetch(beeos, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ message: 'from BeeOS', context_id: 'shared' }),
+      })
+    ).json()) as { data: { task_id: string } };
+    const taskId = created.data.task_id;
+    const status = async () =>
+      ((await (await fetch(`${beeos}/${taskId}`)).json()) as { data: { status: string; result?: string } })
+        .data;
+    await until(async () => (await status()).status === 'completed');
+    expect((await status()).result).toBe('Echo: from BeeOS');
+    const messages = await history(api, 'shared');
+    expect(messages.map((m) => m.role)).toEqual(['user', 'assistant', 'user', 'assistant']);
+    expect(messages[2]!.parts).toEqual([{ type: 'text', text: 'from BeeOS' }]);
+    expect(messages[3]!.parts.at(-1)).toMatchObject({ type: 'text', text: 'Echo: from BeeOS' });
+  });
+
   it('answers the turn as the UI message stream, from start to finish and [DONE]', async () => {
     const { api } = await rig();
     const res = await fetch(api, {
