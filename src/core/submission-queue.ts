@@ -283,11 +283,13 @@ export class SubmissionQueues {
   /**
    * A submission was admitted at `offset` through this replica: the capsule's dispatcher wakes now
    * rather than at its next idle poll. Here when this replica owns the capsule, else through the
-   * store to the owner. Only a signal: the dispatcher still reads the admission from the log.
+   * store to the owner. Only a signal: the dispatcher still reads the admission from the log. This
+   * replica's fold (closed when it was idle, as it was when the admission read it) folds through the
+   * record either way, so its queue depth counts the submission at once.
    */
   admitted(capsule: string, offset: number): void {
-    if (this.dispatchers.has(capsule)) this.wake(capsule, offset);
-    else this.deps.announce?.(capsule, offset);
+    this.queue(capsule).open(offset);
+    if (!this.dispatchers.has(capsule)) this.deps.announce?.(capsule, offset);
   }
 
   /** Another replica admitted a submission at `offset`: the owner folds through it (its dispatcher wakes). */

@@ -8,6 +8,8 @@
  *   fanout     native fan-out vs nginx + nchan + Redis (fanout.ts; its 1000×1000 overload row too)
  *   surfaces   BeeOS and Flue SSE fan-out vs native (fanout-surfaces.ts)
  *   overload   1,000 × 1,000 ev/s native with slow readers (overload.ts)
+ *   ai-sdk     POST → first text-delta on the AI SDK surface beside message/stream straight to the
+ *              capsule (ai-sdk-first-delta.ts)
  *   idle | resume | capsules | ingest | reads, or `scale` for those five (scale-*.ts)
  *   extras     store append, end-to-end ingest, id-0 cuts, hub fan-out to long-pollers, the write
  *              floor (not a headline figure)
@@ -101,6 +103,10 @@ const BENCHES: Record<string, Bench> = {
   overload: {
     target: '< 400 MB, p99 < 1 s',
     run: async () => (await import('./overload.js')).benchOverload(),
+  },
+  'ai-sdk': {
+    target: '≤ direct + 25 ms',
+    run: async () => (await import('./ai-sdk-first-delta.js')).benchAiSdk(),
   },
   idle: SCALE.idle!,
   resume: SCALE.resume!,

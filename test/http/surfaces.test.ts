@@ -52,7 +52,14 @@ describe('surfaces', () => {
 
   it('every route of a surface lives under its prefix, and no two surfaces share a prefix', () => {
     const list = surfaces();
-    expect(list.map((s) => s.name)).toEqual(['murmur', 'beeos', 'flue', 'durable-streams', 'follow']);
+    expect(list.map((s) => s.name)).toEqual([
+      'murmur',
+      'beeos',
+      'flue',
+      'durable-streams',
+      'ai-sdk',
+      'follow',
+    ]);
     for (const s of list) {
       // Under the prefix, or the prefix itself without its closing slash (`/v1/stream`).
       for (const r of s.routes.routes)
