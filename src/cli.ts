@@ -39,6 +39,7 @@ Flags override the environment, which overrides the config file. Every setting: 
   --demo                                                  off: simulated capsules, one per release line
   --log-level LEVEL          LOG_LEVEL                    info (fatal|error|warn|info|debug|trace|silent)
   --log-format FORMAT        LOG_FORMAT                   pretty on a terminal, else json (pretty|json)
+  --workers N|auto           WORKERS                      1 (auto: one per core; more than 1 needs --redis)
                              REPLICA_ID                   <hostname>-<pid> (this replica's id in a fleet)
                              GATEWAY_ADMIN_TOKEN          none (the admin API stays off)
                              GATEWAY_CONCURRENT_MARKING   auto (on|off): the launcher's V8 marking choice
@@ -71,6 +72,7 @@ const parseFlags = (argv: string[]): Parsed => {
       config: { type: 'string' },
       'public-url': { type: 'string' },
       'tls-cert': { type: 'string' },
+      workers: { type: 'string' },
       'tls-key': { type: 'string' },
       demo: { type: 'boolean' },
       'discover-running': { type: 'string' },
@@ -91,6 +93,7 @@ const parseFlags = (argv: string[]): Parsed => {
       config: values.config,
       publicUrl: values['public-url'],
       tlsCert: values['tls-cert'],
+      workers: values.workers,
       tlsKey: values['tls-key'],
       demo: values.demo,
       discoverRunning: values['discover-running'],

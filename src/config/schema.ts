@@ -289,6 +289,8 @@ export const configSchema = z
       .object({ cleartext: z.boolean().default(false) })
       .strict()
       .default({ cleartext: false }),
+    /** Worker processes on the one port (each a full replica; Redis needed past 1); auto = the cores. */
+    workers: z.union([z.literal('auto'), z.number().int().min(1, 'must be at least 1').max(256)]).default(1),
     /** `GET /v1/follow`: streams one connection may hold. */
     follow: z
       .object({ maxStreams: z.number().int().min(1).max(4096).default(256) })

@@ -5,6 +5,7 @@
 import { Registry, Gauge, Counter, collectDefaultMetrics } from 'prom-client';
 import type { GatewayCore } from '../core/types.js';
 import { unexpectedErrorCounts } from './unexpected-errors.js';
+import { hostMetrics, registerLocalMetrics } from './host-metrics.js';
 import type { LatencyMetrics } from '../core/latency.js';
 
 export interface MetricsRegistry {
@@ -121,12 +122,16 @@ export const createMetrics = (
     },
   });
 
+  const localRender = async (): Promise<string> => {
+    await collectCapsules();
+    return registry.metrics();
+  };
+  // A worker of a multi-worker host answers the primary's collections with its own view.
+  registerLocalMetrics(localRender);
+
   return {
     contentType: registry.contentType,
-    render: async () => {
-      await collectCapsules();
-      return registry.metrics();
-    },
+    render: () => hostMetrics(localRender),
     connectionsOpened,
   };
 };

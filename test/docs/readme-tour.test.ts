@@ -134,7 +134,11 @@ describe('README tour', () => {
     const links = [...readme.slice(start, end).matchAll(/<(http:\/\/localhost:8080[^>]*)>/g)].map(
       (m) => m[1]!,
     );
-    expect(links).toEqual(['http://localhost:8080', 'http://localhost:8080/dashboard/']);
+    expect(links).toEqual([
+      'http://localhost:8080',
+      'http://localhost:8080/dashboard/',
+      'http://localhost:8080/dashboard/chat.html',
+    ]);
     for (const link of links) {
       const res = await fetch(link.replace('http://localhost:8080', gw.baseUrl));
       expect(res.status, link).toBe(200);
