@@ -26,6 +26,7 @@ import { backlogWarning, kernelBacklogCap, LISTEN_BACKLOG } from './http/listen-
 import { pacedListener } from './http/request-pacing.js';
 import { createAbuseBounds } from './abuse-bounds.js';
 import { LogWriter } from './log/log-writer.js';
+import { StoreHealth } from './log/store-health.js';
 import { MemoryStore } from './log/memory-store.js';
 import { RedisStore } from './log/redis-store.js';
 import { RedisClaims } from './fleet/claims.js';
@@ -110,7 +111,12 @@ const createStore = (config: GatewayConfig, logger: Logger): LogStore => {
     maxAgeMs: config.retention.maxAgeSeconds * 1000,
   };
   // A URL, a Sentinel-monitored master or a Cluster: the store builds the matching connection.
-  if (config.redis) return new RedisStore(config.redis, { retention, logger: logger.child({ room: 'log' }) });
+  if (config.redis)
+    return new RedisStore(config.redis, {
+      retention,
+      commandTimeoutMs: config.liveness.store.commandTimeoutMs,
+      logger: logger.child({ room: 'log' }),
+    });
   logger.warn('no Redis configured: using the embedded in-memory store; nothing survives a restart');
   return new MemoryStore(retention);
 };
@@ -206,7 +212,19 @@ export const startGateway = async (
       : new LocalOwnership(config.replicaId, control);
   // An append refused by the fence: another replica took the capsule over; stop ingesting it now.
   writer.onFenced((capsule, fence) => ownership.lost(capsule, 'append fenced', fence));
+  // A replica cut from Redis tells its readers within seconds (they resume on a replica that is not).
+  const storeHealth =
+    store instanceof RedisStore
+      ? new StoreHealth({
+          ping: () => store.ping(),
+          probeMs: config.liveness.store.probeMs,
+          unreachableAfterMs: config.liveness.store.unreachableAfterMs,
+          logger: logger.child({ room: 'log' }),
+        })
+      : null;
+  storeHealth?.start();
   const hub = new Hub(store, {
+    ...(storeHealth ? { storeHealth } : {}),
     maxQueuedRecords: config.maxQueuedRecords,
     logger: logger.child({ room: 'hub' }),
   });
@@ -378,6 +396,7 @@ export const startGateway = async (
       shutdown.abort();
       queues.close();
       await hub.close();
+      storeHealth?.close();
       server.closeIdleConnections();
       await discovery?.close();
       await registry.close();

@@ -85,7 +85,8 @@ export class CapsuleFeed {
     if (this.subscription !== sub || this.closed) return;
     this.subscription = null;
     if (reason === 'closed') return;
-    if (reason === 'shutdown') {
+    // Draining, or cut from the store: streams close and clients resume elsewhere from their offset.
+    if (reason === 'shutdown' || reason === 'store_unreachable') {
       for (const p of this.all) for (const l of p.listeners) l.end('stream_closed', p.projector.latestOffset);
       return this.close();
     }

@@ -136,7 +136,8 @@ export class CapsuleFeed {
   private onSubscriptionEnd(reason: SubscriptionEnd): void {
     this.subscription = null;
     if (this.ended || reason === 'closed') return;
-    if (reason === 'shutdown') return this.end('shutdown');
+    // Cut from the store: followers end as on a drain and resume on another replica.
+    if (reason === 'shutdown' || reason === 'store_unreachable') return this.end('shutdown');
     // Slow or a store error: resume from the cursor unless what follows it is gone meanwhile.
     const resume = async (): Promise<void> => {
       this.retry = null;

@@ -239,7 +239,9 @@ export class LogFeed {
       case 'closed':
         return;
       case 'shutdown':
-        // Draining: a capsule that goes away ends the connection; clients resume with Last-Event-ID.
+      case 'store_unreachable':
+        // Draining, or this replica lost its store: a capsule that goes away ends the connection;
+        // clients resume with Last-Event-ID (on a replica that reaches the store).
         conn.end();
         return;
       case 'slow':

@@ -51,7 +51,7 @@ export const createMetrics = (
     for (const s of statuses) {
       unauthorized.set({ capsule: s.id }, s.reason === 'unauthorized' ? 1 : 0);
       if (s.release) release.set({ capsule: s.id, release: s.release, session: s.sessionId ?? '' }, 1);
-      head.set({ capsule: s.id }, s.position.head);
+      if (s.position) head.set({ capsule: s.id }, s.position.head);
       connected.set({ capsule: s.id }, s.state === 'connected' ? 1 : 0);
       reconnects.set({ capsule: s.id }, s.reconnects);
       queueDepth.set({ capsule: s.id }, s.queue.depth);

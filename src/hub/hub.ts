@@ -13,6 +13,7 @@ import type {
   Subscription,
   WaitResult,
 } from '../core/types.js';
+import { GatewayError } from '../errors.js';
 import { CapsuleChannel } from './capsule-channel.js';
 import { ContextReads, type ContextReadsStats } from './context-reads.js';
 import { Subscriber } from './subscriber.js';
@@ -33,7 +34,15 @@ export interface HubOptions {
   recentRecords?: number;
   /** How long a capsule's per-context index outlives its last readContext (then rebuilt on demand). */
   contextIdleMs?: number;
+  /** Whether this replica reaches its store (store-health.ts); absent: always assumed reachable. */
+  storeHealth?: StoreReachability;
   logger?: Logger;
+}
+
+/** The part of StoreHealth the hub reads. */
+export interface StoreReachability {
+  readonly reachable: boolean;
+  onChange(listener: (reachable: boolean) => void): () => void;
 }
 
 /** The part of GatewayCore the hub implements. */
@@ -58,6 +67,9 @@ export interface HubStats {
   capsules: Record<string, CapsuleHubStats>;
 }
 
+const unreachable = (): GatewayError =>
+  new GatewayError('store_unavailable', 'this replica cannot reach the log store');
+
 const DEFAULTS = {
   pageSize: 500,
   maxQueuedRecords: 10_000,
@@ -70,7 +82,9 @@ const DEFAULTS = {
 
 export class Hub implements HubReadSide {
   private readonly channels = new Map<string, CapsuleChannel>();
-  private readonly settings: Required<Omit<HubOptions, 'logger'>> & { logger: Logger };
+  private readonly settings: Required<Omit<HubOptions, 'logger' | 'storeHealth'>> & { logger: Logger };
+  private readonly health: StoreReachability | undefined;
+  private readonly offHealth: (() => void) | undefined;
   private readonly contexts: ContextReads;
   private closed = false;
 
@@ -88,6 +102,12 @@ export class Hub implements HubReadSide {
       contextIdleMs: options.contextIdleMs ?? DEFAULTS.contextIdleMs,
       logger: options.logger ?? pino({ level: 'silent' }),
     };
+    this.health = options.storeHealth;
+    // Cut from the store: every live reader and parked long-poll of every capsule is told at once.
+    this.offHealth = this.health?.onChange((reachable) => {
+      if (reachable) return;
+      for (const channel of [...this.channels.values()]) channel.unreachable();
+    });
     this.contexts = new ContextReads(store, (capsule) => this.channels.get(capsule), {
       pageSize: this.settings.pageSize,
       idleMs: this.settings.contextIdleMs,
@@ -96,18 +116,33 @@ export class Hub implements HubReadSide {
   }
 
   position(capsule: string): Promise<LogPosition> {
-    return this.store.position(capsule);
+    return this.whenReachable(() => this.store.position(capsule));
   }
 
   /** The log's count of frames-possibly-missing facts (operators' view; a store read). */
   possiblyMissing(capsule: string): Promise<number> {
-    return this.store.possiblyMissing(capsule);
+    return this.whenReachable(() => this.store.possiblyMissing(capsule));
+  }
+
+  /** Whether the store is reachable from this replica now (store-health.ts). */
+  get storeReachable(): boolean {
+    return this.health?.reachable ?? true;
+  }
+
+  /**
+   * Fails at once while the store is unreachable: memory may still hold records, but an answer at
+   * the head ("nothing new", a position) would be a claim this replica cannot check.
+   */
+  private whenReachable<T>(read: () => Promise<T>): Promise<T> {
+    if (this.storeReachable) return read();
+    return Promise.reject(unreachable());
   }
 
   async cursorStatus(
     capsule: string,
     after: number,
   ): Promise<{ status: CursorStatus; position: LogPosition }> {
+    if (!this.storeReachable) throw unreachable();
     if (this.closed) {
       const position = await this.store.position(capsule);
       return { status: cursorStatusAt(position, after), position };
@@ -134,6 +169,7 @@ export class Hub implements HubReadSide {
     after: number,
     limit: number,
   ): Promise<{ records: LogRecord[]; position: LogPosition }> {
+    if (!this.storeReachable) return Promise.reject(unreachable());
     if (this.closed) return this.store.read(capsule, after, limit);
     // Through the capsule's channel (started if need be): readers of the same records share one store
     // read and its record objects, and what they read stays in memory for the next (a poll storm).
@@ -149,11 +185,11 @@ export class Hub implements HubReadSide {
     limit: number,
     tasks?: readonly string[],
   ): Promise<ContextPage> {
-    return this.contexts.read(capsule, contextId, after, limit, tasks);
+    return this.whenReachable(() => this.contexts.read(capsule, contextId, after, limit, tasks));
   }
 
   contextFirst(capsule: string, contextId: string): Promise<number | null> {
-    return this.contexts.first(capsule, contextId);
+    return this.whenReachable(() => this.contexts.first(capsule, contextId));
   }
 
   async waitAfter(
@@ -163,6 +199,7 @@ export class Hub implements HubReadSide {
     timeoutMs: number,
     signal?: AbortSignal,
   ): Promise<WaitResult> {
+    if (!this.storeReachable) throw unreachable();
     if (this.closed) {
       return { records: [], timedOut: false, position: await this.store.position(capsule) };
     }
@@ -172,6 +209,10 @@ export class Hub implements HubReadSide {
   subscribe(capsule: string, options: SubscribeOptions): Subscription {
     if (this.closed) {
       queueMicrotask(() => options.onEnd('shutdown'));
+      return { close: () => undefined };
+    }
+    if (!this.storeReachable) {
+      queueMicrotask(() => options.onEnd('store_unreachable'));
       return { close: () => undefined };
     }
     const subscriber = new Subscriber(this.channel(capsule), options, {
@@ -215,6 +256,7 @@ export class Hub implements HubReadSide {
   /** End every subscription with 'shutdown', answer every waiter, stop every tail loop. */
   async close(): Promise<void> {
     this.closed = true;
+    this.offHealth?.();
     this.contexts.close();
     const channels = [...this.channels.values()];
     for (const channel of channels) channel.shutdown();
