@@ -2,7 +2,7 @@
  * The composition root: config → store → log writer → one upstream per capsule → hub → core → adapters
  * → HTTP server. Used by the CLI, the demo and the tests; owns start order and drain order.
  */
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { createServer, type Server } from 'node:http';
 import { getRequestListener } from '@hono/node-server';
 import type { Logger } from 'pino';
@@ -24,6 +24,7 @@ import type { AdapterConfig, AdapterDeps } from './http/adapter-deps.js';
 import { createHttpApp } from './http/app.js';
 import { backlogWarning, kernelBacklogCap, LISTEN_BACKLOG } from './http/listen-backlog.js';
 import { pacedListener } from './http/request-pacing.js';
+import { SendStallWatch } from './http/send-stall.js';
 import { createAbuseBounds } from './abuse-bounds.js';
 import { LogWriter } from './log/log-writer.js';
 import { StoreHealth } from './log/store-health.js';
@@ -189,6 +190,7 @@ export const startGateway = async (
       queues.stopDispatch(capsule);
       await upstreams.get(capsule)?.stopIngesting();
     },
+    unreachableFor: (capsule) => upstreams.get(capsule)?.unreachableFor() ?? 0,
     flush: async (capsule, timeoutMs) => {
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([
@@ -205,6 +207,8 @@ export const startGateway = async (
           replicaId: config.replicaId,
           ttlMs: config.lease.ttlMs,
           renewMs: config.lease.renewMs,
+          giveUpAfterMs: config.liveness.upstream.giveUpAfterMs,
+          giveUpCooldownMs: config.liveness.upstream.giveUpCooldownMs,
           ...(tuning.fleet?.keyPrefix ? { keyPrefix: tuning.fleet.keyPrefix } : {}),
           control,
           logger: logger.child({ room: 'fleet' }),
@@ -247,6 +251,10 @@ export const startGateway = async (
         // A submit sees its task start in the log, whichever replica ingests the capsule.
         logFrames: logFrameSource(hub, id),
         logger: logger.child({ room: 'upstream' }),
+        keepAliveMs: config.liveness.upstream.keepAliveMs,
+        connectTimeoutMs: config.liveness.upstream.connectTimeoutMs,
+        heartbeatMs: config.liveness.upstream.heartbeatMs,
+        heartbeatMisses: config.liveness.upstream.heartbeatMisses,
         ...tuning.upstream,
       });
     },
@@ -367,6 +375,14 @@ export const startGateway = async (
   const left = Math.max(0, START_WAIT_MS - (Date.now() - startedAt));
   await Promise.all([...upstreams].filter(([id]) => ownership.owns(id)).map(([, u]) => u.connected(left)));
 
+  const sendStalls = new SendStallWatch({
+    stallMs: config.liveness.downstream.writeStallMs,
+    onStall: (socket, stalledMs) =>
+      logger.warn(
+        { peer: `${socket.remoteAddress}:${socket.remotePort}`, stalledMs },
+        'client stopped acknowledging: connection closed',
+      ),
+  });
   const server = await new Promise<Server>((resolve, reject) => {
     // Hono's Node listener behind the storm pacing (request-pacing.ts).
     const s = createServer(
@@ -374,6 +390,12 @@ export const startGateway = async (
       pacedListener(getRequestListener(app.fetch, { hostname: config.host })),
     );
     s.once('error', reject);
+    // Downstream liveness: an idle connection (a parked long-poll) is probed by TCP keep-alive; one
+    // with bytes going out (a live stream) by the send-stall watch, since keep-alive never probes it.
+    s.on('connection', (socket: Socket) => {
+      socket.setKeepAlive(true, config.liveness.downstream.keepAliveMs);
+      sendStalls.watch(socket);
+    });
     // Node's default accept backlog (511) overflows when thousands of clients reconnect at once (a
     // resume storm after a restart): the kernel drops their handshakes and they retry after 1 s, 3 s….
     // The kernel caps this at net.core.somaxconn (listen-backlog.ts).
@@ -413,6 +435,7 @@ export const startGateway = async (
       forced.unref();
       await closed;
       clearTimeout(forced);
+      sendStalls.close();
       await ownership.close();
       bounds.close();
       await streams?.close();
