@@ -67,8 +67,9 @@ export interface HubStats {
   capsules: Record<string, CapsuleHubStats>;
 }
 
+/** `unreachable`: not one failed call but this replica cut from its store (store-health.ts). */
 const unreachable = (): GatewayError =>
-  new GatewayError('store_unavailable', 'this replica cannot reach the log store');
+  new GatewayError('store_unavailable', 'this replica cannot reach the log store', { unreachable: true });
 
 const DEFAULTS = {
   pageSize: 500,

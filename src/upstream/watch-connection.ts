@@ -86,6 +86,8 @@ export const runWatch = (options: WatchOptions): Promise<WatchEnd> =>
     let lastByteAt = 0;
     let lastBeatAt = 0;
     let beatMs = options.heartbeat?.intervalMs ?? 0;
+    /** The longest gap between heartbeats seen on this connection (0: none yet). */
+    let longestGap = 0;
     let beatTimer: NodeJS.Timeout | undefined;
     const silenceLimit = (): number => beatMs * (options.heartbeat?.misses ?? 3);
     const checkBeat = (): void => {
@@ -145,10 +147,16 @@ export const runWatch = (options: WatchOptions): Promise<WatchEnd> =>
         onComment: () => {
           if (options.heartbeat) {
             // The capsule counts heartbeats from the connection's start, whatever was written between.
+            // The longest gap seen stands (two heartbeats read together say nothing of the interval),
+            // never above the configured one.
             const now = Date.now();
-            const seen = now - lastBeatAt;
-            if (seen > 0) beatMs = Math.min(options.heartbeat.intervalMs, Math.max(seen, 10));
+            longestGap = Math.max(longestGap, now - lastBeatAt);
+            if (longestGap >= 10) beatMs = Math.min(options.heartbeat.intervalMs, longestGap);
             lastBeatAt = now;
+            // Re-armed per heartbeat (one timer a heartbeat interval): a deadline set before the
+            // interval was learnt would otherwise wait out the configured one once.
+            if (beatTimer) clearTimeout(beatTimer);
+            if (!settled) beatTimer = setTimeout(checkBeat, silenceLimit());
           }
           if (!settled && phase !== 'ack') handlers.onComment();
         },
