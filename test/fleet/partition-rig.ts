@@ -82,7 +82,10 @@ export class LabClient {
     this.proc.child.stdin!.write(`${JSON.stringify(command)}\n`);
   }
 
-  fetch(url: string, options: { method?: string; body?: string; timeoutMs?: number } = {}): Promise<FetchAnswer> {
+  fetch(
+    url: string,
+    options: { method?: string; body?: string; timeoutMs?: number } = {},
+  ): Promise<FetchAnswer> {
     const id = `f${++this.seq}`;
     return new Promise<FetchAnswer>((resolve, reject) => {
       this.handlers.set(id, (m) => {
@@ -114,7 +117,8 @@ export class LabClient {
     };
     this.handlers.set(id, (m) => {
       if (m.ev === 'open') opened(m.status as number);
-      else if (m.ev === 'event') events.push({ at: m.at, eventId: m.eventId as string | null, event: m.event as string });
+      else if (m.ev === 'event')
+        events.push({ at: m.at, eventId: m.eventId as string | null, event: m.event as string });
       else if (m.ev === 'end') {
         this.handlers.delete(id);
         opened(0);
@@ -189,11 +193,31 @@ export const startPartitionFleet = async (): Promise<PartitionFleet> => {
     const nodeB = lab.node('b');
     const clientNode = lab.node('client');
     const redisProc = lab.spawn(redis, 'redis-server', [
-      '--port', '6379', '--bind', redis.ip, '--save', '', '--appendonly', 'no', '--protected-mode', 'no',
+      '--port',
+      '6379',
+      '--bind',
+      redis.ip,
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--protected-mode',
+      'no',
     ]);
     const [simCmd, simArgs] = tsx([
-      'src/cli.ts', 'simulate', '--host', capsule.ip, '--port', '9000', '--release', '0.4',
-      '--heartbeat-ms', String(CAPSULE_HEARTBEAT_MS), '--workload', '--seed', '7',
+      'src/cli.ts',
+      'simulate',
+      '--host',
+      capsule.ip,
+      '--port',
+      '9000',
+      '--release',
+      '0.4',
+      '--heartbeat-ms',
+      String(CAPSULE_HEARTBEAT_MS),
+      '--workload',
+      '--seed',
+      '7',
     ]);
     const sim = lab.spawn(capsule, simCmd, simArgs);
     const [clientCmd, clientArgs] = tsx(['test/support/netns-client.ts']);
@@ -218,7 +242,15 @@ export const startPartitionFleet = async (): Promise<PartitionFleet> => {
           logLevel: 'info',
         }),
       );
-      const [cmd, args] = tsx(['src/cli.ts', '--config', file, '--host', node.ip, '--port', String(GATEWAY_PORT)]);
+      const [cmd, args] = tsx([
+        'src/cli.ts',
+        '--config',
+        file,
+        '--host',
+        node.ip,
+        '--port',
+        String(GATEWAY_PORT),
+      ]);
       return { id, node, url: `http://${node.ip}:${GATEWAY_PORT}`, proc: lab.spawn(node, cmd, args) };
     };
     const a = startReplica('a', nodeA);

@@ -49,205 +49,227 @@ interface PollAnswer {
   head: number;
 }
 
-describe.skipIf(unavailable !== null)('partitions (network namespaces, DROP rules)', { timeout: 60_000 }, () => {
-  let fleet: PartitionFleet;
-  let labId = '';
+describe.skipIf(unavailable !== null)(
+  'partitions (network namespaces, DROP rules)',
+  { timeout: 60_000 },
+  () => {
+    let fleet: PartitionFleet;
+    let labId = '';
 
-  beforeAll(async () => {
-    fleet = await startPartitionFleet();
-    labId = fleet.lab.id;
-  }, 60_000);
+    beforeAll(async () => {
+      fleet = await startPartitionFleet();
+      labId = fleet.lab.id;
+    }, 60_000);
 
-  afterEach(() => fleet?.lab.healAll());
+    afterEach(() => fleet?.lab.healAll());
 
-  afterAll(async () => {
-    const lab = fleet?.lab;
-    await fleet?.close();
-    if (lab) expect(labNamespaces(lab)).toEqual([]);
-    process.stderr.write(`partition figures (lab ${labId}): ${JSON.stringify(figures)}\n`);
-  });
-
-  const events = (r: Replica, lastEventId?: string): SseHandle =>
-    fleet.client.sse(`${r.url}/murmur/${CAPSULE}/events`, lastEventId ? { 'last-event-id': lastEventId } : {});
-
-  const firstEvent = (s: SseHandle): Promise<string> =>
-    until(`an event on ${s.id}`, async () => s.events.find((e) => e.eventId !== null)?.eventId ?? null);
-
-  const head = async (r: Replica): Promise<number> => {
-    const { row } = await fleet.row(r);
-    if (row.head_offset === null) throw new Error(`${r.id}: no head`);
-    return row.head_offset;
-  };
-
-  it('owner <-> Redis: its readers get their retry signal, long-polls 503, /capsules degraded; it serves again after the heal', async () => {
-    const { owner, other } = await fleet.roles();
-    const onOwner = events(owner);
-    const onOther = events(other);
-    await Promise.all([firstEvent(onOwner), firstEvent(onOther)]);
-    const cursor = await head(owner);
-
-    const cutAt = Date.now();
-    fleet.lab.cut(owner.node, fleet.redis);
-    // The live reader on the cut replica is ended (the murmur wire's retry signal: the connection
-    // ends; the reader resumes by Last-Event-ID, on a replica that reaches the store).
-    const ended = await Promise.race([
-      onOwner.ended,
-      new Promise<null>((r) => setTimeout(() => r(null), NOTICE_BOUND_MS)),
-    ]);
-    expect(ended, 'the SSE reader on the cut replica was never ended').not.toBeNull();
-    figure('owner-redis: SSE reader on the cut replica ended after (ms)', ended!.at - cutAt);
-    const lastSeen = [...onOwner.events].reverse().find((e) => e.eventId !== null)!.eventId!;
-
-    // A long-poll there: 503 with Retry-After, never an empty 200.
-    const poll = await fleet.client.fetch(`${owner.url}/murmur/${CAPSULE}/poll?after=${cursor}&wait=2`);
-    expect(poll.status).toBe(503);
-    expect(poll.retryAfter).toBe('1');
-    expect(JSON.parse(poll.body)).toMatchObject({ error: { code: 'store_unavailable' } });
-    // A new stream there ends at once (after its connection-ack), not opened onto silence.
-    const late = events(owner);
-    await late.ended;
-    expect(late.events.filter((e) => e.eventId !== null)).toEqual([]);
-    // Ops routes answer: /capsules degraded (store fields null), /readyz 503, /metrics 200.
-    const degraded = await fleet.row(owner);
-    expect(degraded.store).toBe('unreachable');
-    expect(degraded.row.head_offset).toBeNull();
-    expect((await fleet.client.fetch(`${owner.url}/readyz`)).status).toBe(503);
-    expect((await fleet.client.fetch(`${owner.url}/metrics`)).status).toBe(200);
-
-    // The other replica takes the capsule over and its reader keeps receiving.
-    await until('the other replica ingests', async () => {
-      const { row } = await fleet.row(other);
-      return row.owner === other.id && row.upstream === 'connected';
+    afterAll(async () => {
+      const lab = fleet?.lab;
+      await fleet?.close();
+      if (lab) expect(labNamespaces(lab)).toEqual([]);
+      process.stderr.write(`partition figures (lab ${labId}): ${JSON.stringify(figures)}\n`);
     });
-    figure('owner-redis: other replica ingesting after (ms)', Date.now() - cutAt);
-    // The ended reader resumes on the healthy replica from its cursor.
-    const resumed = events(other, lastSeen);
-    const next = Number(await firstEvent(resumed));
-    expect(next).toBeGreaterThan(Number(lastSeen));
-    resumed.close();
 
-    const healAt = Date.now();
-    fleet.lab.heal(owner.node, fleet.redis);
-    await until(
-      'the healed replica serving long-polls',
-      async () => (await fleet.client.fetch(`${owner.url}/murmur/${CAPSULE}/poll?after=${cursor}&wait=1`)).status === 200,
-    );
-    figure('owner-redis: healed replica answering long-polls again after (ms)', Date.now() - healAt);
-    expect(onOther.events.some((e) => e.at > cutAt && e.eventId !== null)).toBe(true);
-    onOther.close();
-  });
+    const events = (r: Replica, lastEventId?: string): SseHandle =>
+      fleet.client.sse(
+        `${r.url}/murmur/${CAPSULE}/events`,
+        lastEventId ? { 'last-event-id': lastEventId } : {},
+      );
 
-  it('owner <-> capsule: noticed in seconds, another replica takes over, never two watchers, nothing duplicated', async () => {
-    const { owner, other } = await fleet.roles();
-    const before = await head(other);
-    const cutAt = Date.now();
-    fleet.lab.cut(owner.node, fleet.capsule);
-    await until(
-      'the other replica watching the capsule',
-      async () => {
+    const firstEvent = (s: SseHandle): Promise<string> =>
+      until(`an event on ${s.id}`, async () => s.events.find((e) => e.eventId !== null)?.eventId ?? null);
+
+    const head = async (r: Replica): Promise<number> => {
+      const { row } = await fleet.row(r);
+      if (row.head_offset === null) throw new Error(`${r.id}: no head`);
+      return row.head_offset;
+    };
+
+    it('owner <-> Redis: its readers get their retry signal, long-polls 503, /capsules degraded; it serves again after the heal', async () => {
+      const { owner, other } = await fleet.roles();
+      const onOwner = events(owner);
+      const onOther = events(other);
+      await Promise.all([firstEvent(onOwner), firstEvent(onOther)]);
+      const cursor = await head(owner);
+
+      const cutAt = Date.now();
+      fleet.lab.cut(owner.node, fleet.redis);
+      // The live reader on the cut replica is ended (the murmur wire's retry signal: the connection
+      // ends; the reader resumes by Last-Event-ID, on a replica that reaches the store).
+      const ended = await Promise.race([
+        onOwner.ended,
+        new Promise<null>((r) => setTimeout(() => r(null), NOTICE_BOUND_MS)),
+      ]);
+      expect(ended, 'the SSE reader on the cut replica was never ended').not.toBeNull();
+      figure('owner-redis: SSE reader on the cut replica ended after (ms)', ended!.at - cutAt);
+      const lastSeen = [...onOwner.events].reverse().find((e) => e.eventId !== null)!.eventId!;
+
+      // A long-poll there: 503 with Retry-After, never an empty 200.
+      const poll = await fleet.client.fetch(`${owner.url}/murmur/${CAPSULE}/poll?after=${cursor}&wait=2`);
+      expect(poll.status).toBe(503);
+      expect(poll.retryAfter).toBe('1');
+      expect(JSON.parse(poll.body)).toMatchObject({ error: { code: 'store_unavailable' } });
+      // A new stream there ends at once (after its connection-ack), not opened onto silence.
+      const late = events(owner);
+      await late.ended;
+      expect(late.events.filter((e) => e.eventId !== null)).toEqual([]);
+      // Ops routes answer: /capsules degraded (store fields null), /readyz 503, /metrics 200.
+      const degraded = await fleet.row(owner);
+      expect(degraded.store).toBe('unreachable');
+      expect(degraded.row.head_offset).toBeNull();
+      expect((await fleet.client.fetch(`${owner.url}/readyz`)).status).toBe(503);
+      expect((await fleet.client.fetch(`${owner.url}/metrics`)).status).toBe(200);
+
+      // The other replica takes the capsule over and its reader keeps receiving.
+      await until('the other replica ingests', async () => {
         const { row } = await fleet.row(other);
         return row.owner === other.id && row.upstream === 'connected';
-      },
-      NOTICE_BOUND_MS,
-    );
-    const takeover = Date.now() - cutAt;
-    const lost = await logTime(owner, /"to":"backoff"/, cutAt);
-    const handedOver = await logTime(owner, /capsule handed over.*upstream unreachable|upstream unreachable.*capsule handed over/, cutAt);
-    const acquired = await logTime(other, /capsule acquired/, cutAt);
-    figure('owner-capsule: watch lost after (ms)', lost - cutAt);
-    figure('owner-capsule: lease handed over after (ms)', handedOver - cutAt);
-    figure('owner-capsule: other replica watching after (ms)', takeover);
-    // Never two watchers: the cut owner stopped its watch before it released the lease.
-    expect(handedOver).toBeLessThanOrEqual(acquired);
-    expect((await fleet.row(owner)).row.upstream).not.toBe('connected');
+      });
+      figure('owner-redis: other replica ingesting after (ms)', Date.now() - cutAt);
+      // The ended reader resumes on the healthy replica from its cursor.
+      const resumed = events(other, lastSeen);
+      const next = Number(await firstEvent(resumed));
+      expect(next).toBeGreaterThan(Number(lastSeen));
+      resumed.close();
 
-    // The log across the cut: no frame twice; every hole in the 0.4 id sequence flagged.
-    await until('frames after the takeover', async () => (await head(other)) > before + 40);
-    fleet.lab.heal(owner.node, fleet.capsule);
-    const page = await fleet.client.json<PollAnswer>(`${other.url}/murmur/${CAPSULE}/poll?after=${before}&limit=1000`);
-    const ids: number[] = [];
-    let flagged = false;
-    let unflaggedHoles = 0;
-    for (const r of page.records) {
-      if (r.kind === 'fact' && r.fact === 'frames-possibly-missing') flagged = true;
-      if (r.kind === 'fact' && r.fact === 'capsule-session-started') ids.length = 0;
-      if (r.kind !== 'frame' || r.id === null || r.id === undefined) continue;
-      const id = Number(r.id);
-      const prev = ids[ids.length - 1];
-      if (prev !== undefined && id !== prev + 1 && !flagged) unflaggedHoles++;
-      ids.push(id);
-      flagged = false;
-    }
-    expect(new Set(ids).size).toBe(ids.length);
-    expect(unflaggedHoles).toBe(0);
-    expect(ids.length).toBeGreaterThan(10);
-  });
-
-  it('client <-> replica: the replica closes the dead stream within seconds', async () => {
-    const { other: replica } = await fleet.roles();
-    const stream = events(replica);
-    await firstEvent(stream);
-    const open = async (): Promise<number> => (await fleet.row(replica)).row.connections.murmur ?? 0;
-    expect(await open()).toBeGreaterThan(0);
-    const cutAt = Date.now();
-    fleet.lab.cut(fleet.clientNode, replica.node);
-    const closedAt = await until(
-      'the replica closing the unacknowledged stream',
-      async () => {
-        const line = replica.proc.output.find((l) => l.includes('client stopped acknowledging'));
-        const time = line ? /"time":(\d+)/.exec(line) : null;
-        return time && Number(time[1]) >= cutAt ? Number(time[1]) : null;
-      },
-      NOTICE_BOUND_MS,
-    );
-    figure('client-replica: dead stream closed by the replica after (ms)', closedAt - cutAt);
-    fleet.lab.heal(fleet.clientNode, replica.node);
-    stream.close();
-    await until('no murmur connection left open on the replica', async () => (await open()) === 0);
-  });
-
-  it('Redis <-> everyone: both replicas say so; both serve again within seconds of the heal', async () => {
-    const [a, b] = fleet.replicas;
-    const onA = events(a);
-    const onB = events(b);
-    await Promise.all([firstEvent(onA), firstEvent(onB)]);
-    const cursors = await Promise.all([head(a), head(b)]);
-    const cutAt = Date.now();
-    fleet.lab.cut(a.node, fleet.redis);
-    fleet.lab.cut(b.node, fleet.redis);
-    const ends = await Promise.all([onA.ended, onB.ended]);
-    figure('redis-everyone: SSE readers ended after (ms)', ends.map((e) => e.at - cutAt));
-    for (const r of fleet.replicas) {
-      const answer = await fleet.client.fetch(`${r.url}/capsules`);
-      expect(answer.status).toBe(200);
-      expect(JSON.parse(answer.body)).toMatchObject({ store: 'unreachable' });
-    }
-    // Held long enough for every lease and heartbeat to lapse.
-    await until('both replicas refusing long-polls', async () => {
-      const answers = await Promise.all(
-        fleet.replicas.map((r, i) => fleet.client.fetch(`${r.url}/murmur/${CAPSULE}/poll?after=${cursors[i]}&wait=1`)),
+      const healAt = Date.now();
+      fleet.lab.heal(owner.node, fleet.redis);
+      await until(
+        'the healed replica serving long-polls',
+        async () =>
+          (await fleet.client.fetch(`${owner.url}/murmur/${CAPSULE}/poll?after=${cursor}&wait=1`)).status ===
+          200,
       );
-      return answers.every((x) => x.status === 503) && Date.now() - cutAt > 3000;
+      figure('owner-redis: healed replica answering long-polls again after (ms)', Date.now() - healAt);
+      expect(onOther.events.some((e) => e.at > cutAt && e.eventId !== null)).toBe(true);
+      onOther.close();
     });
 
-    const healAt = Date.now();
-    fleet.lab.heal(a.node, fleet.redis);
-    fleet.lab.heal(b.node, fleet.redis);
-    const served = await Promise.all(
-      fleet.replicas.map(async (r, i) => {
-        // Serving again: a long-poll from before the cut answers with records written after the heal.
-        await until(`${r.id} serving new records`, async () => {
-          const answer = await fleet.client.fetch(`${r.url}/murmur/${CAPSULE}/poll?after=${cursors[i]}&wait=1`);
-          if (answer.status !== 200) return false;
-          const body = JSON.parse(answer.body) as PollAnswer;
-          return body.head > cursors[i]! + 1;
-        });
-        return Date.now() - healAt;
-      }),
-    );
-    figure('redis-everyone: replicas serving again after the heal (ms)', served);
-    const { owner } = await fleet.roles();
-    figure('redis-everyone: capsule watched again after the heal (ms)', Date.now() - healAt);
-    expect(owner).toBeDefined();
-  });
-});
+    it('owner <-> capsule: noticed in seconds, another replica takes over, never two watchers, nothing duplicated', async () => {
+      const { owner, other } = await fleet.roles();
+      const before = await head(other);
+      const cutAt = Date.now();
+      fleet.lab.cut(owner.node, fleet.capsule);
+      await until(
+        'the other replica watching the capsule',
+        async () => {
+          const { row } = await fleet.row(other);
+          return row.owner === other.id && row.upstream === 'connected';
+        },
+        NOTICE_BOUND_MS,
+      );
+      const takeover = Date.now() - cutAt;
+      const lost = await logTime(owner, /"to":"backoff"/, cutAt);
+      const handedOver = await logTime(
+        owner,
+        /capsule handed over.*upstream unreachable|upstream unreachable.*capsule handed over/,
+        cutAt,
+      );
+      const acquired = await logTime(other, /capsule acquired/, cutAt);
+      figure('owner-capsule: watch lost after (ms)', lost - cutAt);
+      figure('owner-capsule: lease handed over after (ms)', handedOver - cutAt);
+      figure('owner-capsule: other replica watching after (ms)', takeover);
+      // Never two watchers: the cut owner stopped its watch before it released the lease.
+      expect(handedOver).toBeLessThanOrEqual(acquired);
+      expect((await fleet.row(owner)).row.upstream).not.toBe('connected');
+
+      // The log across the cut: no frame twice; every hole in the 0.4 id sequence flagged.
+      await until('frames after the takeover', async () => (await head(other)) > before + 40);
+      fleet.lab.heal(owner.node, fleet.capsule);
+      const page = await fleet.client.json<PollAnswer>(
+        `${other.url}/murmur/${CAPSULE}/poll?after=${before}&limit=1000`,
+      );
+      const ids: number[] = [];
+      let flagged = false;
+      let unflaggedHoles = 0;
+      for (const r of page.records) {
+        if (r.kind === 'fact' && r.fact === 'frames-possibly-missing') flagged = true;
+        if (r.kind === 'fact' && r.fact === 'capsule-session-started') ids.length = 0;
+        if (r.kind !== 'frame' || r.id === null || r.id === undefined) continue;
+        const id = Number(r.id);
+        const prev = ids[ids.length - 1];
+        if (prev !== undefined && id !== prev + 1 && !flagged) unflaggedHoles++;
+        ids.push(id);
+        flagged = false;
+      }
+      expect(new Set(ids).size).toBe(ids.length);
+      expect(unflaggedHoles).toBe(0);
+      expect(ids.length).toBeGreaterThan(10);
+    });
+
+    it('client <-> replica: the replica closes the dead stream within seconds', async () => {
+      const { other: replica } = await fleet.roles();
+      const stream = events(replica);
+      await firstEvent(stream);
+      const open = async (): Promise<number> => (await fleet.row(replica)).row.connections.murmur ?? 0;
+      expect(await open()).toBeGreaterThan(0);
+      const cutAt = Date.now();
+      fleet.lab.cut(fleet.clientNode, replica.node);
+      const closedAt = await until(
+        'the replica closing the unacknowledged stream',
+        async () => {
+          const line = replica.proc.output.find((l) => l.includes('client stopped acknowledging'));
+          const time = line ? /"time":(\d+)/.exec(line) : null;
+          return time && Number(time[1]) >= cutAt ? Number(time[1]) : null;
+        },
+        NOTICE_BOUND_MS,
+      );
+      figure('client-replica: dead stream closed by the replica after (ms)', closedAt - cutAt);
+      fleet.lab.heal(fleet.clientNode, replica.node);
+      stream.close();
+      await until('no murmur connection left open on the replica', async () => (await open()) === 0);
+    });
+
+    it('Redis <-> everyone: both replicas say so; both serve again within seconds of the heal', async () => {
+      const [a, b] = fleet.replicas;
+      const onA = events(a);
+      const onB = events(b);
+      await Promise.all([firstEvent(onA), firstEvent(onB)]);
+      const cursors = await Promise.all([head(a), head(b)]);
+      const cutAt = Date.now();
+      fleet.lab.cut(a.node, fleet.redis);
+      fleet.lab.cut(b.node, fleet.redis);
+      const ends = await Promise.all([onA.ended, onB.ended]);
+      figure(
+        'redis-everyone: SSE readers ended after (ms)',
+        ends.map((e) => e.at - cutAt),
+      );
+      for (const r of fleet.replicas) {
+        const answer = await fleet.client.fetch(`${r.url}/capsules`);
+        expect(answer.status).toBe(200);
+        expect(JSON.parse(answer.body)).toMatchObject({ store: 'unreachable' });
+      }
+      // Held long enough for every lease and heartbeat to lapse.
+      await until('both replicas refusing long-polls', async () => {
+        const answers = await Promise.all(
+          fleet.replicas.map((r, i) =>
+            fleet.client.fetch(`${r.url}/murmur/${CAPSULE}/poll?after=${cursors[i]}&wait=1`),
+          ),
+        );
+        return answers.every((x) => x.status === 503) && Date.now() - cutAt > 3000;
+      });
+
+      const healAt = Date.now();
+      fleet.lab.heal(a.node, fleet.redis);
+      fleet.lab.heal(b.node, fleet.redis);
+      const served = await Promise.all(
+        fleet.replicas.map(async (r, i) => {
+          // Serving again: a long-poll from before the cut answers with records written after the heal.
+          await until(`${r.id} serving new records`, async () => {
+            const answer = await fleet.client.fetch(
+              `${r.url}/murmur/${CAPSULE}/poll?after=${cursors[i]}&wait=1`,
+            );
+            if (answer.status !== 200) return false;
+            const body = JSON.parse(answer.body) as PollAnswer;
+            return body.head > cursors[i]! + 1;
+          });
+          return Date.now() - healAt;
+        }),
+      );
+      figure('redis-everyone: replicas serving again after the heal (ms)', served);
+      const { owner } = await fleet.roles();
+      figure('redis-everyone: capsule watched again after the heal (ms)', Date.now() - healAt);
+      expect(owner).toBeDefined();
+    });
+  },
+);

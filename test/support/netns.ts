@@ -84,7 +84,20 @@ export class NetnsLab {
     const inside = `${this.id}${index}a`;
     const outside = `${this.id}${index}b`;
     // Made inside the switch's namespace with its peer straight in the node's: never in the host's.
-    run(['-n', this.switchNs, 'link', 'add', outside, 'type', 'veth', 'peer', 'name', inside, 'netns', node.ns]);
+    run([
+      '-n',
+      this.switchNs,
+      'link',
+      'add',
+      outside,
+      'type',
+      'veth',
+      'peer',
+      'name',
+      inside,
+      'netns',
+      node.ns,
+    ]);
     run(['-n', this.switchNs, 'link', 'set', outside, 'master', 'br0', 'up']);
     run(['-n', node.ns, 'link', 'set', 'lo', 'up']);
     run(['-n', node.ns, 'addr', 'add', `${node.ip}/24`, 'dev', inside]);
@@ -140,7 +153,11 @@ export class NetnsLab {
           if (seen !== undefined) return resolve(seen);
           const timer = setTimeout(() => {
             watchers.delete(watch);
-            reject(new Error(`${node.name}: no line matching ${re} in ${timeoutMs} ms:\n${output.slice(-15).join('\n')}`));
+            reject(
+              new Error(
+                `${node.name}: no line matching ${re} in ${timeoutMs} ms:\n${output.slice(-15).join('\n')}`,
+              ),
+            );
           }, timeoutMs);
           const watch = (line: string): void => {
             if (!re.test(line)) return;
@@ -153,7 +170,11 @@ export class NetnsLab {
             if (!watchers.has(watch)) return;
             clearTimeout(timer);
             watchers.delete(watch);
-            reject(new Error(`${node.name}: exited (${child.exitCode}) before ${re}:\n${output.slice(-15).join('\n')}`));
+            reject(
+              new Error(
+                `${node.name}: exited (${child.exitCode}) before ${re}:\n${output.slice(-15).join('\n')}`,
+              ),
+            );
           });
         }),
       kill: async () => {
@@ -178,10 +199,12 @@ export class NetnsLab {
     if (this.closed) return;
     this.closed = true;
     openLabs.delete(this);
-    for (const p of this.procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
+    for (const p of this.procs)
+      if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill('SIGKILL');
     for (const ns of [...this.nodes.map((n) => n.ns), this.switchNs]) {
       // Anything still running inside (a grandchild): only this lab's own namespace is searched.
-      const pids = spawnSync('ip', ['netns', 'pids', ns], { encoding: 'utf8' }).stdout?.trim().split(/\s+/) ?? [];
+      const pids =
+        spawnSync('ip', ['netns', 'pids', ns], { encoding: 'utf8' }).stdout?.trim().split(/\s+/) ?? [];
       for (const pid of pids) if (/^\d+$/.test(pid)) spawnSync('kill', ['-9', pid]);
       spawnSync('ip', ['netns', 'del', ns]);
     }
