@@ -269,7 +269,7 @@ const livenessSchema = z
         /** 0.4+ lines: this many heartbeat intervals without a byte end the watch as lost. */
         heartbeatMisses: z.number().min(1.5).max(100).default(3),
         /** An owned capsule unreachable this long is given up so another replica can take it over. */
-        giveUpAfterMs: z.number().int().min(100).max(3_600_000).default(10_000),
+        giveUpAfterMs: z.number().int().min(100).max(3_600_000).default(5000),
         /** A capsule given up is not taken back by this replica for this long (unless nobody else did). */
         giveUpCooldownMs: z.number().int().min(0).max(3_600_000).default(30_000),
       })
@@ -279,7 +279,7 @@ const livenessSchema = z
         connectTimeoutMs: 5000,
         heartbeatMs: 15_000,
         heartbeatMisses: 3,
-        giveUpAfterMs: 10_000,
+        giveUpAfterMs: 5000,
         giveUpCooldownMs: 30_000,
       }),
     downstream: z

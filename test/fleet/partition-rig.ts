@@ -14,7 +14,7 @@ const GATEWAY_PORT = 8080;
 
 /** Short settings a test can wait through: every figure scales with them (docs/fleet.md). */
 export const LIVENESS = {
-  store: { commandTimeoutMs: 500, probeMs: 250, unreachableAfterMs: 1000 },
+  store: { commandTimeoutMs: 1000, probeMs: 250, unreachableAfterMs: 1000 },
   upstream: {
     keepAliveMs: 1000,
     connectTimeoutMs: 1000,
@@ -155,7 +155,10 @@ export interface PartitionFleet {
   replicas: [Replica, Replica];
   /** This replica's /capsules row for the capsule, as the client sees it. */
   row(r: Replica): Promise<{ store: string; row: CapsuleRow }>;
-  /** The replica that ingests the capsule (both agree), and the other one. */
+  /**
+   * The replica that ingests the capsule (both agree, connected), and the other one, once that has
+   * held for two lease TTLs: after a heal the preferred replica may still take the capsule back.
+   */
   roles(): Promise<{ owner: Replica; other: Replica }>;
   close(): Promise<void>;
 }
@@ -264,15 +267,26 @@ export const startPartitionFleet = async (): Promise<PartitionFleet> => {
       return { store: view.store, row: found };
     };
     const replicas: [Replica, Replica] = [a, b];
-    const roles = async (): Promise<{ owner: Replica; other: Replica }> =>
-      until('one owner, connected, named by both replicas', async () => {
-        const rows = await Promise.all(replicas.map((r) => row(r)));
-        const owner = rows[0]!.row.owner;
-        if (!owner || rows[1]!.row.owner !== owner) return null;
-        const o = replicas.find((r) => r.id === owner)!;
-        if ((await row(o)).row.upstream !== 'connected') return null;
-        return { owner: o, other: replicas.find((r) => r !== o)! };
-      });
+    const roles = async (): Promise<{ owner: Replica; other: Replica }> => {
+      let held: { owner: Replica; since: number } | null = null;
+      return until(
+        'one owner, connected, named by both replicas, for two lease TTLs',
+        async () => {
+          const rows = await Promise.all(replicas.map((r) => row(r)));
+          const owner = rows[0]!.row.owner;
+          const o = replicas.find((r) => r.id === owner);
+          const settled = o && rows[1]!.row.owner === owner && (await row(o)).row.upstream === 'connected';
+          if (!settled) {
+            held = null;
+            return null;
+          }
+          if (held?.owner !== o) held = { owner: o, since: Date.now() };
+          if (Date.now() - held.since < 2 * LEASE.ttlMs) return null;
+          return { owner: o, other: replicas.find((r) => r !== o)! };
+        },
+        30_000,
+      );
+    };
     return {
       lab,
       redis,

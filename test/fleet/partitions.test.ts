@@ -11,6 +11,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { labNamespaces, netnsUnavailable } from '../support/netns.js';
 import {
   CAPSULE,
+  CAPSULE_HEARTBEAT_MS,
   startPartitionFleet,
   until,
   type PartitionFleet,
@@ -148,6 +149,13 @@ describe.skipIf(unavailable !== null)(
     it('owner <-> capsule: noticed in seconds, another replica takes over, never two watchers, nothing duplicated', async () => {
       const { owner, other } = await fleet.roles();
       const before = await head(other);
+      // The watch has seen the capsule's heartbeats (its interval is learnt from them; before the
+      // first one the configured interval stands): the steady state is what is measured.
+      await until('the watch connected for a few capsule heartbeats', async () => {
+        const connected = owner.proc.output.filter((l) => l.includes('"to":"connected"')).at(-1);
+        const at = connected ? Number(/"time":(\d+)/.exec(connected)?.[1]) : NaN;
+        return Date.now() - at >= 3 * CAPSULE_HEARTBEAT_MS;
+      });
       const cutAt = Date.now();
       fleet.lab.cut(owner.node, fleet.capsule);
       await until(
