@@ -275,8 +275,15 @@ describe.skipIf(unavailable !== null)(
         }),
       );
       figure('redis-everyone: replicas serving again after the heal (ms)', served);
-      const { owner } = await fleet.roles();
+      await until('a replica watching the capsule again, named by both', async () => {
+        const rows = await Promise.all(fleet.replicas.map((r) => fleet.row(r)));
+        const owner = rows[0]!.row.owner;
+        const o = fleet.replicas.findIndex((r) => r.id === owner);
+        return o >= 0 && rows[1]!.row.owner === owner && rows[o]!.row.upstream === 'connected';
+      });
       figure('redis-everyone: capsule watched again after the heal (ms)', Date.now() - healAt);
+      // And it stays so (no owner flapping after the heal).
+      const { owner } = await fleet.roles();
       expect(owner).toBeDefined();
     });
   },
