@@ -341,7 +341,8 @@ export const startGateway = async (
     core,
     logger,
     corsOrigins: config.cors.origins,
-    storeReady: () => store.ping(),
+    // Agrees with what the hub tells readers: while the store is found unreachable, 503 at once.
+    storeReady: () => (storeHealth?.reachable === false ? Promise.resolve(false) : store.ping()),
     internals: () => ({ hub: hub.stats(), writer: writer.stats() }),
     ownership,
     surfaces: [

@@ -17,7 +17,7 @@ const row = (sl: number, tr: string, retrnsmt: string, inode: number): string =>
   `  ${sl}: 0100007F:1F90 0100007F:D2F4 01 00000120:00000000 ${tr} ${retrnsmt}     0        0 ${inode} 1 0000000000000000 20 4 30 10 -1`;
 
 describe('unacknowledgedInodes', () => {
-  it('names the sockets whose retransmission timer fired without an ACK, in both tables', () => {
+  it('names the sockets whose retransmission timer fired without an ACK, in both tables', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'mg-tcp-'));
     const v4 = join(dir, 'tcp');
     const v6 = join(dir, 'tcp6');
@@ -32,10 +32,10 @@ describe('unacknowledgedInodes', () => {
       ].join('\n') + '\n',
     );
     writeFileSync(v6, [HEADER, row(0, '01:00000020', '00000001', 2001)].join('\n') + '\n');
-    expect(unacknowledgedInodes([v4, v6])).toEqual(new Set(['1001', '2001']));
+    expect(await unacknowledgedInodes([v4, v6])).toEqual(new Set(['1001', '2001']));
   });
 
-  it('is null when no table can be read (not Linux): nothing is watched', () => {
-    expect(unacknowledgedInodes(['/nonexistent/tcp'])).toBeNull();
+  it('is null when no table can be read (not Linux): nothing is watched', async () => {
+    expect(await unacknowledgedInodes(['/nonexistent/tcp'])).toBeNull();
   });
 });
