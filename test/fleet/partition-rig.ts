@@ -10,6 +10,8 @@ import { join } from 'node:path';
 import { NetnsLab, type LabProcess, type NetnsNode } from '../support/netns.js';
 
 export const CAPSULE = 'cap';
+/** A spec-line capsule (no heartbeat check: silence there means busy), on a node of its own. */
+export const SPEC_CAPSULE = 'spec';
 const GATEWAY_PORT = 8080;
 
 /** Short settings a test can wait through: every figure scales with them (docs/fleet.md). */
@@ -150,16 +152,17 @@ export interface PartitionFleet {
   lab: NetnsLab;
   redis: NetnsNode;
   capsule: NetnsNode;
+  specCapsule: NetnsNode;
   client: LabClient;
   clientNode: NetnsNode;
   replicas: [Replica, Replica];
   /** This replica's /capsules row for the capsule, as the client sees it. */
-  row(r: Replica): Promise<{ store: string; row: CapsuleRow }>;
+  row(r: Replica, capsule?: string): Promise<{ store: string; row: CapsuleRow }>;
   /**
    * The replica that ingests the capsule (both agree, connected), and the other one, once that has
    * held for two lease TTLs: after a heal the preferred replica may still take the capsule back.
    */
-  roles(): Promise<{ owner: Replica; other: Replica }>;
+  roles(capsule?: string): Promise<{ owner: Replica; other: Replica }>;
   close(): Promise<void>;
 }
 
@@ -195,6 +198,7 @@ export const startPartitionFleet = async (): Promise<PartitionFleet> => {
     const nodeA = lab.node('a');
     const nodeB = lab.node('b');
     const clientNode = lab.node('client');
+    const specCapsule = lab.node('spec');
     const redisProc = lab.spawn(redis, 'redis-server', [
       '--port',
       '6379',
@@ -223,11 +227,26 @@ export const startPartitionFleet = async (): Promise<PartitionFleet> => {
       '7',
     ]);
     const sim = lab.spawn(capsule, simCmd, simArgs);
+    const [specCmd, specArgs] = tsx([
+      'src/cli.ts',
+      'simulate',
+      '--host',
+      specCapsule.ip,
+      '--port',
+      '9000',
+      '--release',
+      'spec',
+      '--workload',
+      '--seed',
+      '9',
+    ]);
+    const specSim = lab.spawn(specCapsule, specCmd, specArgs);
     const [clientCmd, clientArgs] = tsx(['test/support/netns-client.ts']);
     const clientProc = lab.spawn(clientNode, clientCmd, clientArgs);
     await Promise.all([
       redisProc.waitFor(/Ready to accept connections/),
       sim.waitFor(/"url":"/),
+      specSim.waitFor(/"url":"/),
       clientProc.waitFor(/"ev":"ready"/),
     ]);
     const startReplica = (id: string, node: NetnsNode): Replica => {
@@ -238,7 +257,10 @@ export const startPartitionFleet = async (): Promise<PartitionFleet> => {
           replicaId: id,
           redis: `redis://${redis.ip}:6379`,
           auth: { open: true },
-          capsules: [{ id: CAPSULE, url: `http://${capsule.ip}:9000` }],
+          capsules: [
+            { id: CAPSULE, url: `http://${capsule.ip}:9000` },
+            { id: SPEC_CAPSULE, url: `http://${specCapsule.ip}:9000` },
+          ],
           lease: LEASE,
           heartbeatSeconds: 1,
           liveness: LIVENESS,
@@ -260,22 +282,23 @@ export const startPartitionFleet = async (): Promise<PartitionFleet> => {
     const b = startReplica('b', nodeB);
     await Promise.all([a, b].map((r) => r.proc.waitFor(/murmur-gateway listening on/, 30_000)));
     const client = new LabClient(clientProc);
-    const row = async (r: Replica): Promise<{ store: string; row: CapsuleRow }> => {
+    const row = async (r: Replica, capsule = CAPSULE): Promise<{ store: string; row: CapsuleRow }> => {
       const view = await client.json<{ store: string; capsules: CapsuleRow[] }>(`${r.url}/capsules`);
-      const found = view.capsules.find((c) => c.id === CAPSULE);
-      if (!found) throw new Error(`${CAPSULE} missing from ${r.id}'s /capsules`);
+      const found = view.capsules.find((c) => c.id === capsule);
+      if (!found) throw new Error(`${capsule} missing from ${r.id}'s /capsules`);
       return { store: view.store, row: found };
     };
     const replicas: [Replica, Replica] = [a, b];
-    const roles = async (): Promise<{ owner: Replica; other: Replica }> => {
+    const roles = async (capsule = CAPSULE): Promise<{ owner: Replica; other: Replica }> => {
       let held: { owner: Replica; since: number } | null = null;
       return until(
         'one owner, connected, named by both replicas, for two lease TTLs',
         async () => {
-          const rows = await Promise.all(replicas.map((r) => row(r)));
+          const rows = await Promise.all(replicas.map((r) => row(r, capsule)));
           const owner = rows[0]!.row.owner;
           const o = replicas.find((r) => r.id === owner);
-          const settled = o && rows[1]!.row.owner === owner && (await row(o)).row.upstream === 'connected';
+          const settled =
+            o && rows[1]!.row.owner === owner && (await row(o, capsule)).row.upstream === 'connected';
           if (!settled) {
             held = null;
             return null;
@@ -291,6 +314,7 @@ export const startPartitionFleet = async (): Promise<PartitionFleet> => {
       lab,
       redis,
       capsule,
+      specCapsule,
       client,
       clientNode,
       replicas,

@@ -12,6 +12,7 @@ import { labNamespaces, netnsUnavailable } from '../support/netns.js';
 import {
   CAPSULE,
   CAPSULE_HEARTBEAT_MS,
+  SPEC_CAPSULE,
   startPartitionFleet,
   until,
   type PartitionFleet,
@@ -167,13 +168,13 @@ describe.skipIf(unavailable !== null)(
         NOTICE_BOUND_MS,
       );
       const takeover = Date.now() - cutAt;
-      const lost = await logTime(owner, /"to":"backoff"/, cutAt);
+      const lost = await logTime(owner, /"capsule":"cap".*"to":"backoff"/, cutAt);
       const handedOver = await logTime(
         owner,
-        /capsule handed over.*upstream unreachable|upstream unreachable.*capsule handed over/,
+        /"capsule":"cap".*upstream unreachable.*capsule handed over/,
         cutAt,
       );
-      const acquired = await logTime(other, /capsule acquired/, cutAt);
+      const acquired = await logTime(other, /"capsule":"cap".*capsule acquired/, cutAt);
       figure('owner-capsule: watch lost after (ms)', lost - cutAt);
       figure('owner-capsule: lease handed over after (ms)', handedOver - cutAt);
       figure('owner-capsule: other replica watching after (ms)', takeover);
@@ -203,6 +204,37 @@ describe.skipIf(unavailable !== null)(
       expect(new Set(ids).size).toBe(ids.length);
       expect(unflaggedHoles).toBe(0);
       expect(ids.length).toBeGreaterThan(10);
+    });
+
+    it('owner <-> spec-line capsule: found dead by TCP keep-alive (no heartbeat check there), handed over', async () => {
+      const { owner, other } = await fleet.roles(SPEC_CAPSULE);
+      const cutAt = Date.now();
+      fleet.lab.cut(owner.node, fleet.specCapsule);
+      await until(
+        'the other replica watching the spec-line capsule',
+        async () => {
+          const { row } = await fleet.row(other, SPEC_CAPSULE);
+          return row.owner === other.id && row.upstream === 'connected';
+        },
+        30_000,
+      );
+      const takeover = Date.now() - cutAt;
+      const lostLine = /"capsule":"spec".*"to":"backoff"/;
+      const lost = await logTime(owner, lostLine, cutAt);
+      const handedOver = await logTime(
+        owner,
+        /"capsule":"spec".*upstream unreachable.*capsule handed over/,
+        cutAt,
+      );
+      const acquired = await logTime(other, /"capsule":"spec".*capsule acquired/, cutAt);
+      figure('owner-spec-capsule: watch lost (keep-alive) after (ms)', lost - cutAt);
+      figure('owner-spec-capsule: other replica watching after (ms)', takeover);
+      // The kernel's keep-alive said so (the socket timed out), not a heartbeat deadline.
+      const reason = owner.proc.output.find(
+        (l) => lostLine.test(l) && Number(/"time":(\d+)/.exec(l)?.[1]) >= cutAt,
+      );
+      expect(reason).not.toMatch(/no heartbeat/);
+      expect(handedOver).toBeLessThanOrEqual(acquired);
     });
 
     it('client <-> replica: the replica closes the dead stream within seconds', async () => {
