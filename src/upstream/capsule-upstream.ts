@@ -26,8 +26,12 @@ export interface CapsuleUpstreamOptions
   logFrames?: (after: number, listener: (frame: SseFrame) => void) => () => void;
 }
 
-/** Reasons a watch is down that say nothing about the path to the capsule. */
-const ON_OUR_SIDE = new Set(['store unavailable', 'log queue full', 'store reset']);
+/**
+ * Reasons a watch is down that say nothing against the path to the capsule: ours (the store away,
+ * the log queue full), or an answer the capsule gave (a refused token, an HTTP error), which another
+ * replica would get as well.
+ */
+const NOT_THE_PATH = /^(store unavailable|log queue full|store reset|unauthorized|HTTP \d)/;
 
 const notIngesting: IngestorState = {
   state: 'stopped',
@@ -148,7 +152,7 @@ export class CapsuleUpstream implements UpstreamPort {
   }
 
   private noteState(state: IngestorState): void {
-    if (state.state === 'connected' || ON_OUR_SIDE.has(state.reason ?? '')) this.cutSince = null;
+    if (state.state === 'connected' || NOT_THE_PATH.test(state.reason ?? '')) this.cutSince = null;
     else if (state.state === 'backoff' || state.state === 'connecting') this.cutSince ??= Date.now();
   }
 
