@@ -227,6 +227,9 @@ export const startGateway = async (
         })
       : null;
   storeHealth?.start();
+  // A reconnect (the heal) is checked at once, not at the next probe.
+  const pokeHealth = (): void => storeHealth?.poke();
+  if (store instanceof RedisStore) store.connection.client.on('ready', pokeHealth);
   const hub = new Hub(store, {
     ...(storeHealth ? { storeHealth } : {}),
     maxQueuedRecords: config.maxQueuedRecords,
@@ -420,6 +423,7 @@ export const startGateway = async (
       queues.close();
       await hub.close();
       storeHealth?.close();
+      if (store instanceof RedisStore) store.connection.client.off('ready', pokeHealth);
       server.closeIdleConnections();
       await discovery?.close();
       await registry.close();

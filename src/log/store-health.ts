@@ -47,6 +47,11 @@ export class StoreHealth {
     this.timer.unref();
   }
 
+  /** Probe now (the connection was just re-established): reads resume as soon as the store answers. */
+  poke(): void {
+    if (this.timer) this.probe();
+  }
+
   close(): void {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
