@@ -68,6 +68,9 @@ export class RedisConnection {
       // ioredis destroys the socket when commands wait this long without a byte back; the reconnect
       // (retryStrategy) starts at once on a fresh socket.
       socketTimeout: options.commandTimeoutMs ?? 2000,
+      // A connect attempt whose SYN vanished (a partition) is given up after the same time and made
+      // again: after a heal the next attempt connects at once, not at the kernel's next SYN retry.
+      connectTimeout: options.commandTimeoutMs ?? 2000,
       // An idle connection (the fleet bus's) is probed after 1 s of silence: libuv sends 10 probes
       // 1 s apart, so a cut peer is found in about 11 s.
       keepAlive: 1000,
