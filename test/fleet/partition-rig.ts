@@ -1,8 +1,8 @@
 /**
- * The partition tests' fleet (partitions.test.ts, and `npm run partitions` for the figures): Redis, a
- * simulated 0.4 capsule writing a steady workload, two gateway replicas and a client, each in its own
- * network namespace (test/support/netns.ts), with short liveness settings so each cut is a few
- * seconds. The client is test/support/netns-client.ts, driven over its stdin/stdout.
+ * The partition tests' fleet (partitions.test.ts): Redis, a simulated 0.4 capsule and a spec-line
+ * one, each writing a steady workload, two gateway replicas and a client, each in its own network
+ * namespace (test/support/netns.ts), with short liveness settings so each cut is a few seconds. The
+ * client is test/support/netns-client.ts, driven over its stdin/stdout.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
