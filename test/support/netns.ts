@@ -37,6 +37,11 @@ export const netnsUnavailable = (): string | null => {
   if (process.getuid?.() !== 0) return 'not root';
   if (!has('ip')) return 'no ip (iproute2)';
   if (!has('iptables')) return 'no iptables';
+  // Root in a container without CAP_SYS_ADMIN / CAP_NET_ADMIN cannot make namespaces: try one.
+  const probe = `mgprobe-${process.pid}`;
+  const made = spawnSync('ip', ['netns', 'add', probe], { encoding: 'utf8' });
+  if (made.status !== 0) return `cannot create a network namespace: ${made.stderr.trim()}`;
+  spawnSync('ip', ['netns', 'del', probe]);
   return null;
 };
 
