@@ -28,3 +28,11 @@ export class GatewayError extends Error {
     this.name = 'GatewayError';
   }
 }
+
+/**
+ * Whether `err` says this replica is cut from its store (`details.unreachable`, the hub's answer
+ * while store-health.ts finds the store out of reach), not one failed call: a live reader is ended
+ * with its surface's retry signal so it resumes on another replica, rather than retried here.
+ */
+export const storeUnreachable = (err: unknown): boolean =>
+  err instanceof GatewayError && err.code === 'store_unavailable' && err.details?.unreachable === true;

@@ -2,7 +2,7 @@
  * The composition root: config → store → log writer → one upstream per capsule → hub → core → adapters
  * → HTTP server. Used by the CLI, the demo and the tests; owns start order and drain order.
  */
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import type { Logger } from 'pino';
 import type { GatewayConfig } from './config/schema.js';
@@ -19,9 +19,11 @@ import { createHttpApp } from './http/app.js';
 import { createHttpServer, type HttpServer } from './http/http-server.js';
 import { backlogWarning, kernelBacklogCap, LISTEN_BACKLOG } from './http/listen-backlog.js';
 import { pacedListener } from './http/request-pacing.js';
+import { SendStallWatch } from './http/send-stall.js';
 import { createAbuseBounds } from './abuse-bounds.js';
 import { createSurfaces } from './surfaces.js';
 import { LogWriter } from './log/log-writer.js';
+import { StoreHealth } from './log/store-health.js';
 import { MemoryStore } from './log/memory-store.js';
 import { RedisStore } from './log/redis-store.js';
 import { RedisClaims } from './fleet/claims.js';
@@ -111,7 +113,12 @@ const createStore = (config: GatewayConfig, logger: Logger): LogStore => {
     maxAgeMs: config.retention.maxAgeSeconds * 1000,
   };
   // A URL, a Sentinel-monitored master or a Cluster: the store builds the matching connection.
-  if (config.redis) return new RedisStore(config.redis, { retention, logger: logger.child({ room: 'log' }) });
+  if (config.redis)
+    return new RedisStore(config.redis, {
+      retention,
+      commandTimeoutMs: config.liveness.store.commandTimeoutMs,
+      logger: logger.child({ room: 'log' }),
+    });
   logger.warn('no Redis configured: using the embedded in-memory store; nothing survives a restart');
   return new MemoryStore(retention);
 };
@@ -190,6 +197,7 @@ export const startGateway = async (
       queues.stopDispatch(capsule);
       await upstreams.get(capsule)?.stopIngesting();
     },
+    unreachableFor: (capsule) => upstreams.get(capsule)?.unreachableFor() ?? 0,
     flush: async (capsule, timeoutMs) => {
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([
@@ -206,6 +214,8 @@ export const startGateway = async (
           replicaId: config.replicaId,
           ttlMs: config.lease.ttlMs,
           renewMs: config.lease.renewMs,
+          giveUpAfterMs: config.liveness.upstream.giveUpAfterMs,
+          giveUpCooldownMs: config.liveness.upstream.giveUpCooldownMs,
           ...(tuning.fleet?.keyPrefix ? { keyPrefix: tuning.fleet.keyPrefix } : {}),
           control,
           logger: logger.child({ room: 'fleet' }),
@@ -216,7 +226,22 @@ export const startGateway = async (
   const latency = new LatencyMetrics();
   const observeLag = deliveryObserver(latency);
   const traceDeliveries = deliveryTraces();
+  // A replica cut from Redis tells its readers within seconds (they resume on a replica that is not).
+  const storeHealth =
+    store instanceof RedisStore
+      ? new StoreHealth({
+          ping: () => store.ping(),
+          probeMs: config.liveness.store.probeMs,
+          unreachableAfterMs: config.liveness.store.unreachableAfterMs,
+          logger: logger.child({ room: 'log' }),
+        })
+      : null;
+  storeHealth?.start();
+  // A reconnect (the heal) is checked at once, not at the next probe.
+  const pokeHealth = (): void => storeHealth?.poke();
+  if (store instanceof RedisStore) store.connection.client.on('ready', pokeHealth);
   const hub = new Hub(store, {
+    ...(storeHealth ? { storeHealth } : {}),
     maxQueuedRecords: config.maxQueuedRecords,
     logger: logger.child({ room: 'hub' }),
     onDelivered: (records, surfaces) => {
@@ -243,6 +268,10 @@ export const startGateway = async (
         // A submit sees its task start in the log, whichever replica ingests the capsule.
         logFrames: logFrameSource(hub, id),
         logger: logger.child({ room: 'upstream' }),
+        keepAliveMs: config.liveness.upstream.keepAliveMs,
+        connectTimeoutMs: config.liveness.upstream.connectTimeoutMs,
+        heartbeatMs: config.liveness.upstream.heartbeatMs,
+        heartbeatMisses: config.liveness.upstream.heartbeatMisses,
         ...tuning.upstream,
       });
     },
@@ -337,7 +366,8 @@ export const startGateway = async (
     core,
     logger,
     corsOrigins: config.cors.origins,
-    storeReady: () => store.ping(),
+    // Agrees with what the hub tells readers: while the store is found unreachable, 503 at once.
+    storeReady: () => (storeHealth?.reachable === false ? Promise.resolve(false) : store.ping()),
     internals: () => ({ hub: hub.stats(), writer: writer.stats() }),
     latency,
     ownership,
@@ -373,6 +403,14 @@ export const startGateway = async (
   const left = Math.max(0, START_WAIT_MS - (Date.now() - startedAt));
   await Promise.all([...upstreams].filter(([id]) => ownership.owns(id)).map(([, u]) => u.connected(left)));
 
+  const sendStalls = new SendStallWatch({
+    stallMs: config.liveness.downstream.writeStallMs,
+    onStall: (socket, stalledMs) =>
+      logger.warn(
+        { peer: `${socket.remoteAddress}:${socket.remotePort}`, stalledMs },
+        'client stopped acknowledging: connection closed',
+      ),
+  });
   const http: HttpServer = createHttpServer(
     { tls: config.tls, cleartextHttp2: config.http2.cleartext, http1: bounds.serverOptions },
     // Hono's Node listener behind the storm pacing (request-pacing.ts).
@@ -381,6 +419,12 @@ export const startGateway = async (
   const server = await new Promise<HttpServer['server']>((resolve, reject) => {
     const s = http.server;
     s.once('error', reject);
+    // Downstream liveness: an idle connection (a parked long-poll) is probed by TCP keep-alive; one
+    // with bytes going out (a live stream) by the send-stall watch, since keep-alive never probes it.
+    s.on('connection', (socket: Socket) => {
+      socket.setKeepAlive(true, config.liveness.downstream.keepAliveMs);
+      sendStalls.watch(socket);
+    });
     // Node's default accept backlog (511) overflows when thousands of clients reconnect at once (a
     // resume storm after a restart): the kernel drops their handshakes and they retry after 1 s, 3 s….
     // The kernel caps this at net.core.somaxconn (listen-backlog.ts).
@@ -404,6 +448,8 @@ export const startGateway = async (
       queues.close();
       admissions?.close();
       await hub.close();
+      storeHealth?.close();
+      if (store instanceof RedisStore) store.connection.client.off('ready', pokeHealth);
       http.closeIdle();
       await discovery?.close();
       await registry.close();
@@ -420,6 +466,7 @@ export const startGateway = async (
       forced.unref();
       await closed;
       clearTimeout(forced);
+      sendStalls.close();
       await ownership.close();
       bounds.close();
       await streams?.close();

@@ -19,6 +19,7 @@
 import type { Logger } from 'pino';
 import type { GatewayCore, Subscription, SubscriptionEnd } from '../../src/core/types.js';
 import { isStoreReset } from '../../src/core/store-reset.js';
+import { storeUnreachable } from '../../src/errors.js';
 import { ContextTracker } from '../../src/log/frame-view.js';
 import type { LogRecord } from '../../src/log/record.js';
 import type { ChannelListener } from './channel-listener.js';
@@ -86,13 +87,17 @@ export class CapsuleFeed {
     if (this.subscription !== sub || this.closed) return;
     this.subscription = null;
     if (reason === 'closed') return;
-    if (reason === 'shutdown') {
-      for (const p of this.all) for (const l of p.listeners) l.end('stream_closed', p.projector.latestOffset);
-      return this.close();
-    }
+    // Draining, or cut from the store: streams close and clients resume elsewhere from their offset.
+    if (reason === 'shutdown' || reason === 'store_unreachable') return this.closeStreams();
     // slow / store error: the feed resumes from its cursor, once the log is known to continue it.
     this.logger.info({ capsule: this.capsule, reason, cursor: this.cursor }, 'beeos: live feed resumes');
     this.scheduleResume();
+  }
+
+  /** Every stream ends with `stream_closed` at its offset (clients resume with since), then the feed. */
+  private closeStreams(): void {
+    for (const p of this.all) for (const l of p.listeners) l.end('stream_closed', p.projector.latestOffset);
+    this.close();
   }
 
   private scheduleResume(): void {
@@ -114,6 +119,8 @@ export class CapsuleFeed {
     try {
       checked = await this.core.cursorStatus(this.capsule, this.cursor);
     } catch (err) {
+      // Cut from the store: streams close now (clients resume elsewhere with since), not held silent.
+      if (storeUnreachable(err)) return this.closeStreams();
       this.logger.warn({ err, capsule: this.capsule }, 'beeos: live feed cannot check its cursor; retrying');
       if (!this.closed) this.scheduleResume();
       return;

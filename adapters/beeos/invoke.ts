@@ -117,6 +117,8 @@ export const followInvoke = (
       onRecords,
       onEnd: (reason) => {
         if (reason === 'shutdown') onShutdown();
+        else if (reason === 'store_unreachable')
+          finish(transportError('agent_service_unavailable', 'log store unreachable from this replica'));
         else if (reason !== 'closed')
           finish(transportError('agent_service_unavailable', 'lost the agent stream'));
       },

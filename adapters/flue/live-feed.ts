@@ -9,6 +9,7 @@
  */
 import type { Logger } from 'pino';
 import { isStoreReset } from '../../src/core/store-reset.js';
+import { storeUnreachable } from '../../src/errors.js';
 import type { GatewayCore, Subscription, SubscriptionEnd } from '../../src/core/types.js';
 import { ContextTracker, viewFrame } from '../../src/log/frame-view.js';
 import type { LogRecord } from '../../src/log/record.js';
@@ -137,7 +138,8 @@ export class CapsuleFeed {
   private onSubscriptionEnd(reason: SubscriptionEnd): void {
     this.subscription = null;
     if (this.ended || reason === 'closed') return;
-    if (reason === 'shutdown') return this.end('shutdown');
+    // Cut from the store: followers end as on a drain and resume on another replica.
+    if (reason === 'shutdown' || reason === 'store_unreachable') return this.end('shutdown');
     // Slow or a store error: resume from the cursor unless what follows it is gone meanwhile.
     const resume = async (): Promise<void> => {
       this.retry = null;
@@ -148,6 +150,8 @@ export class CapsuleFeed {
         if (status === 'gone' || position.epoch !== this.epoch) return this.end('gone');
         this.subscribe();
       } catch (err) {
+        // Cut from the store: followers end as on a drain and resume on another replica.
+        if (storeUnreachable(err)) return this.end('shutdown');
         this.deps.logger.warn({ err, capsule: this.capsule }, 'flue: live feed cannot resume yet');
         this.retry = setTimeout(() => void resume(), this.deps.retryMs);
       }

@@ -8,6 +8,7 @@
 import { viewFrame } from '../../src/log/frame-view.js';
 import type { Logger } from 'pino';
 import type { GatewayCore, Subscription, SubscriptionEnd } from '../../src/core/types.js';
+import { storeUnreachable } from '../../src/errors.js';
 import { isStoreReset } from '../../src/core/store-reset.js';
 import type { LogRecord } from '../../src/log/record.js';
 import { GAP_REASON } from './constants.js';
@@ -240,7 +241,9 @@ export class LogFeed {
       case 'closed':
         return;
       case 'shutdown':
-        // Draining: a capsule that goes away ends the connection; clients resume with Last-Event-ID.
+      case 'store_unreachable':
+        // Draining, or this replica lost its store: a capsule that goes away ends the connection;
+        // clients resume with Last-Event-ID (on a replica that reaches the store).
         conn.end();
         return;
       case 'slow':
@@ -267,6 +270,8 @@ export class LogFeed {
         this.subscribe();
       },
       (err: unknown) => {
+        // Cut from the store: end now (the wire's retry signal) rather than hold the client in silence.
+        if (storeUnreachable(err)) return conn.end();
         logger.warn({ err, capsule }, 'murmur: resubscribe failed, retrying');
         if (conn.open) this.retryTimer = setTimeout(() => this.resume(), this.options.retryMs);
       },

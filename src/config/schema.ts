@@ -264,6 +264,56 @@ const trustProxySchema = z
   .union([z.literal(false), z.number().int().min(1).max(32), z.array(z.string().min(1)).min(1)])
   .default(false);
 
+/** Deadlines and liveness checks on every remote path (store, capsules, clients). */
+const livenessSchema = z
+  .object({
+    store: z
+      .object({
+        /** A Redis command unanswered this long fails, and its connection is dropped and reopened. */
+        commandTimeoutMs: z.number().int().min(50).max(60_000).default(2000),
+        /** How often this replica checks that the store answers. */
+        probeMs: z.number().int().min(50).max(60_000).default(1000),
+        /** No answer for this long: the store is unreachable from here; readers are told to go elsewhere. */
+        unreachableAfterMs: z.number().int().min(100).max(300_000).default(3000),
+      })
+      .strict()
+      .default({ commandTimeoutMs: 2000, probeMs: 1000, unreachableAfterMs: 3000 }),
+    upstream: z
+      .object({
+        /** TCP keep-alive idle time on capsule sockets (then 10 probes 1 s apart: a dead peer in ~idle + 10 s). */
+        keepAliveMs: z.number().int().min(1000).max(600_000).default(1000),
+        /** Time allowed for a watch connection's response headers. */
+        connectTimeoutMs: z.number().int().min(100).max(120_000).default(5000),
+        /** The capsule's heartbeat interval until one is observed (spec: 15 s). */
+        heartbeatMs: z.number().int().min(10).max(600_000).default(15_000),
+        /** 0.4+ lines: this many heartbeat intervals without a byte end the watch as lost. */
+        heartbeatMisses: z.number().min(1.5).max(100).default(3),
+        /** An owned capsule unreachable this long is given up so another replica can take it over. */
+        giveUpAfterMs: z.number().int().min(100).max(3_600_000).default(5000),
+        /** A capsule given up is not taken back by this replica for this long (unless nobody else did). */
+        giveUpCooldownMs: z.number().int().min(0).max(3_600_000).default(30_000),
+      })
+      .strict()
+      .default({
+        keepAliveMs: 1000,
+        connectTimeoutMs: 5000,
+        heartbeatMs: 15_000,
+        heartbeatMisses: 3,
+        giveUpAfterMs: 5000,
+        giveUpCooldownMs: 30_000,
+      }),
+    downstream: z
+      .object({
+        /** TCP keep-alive idle time on accepted sockets (then 10 probes 1 s apart). */
+        keepAliveMs: z.number().int().min(1000).max(600_000).default(1000),
+        /** A live stream whose sent bytes stay unacknowledged (retransmitted) this long is closed. */
+        writeStallMs: z.number().int().min(100).max(600_000).default(5000),
+      })
+      .strict()
+      .default({ keepAliveMs: 1000, writeStallMs: 5000 }),
+  })
+  .strict();
+
 export const configSchema = z
   .object({
     port: z.number().int().min(0).max(65535).default(8080),
@@ -375,6 +425,11 @@ export const configSchema = z
       })
       .strict()
       .default({ maxPerCapsule: 1000, maxPerOwner: 100, retryAfterSeconds: 2 }),
+    /**
+     * Deadlines and liveness checks (docs/configuration.md "Liveness"): a path cut silently (no RST,
+     * no FIN) is noticed in seconds, not when TCP gives up.
+     */
+    liveness: livenessSchema.default(() => livenessSchema.parse({})),
     /** General Durable Streams under /v1/stream/* (docs/surfaces/durable-streams-writable.md); off by default. */
     durableStreams: durableStreamsSchema.default(() => durableStreamsSchema.parse({})),
   })
@@ -399,6 +454,7 @@ export const configSchema = z
 
 export type GatewayConfig = z.output<typeof configSchema>;
 export type GatewayConfigInput = z.input<typeof configSchema>;
+export type LivenessConfig = z.output<typeof livenessSchema>;
 export type CapsuleConfig = z.output<typeof capsuleSchema>;
 export type ApiKeyConfig = z.output<typeof apiKeySchema>;
 export type JwtConfig = z.output<typeof jwtSchema>;

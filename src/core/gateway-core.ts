@@ -355,9 +355,11 @@ export class GatewayCoreImpl implements GatewayCore {
     // This replica's own connection if it ingests the capsule, else what the log says the owner's was.
     const logged = this.logAcks.connection(capsule);
     const connection = s.connection ?? logged;
+    // The store's part may be out of reach (a partition): the rest is this replica's own knowledge
+    // and is still answered, the store's fields null (operators see "degraded", never a 500).
     const [position, possiblyMissing] = await Promise.all([
-      this.deps.hub.position(capsule),
-      this.deps.hub.possiblyMissing(capsule),
+      this.deps.hub.position(capsule).catch(() => null),
+      this.deps.hub.possiblyMissing(capsule).catch(() => null),
     ]);
     return {
       id: capsule,

@@ -19,7 +19,7 @@ export interface LoggedFrame {
 export type LogFrameSource = (after: number, listener: (frame: LoggedFrame) => void) => () => void;
 
 /** Ends after which the subscription is taken up again from the last record seen. */
-const RESUMABLE: ReadonlySet<SubscriptionEnd> = new Set(['slow', 'store_error']);
+const RESUMABLE: ReadonlySet<SubscriptionEnd> = new Set(['slow', 'store_error', 'store_unreachable']);
 const RESUME_DELAY_MS = 200;
 
 /**

@@ -14,7 +14,8 @@ export type SubscriptionEnd =
   | 'closed' // the subscriber closed it (its signal aborted)
   | 'slow' // its queue passed the bound: it could not keep up
   | 'shutdown' // the gateway is draining
-  | 'store_error'; // the store failed while catching up
+  | 'store_error' // the store failed while catching up
+  | 'store_unreachable'; // this replica lost its store: the client resumes on another replica
 
 export interface SubscribeOptions {
   /** Deliver records with offset > after. */
@@ -127,9 +128,10 @@ export interface CapsuleStatus {
   release: ReleaseLine | null;
   sessionId: string | null;
   card: { name: string | null; version: string | null } | null;
-  position: LogPosition;
-  /** frames-possibly-missing facts the capsule's log has recorded, ever. */
-  possiblyMissing: number;
+  /** Null when the store could not be read (unreachable from this replica): a degraded answer. */
+  position: LogPosition | null;
+  /** frames-possibly-missing facts the capsule's log has recorded, ever (null: store unreadable). */
+  possiblyMissing: number | null;
   /** As `GatewayCore.conversationMode`, taken with the rest (a removed capsule has none). */
   conversationMode: 'stateless' | 'threaded';
   /** The submission queue: how many wait, and how long the oldest has waited (ms). */

@@ -9,7 +9,8 @@ import type { Logger } from 'pino';
 export type FleetMessage =
   | { type: 'join'; replica: string }
   | { type: 'leave'; replica: string }
-  | { type: 'release'; replica: string; capsule: string };
+  /** `unreachable`: released because this replica cannot reach the capsule; others take it at once. */
+  | { type: 'release'; replica: string; capsule: string; unreachable?: boolean };
 
 export class FleetBus {
   private readonly sub: Redis | Cluster;

@@ -31,6 +31,13 @@ export interface FleetOwnershipOptions {
   keyPrefix?: string;
   /** Longest wait for a capsule's queued appends on a graceful handover. */
   handoverFlushMs?: number;
+  /**
+   * An owned capsule this replica cannot reach for this long is handed over when another replica
+   * is alive (it may reach it: a partition cuts paths, not capsules). Absent: never.
+   */
+  giveUpAfterMs?: number;
+  /** After giving a capsule up, this replica does not take it back for this long (ms). */
+  giveUpCooldownMs?: number;
 }
 
 interface Owned {
@@ -55,6 +62,8 @@ export class FleetOwnership implements CapsuleOwnership {
   private readonly lastFence = new Map<string, number>();
   /** When each capsule we do not rank first for was first seen with a free lease. */
   private readonly freeSince = new Map<string, number>();
+  /** Capsules given up for an unreachable upstream: not taken back before this time. */
+  private readonly cooldown = new Map<string, number>();
   private readonly margin: number;
   private readonly logger: Logger | undefined;
   private timer: NodeJS.Timeout | null = null;
@@ -156,6 +165,10 @@ export class FleetOwnership implements CapsuleOwnership {
   private onMessage(message: FleetMessage): void {
     if (message.replica === this.replicaId || this.closing) return;
     this.logger?.debug({ message }, 'fleet message');
+    // Given up by an owner that cannot reach it: free for anyone now, not after a whole TTL.
+    if (message.type === 'release' && message.unreachable) {
+      this.freeSince.set(message.capsule, Date.now() - this.options.ttlMs);
+    }
     this.kick();
   }
 
@@ -226,6 +239,14 @@ export class FleetOwnership implements CapsuleOwnership {
       if (this.owned.get(capsule) !== owned) return; // dropped meanwhile
       if (!ours) return this.drop(capsule, 'lease lost');
       this.arm(capsule, owned, sentAt);
+      const giveUpMs = this.options.giveUpAfterMs;
+      const cutFor = this.options.control.unreachableFor?.(capsule) ?? 0;
+      if (giveUpMs !== undefined && cutFor >= giveUpMs && this.replicas.live.length > 1) {
+        // Another replica may reach it (a partition cuts a path, not the capsule): keep the lease
+        // and nobody watches; hand it over (stop first, so never two watchers) and stay away a while.
+        this.cooldown.set(capsule, Date.now() + (this.options.giveUpCooldownMs ?? 30_000));
+        return this.handOver(capsule, owned, `upstream unreachable for ${cutFor} ms`, true);
+      }
       const preferred = this.replicas.preferred(capsule);
       if (preferred !== this.replicaId && Date.now() >= owned.keepUntil) {
         return this.handOver(capsule, owned, `rebalance to ${preferred}`);
@@ -233,6 +254,11 @@ export class FleetOwnership implements CapsuleOwnership {
       return;
     }
     if (this.closing || !this.capsules.has(capsule)) return;
+    const away = this.cooldown.get(capsule);
+    if (away !== undefined) {
+      if (Date.now() < away) return;
+      this.cooldown.delete(capsule);
+    }
     if (this.replicas.preferred(capsule) !== this.replicaId) {
       // Not ours to take, unless it has stayed free for a whole TTL (its preferred owner is not coming).
       const view = await this.leases.peek(capsule);
@@ -296,7 +322,7 @@ export class FleetOwnership implements CapsuleOwnership {
   }
 
   /** Graceful: stop, flush what is queued (bounded), release, announce. */
-  private async handOver(capsule: string, owned: Owned, reason: string): Promise<void> {
+  private async handOver(capsule: string, owned: Owned, reason: string, unreachable = false): Promise<void> {
     if (this.owned.get(capsule) !== owned) return;
     this.owned.delete(capsule);
     if (owned.watchdog) clearTimeout(owned.watchdog);
@@ -306,6 +332,12 @@ export class FleetOwnership implements CapsuleOwnership {
     await this.options.control.flush(capsule, flushMs);
     const released = await this.leases.release(owned.lease).catch(() => false);
     this.logger?.info({ capsule, reason, released, ms: Date.now() - t0 }, 'capsule handed over');
-    if (released) await this.bus?.publish({ type: 'release', replica: this.replicaId, capsule });
+    if (released)
+      await this.bus?.publish({
+        type: 'release',
+        replica: this.replicaId,
+        capsule,
+        ...(unreachable ? { unreachable } : {}),
+      });
   }
 }

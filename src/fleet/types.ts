@@ -17,6 +17,11 @@ export interface IngestionControl {
   stop(capsule: string): Promise<void>;
   /** Wait (at most `timeoutMs`) until the capsule's queued appends are durable. */
   flush(capsule: string, timeoutMs: number): Promise<void>;
+  /**
+   * How long (ms) this replica's watch of an owned capsule has been unable to reach it (0 while
+   * connected, or when the reason is not the path to the capsule, e.g. the store being away).
+   */
+  unreachableFor?(capsule: string): number;
 }
 
 export interface OwnerView {

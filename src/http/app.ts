@@ -5,6 +5,7 @@
  */
 import { Hono, type Context } from 'hono';
 import { cors } from 'hono/cors';
+import { GatewayError } from '../errors.js';
 import type { Logger } from 'pino';
 import type { GatewayCore } from '../core/types.js';
 import { createMetrics, type InternalStats, type MetricsRegistry } from './metrics.js';
@@ -158,6 +159,18 @@ export const createHttpApp = (options: HttpAppOptions): HttpApp => {
 
   // Before the routes: whatever refuses a request before its body arrived, the connection is not reused.
   app.use('*', closeAfterUnreadRefusal);
+  // Every 503 (store out of reach, draining) says when to come back, whichever surface answered it:
+  // a client retries (on another replica, behind a load balancer) instead of taking it as final.
+  app.use('*', async (c, next) => {
+    await next();
+    if (c.res.status === 503 && !c.res.headers.has('retry-after')) {
+      try {
+        c.res.headers.set('Retry-After', '1');
+      } catch {
+        // An immutable Response (a passed-through fetch answer): left as it is.
+      }
+    }
+  });
 
   // Bad input in the path itself, before credentials are read: no route can make sense of it.
   app.use('*', createMalformedPathGuard(options.surfaces));
@@ -233,6 +246,13 @@ export const createHttpApp = (options: HttpAppOptions): HttpApp => {
     c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` } }, 404),
   );
   app.onError((err, c) => {
+    // A store out of reach is never a 500: the replica says it cannot serve this now.
+    if (err instanceof GatewayError && err.code === 'store_unavailable') {
+      options.logger.warn({ err: err.message, path: c.req.path }, 'store unavailable');
+      return c.json({ error: { code: 'store_unavailable', message: 'log store unavailable' } }, 503, {
+        'Retry-After': '1',
+      });
+    }
     countUnexpected('request');
     options.logger.error({ err, path: c.req.path, url: redactTicket(c.req.url) }, 'unhandled error');
     return c.json({ error: { code: 'internal', message: 'internal error' } }, 500);

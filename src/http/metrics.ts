@@ -61,12 +61,12 @@ export const createMetrics = (
     for (const s of statuses) {
       unauthorized.set({ capsule: s.id }, s.reason === 'unauthorized' ? 1 : 0);
       if (s.release) release.set({ capsule: s.id, release: s.release, session: s.sessionId ?? '' }, 1);
-      head.set({ capsule: s.id }, s.position.head);
+      if (s.position) head.set({ capsule: s.id }, s.position.head);
       connected.set({ capsule: s.id }, s.state === 'connected' ? 1 : 0);
       reconnects.set({ capsule: s.id }, s.reconnects);
       queueDepth.set({ capsule: s.id }, s.queue.depth);
       queueOldest.set({ capsule: s.id }, s.queue.oldestMs / 1000);
-      possiblyMissing.set({ capsule: s.id }, s.possiblyMissing);
+      if (s.possiblyMissing !== null) possiblyMissing.set({ capsule: s.id }, s.possiblyMissing);
     }
   };
   new Gauge({

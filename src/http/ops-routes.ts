@@ -58,9 +58,10 @@ export const createOpsRoutes = (deps: OpsDeps): Hono => {
         release: s.release,
         session_id: s.sessionId,
         card: s.card,
-        head_offset: s.position.head,
-        first_offset: s.position.first,
-        epoch: s.position.epoch,
+        // null: the store is out of reach from this replica (`store` says so above).
+        head_offset: s.position?.head ?? null,
+        first_offset: s.position?.first ?? null,
+        epoch: s.position?.epoch ?? null,
         frames_possibly_missing: s.possiblyMissing,
         queue_depth: s.queue.depth,
         queue_oldest_ms: s.queue.oldestMs,
@@ -69,7 +70,8 @@ export const createOpsRoutes = (deps: OpsDeps): Hono => {
         fencing_token: owners.get(id)?.fencingToken ?? 0,
       };
     });
-    return c.json({ replica: deps.ownership?.replicaId ?? 'local', capsules });
+    const store = capsules.some((r) => r.head_offset === null) ? 'unreachable' : 'ok';
+    return c.json({ replica: deps.ownership?.replicaId ?? 'local', store, capsules });
   });
 
   app.get('/metrics', async (c) => {

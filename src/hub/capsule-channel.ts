@@ -230,6 +230,15 @@ export class CapsuleChannel {
     return false;
   }
 
+  /**
+   * The store is unreachable from this replica: every listener is told (subscribers end, waiters
+   * fail), and the tail's parked wait is dropped (its connection may sit behind a partition).
+   */
+  unreachable(): void {
+    for (const listener of [...this.listeners]) listener.unreachable();
+    this.waitAbort?.abort();
+  }
+
   /** Stop the tail loop and end every listener as the hub shuts down. */
   shutdown(): void {
     for (const listener of [...this.listeners]) listener.shutdown();

@@ -25,6 +25,12 @@ export interface ChannelListener {
   reset(position: LogPosition): void;
   /** The hub is closing. */
   shutdown(): void;
+  /**
+   * This replica cannot reach the store (store-health.ts): what it would serve is silence, not
+   * "nothing new". Subscribers end ('store_unreachable', their clients resume on another replica);
+   * waiters fail with `store_unavailable` (503).
+   */
+  unreachable(): void;
 }
 
 export interface ChannelOptions {

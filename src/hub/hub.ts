@@ -13,6 +13,7 @@ import type {
   Subscription,
   WaitResult,
 } from '../core/types.js';
+import { GatewayError } from '../errors.js';
 import { CapsuleChannel } from './capsule-channel.js';
 import { ContextReads, type ContextReadsStats } from './context-reads.js';
 import { Subscriber } from './subscriber.js';
@@ -33,9 +34,17 @@ export interface HubOptions {
   recentRecords?: number;
   /** How long a capsule's per-context index outlives its last readContext (then rebuilt on demand). */
   contextIdleMs?: number;
+  /** Whether this replica reaches its store (store-health.ts); absent: always assumed reachable. */
+  storeHealth?: StoreReachability;
   logger?: Logger;
   /** After each live batch's fan-out, with the surfaces served (capsule-channel.ts). */
   onDelivered?: (records: readonly LogRecord[], surfaces: readonly string[]) => void;
+}
+
+/** The part of StoreHealth the hub reads. */
+export interface StoreReachability {
+  readonly reachable: boolean;
+  onChange(listener: (reachable: boolean) => void): () => void;
 }
 
 /** The part of GatewayCore the hub implements. */
@@ -60,6 +69,10 @@ export interface HubStats {
   capsules: Record<string, CapsuleHubStats>;
 }
 
+/** `unreachable`: not one failed call but this replica cut from its store (store-health.ts). */
+const unreachable = (): GatewayError =>
+  new GatewayError('store_unavailable', 'this replica cannot reach the log store', { unreachable: true });
+
 const DEFAULTS = {
   pageSize: 500,
   maxQueuedRecords: 10_000,
@@ -72,10 +85,12 @@ const DEFAULTS = {
 
 export class Hub implements HubReadSide {
   private readonly channels = new Map<string, CapsuleChannel>();
-  private readonly settings: Required<Omit<HubOptions, 'logger' | 'onDelivered'>> & {
+  private readonly settings: Required<Omit<HubOptions, 'logger' | 'onDelivered' | 'storeHealth'>> & {
     logger: Logger;
     onDelivered: HubOptions['onDelivered'];
   };
+  private readonly health: StoreReachability | undefined;
+  private readonly offHealth: (() => void) | undefined;
   private readonly contexts: ContextReads;
   private closed = false;
 
@@ -94,6 +109,12 @@ export class Hub implements HubReadSide {
       logger: options.logger ?? pino({ level: 'silent' }),
       onDelivered: options.onDelivered,
     };
+    this.health = options.storeHealth;
+    // Cut from the store: every live reader and parked long-poll of every capsule is told at once.
+    this.offHealth = this.health?.onChange((reachable) => {
+      if (reachable) return;
+      for (const channel of [...this.channels.values()]) channel.unreachable();
+    });
     this.contexts = new ContextReads(store, (capsule) => this.channels.get(capsule), {
       pageSize: this.settings.pageSize,
       idleMs: this.settings.contextIdleMs,
@@ -102,18 +123,33 @@ export class Hub implements HubReadSide {
   }
 
   position(capsule: string): Promise<LogPosition> {
-    return this.store.position(capsule);
+    return this.whenReachable(() => this.store.position(capsule));
   }
 
   /** The log's count of frames-possibly-missing facts (operators' view; a store read). */
   possiblyMissing(capsule: string): Promise<number> {
-    return this.store.possiblyMissing(capsule);
+    return this.whenReachable(() => this.store.possiblyMissing(capsule));
+  }
+
+  /** Whether the store is reachable from this replica now (store-health.ts). */
+  get storeReachable(): boolean {
+    return this.health?.reachable ?? true;
+  }
+
+  /**
+   * Fails at once while the store is unreachable: memory may still hold records, but an answer at
+   * the head ("nothing new", a position) would be a claim this replica cannot check.
+   */
+  private whenReachable<T>(read: () => Promise<T>): Promise<T> {
+    if (this.storeReachable) return read();
+    return Promise.reject(unreachable());
   }
 
   async cursorStatus(
     capsule: string,
     after: number,
   ): Promise<{ status: CursorStatus; position: LogPosition }> {
+    if (!this.storeReachable) throw unreachable();
     if (this.closed) {
       const position = await this.store.position(capsule);
       return { status: cursorStatusAt(position, after), position };
@@ -140,6 +176,7 @@ export class Hub implements HubReadSide {
     after: number,
     limit: number,
   ): Promise<{ records: LogRecord[]; position: LogPosition }> {
+    if (!this.storeReachable) return Promise.reject(unreachable());
     if (this.closed) return this.store.read(capsule, after, limit);
     // Through the capsule's channel (started if need be): readers of the same records share one store
     // read and its record objects, and what they read stays in memory for the next (a poll storm).
@@ -155,11 +192,11 @@ export class Hub implements HubReadSide {
     limit: number,
     tasks?: readonly string[],
   ): Promise<ContextPage> {
-    return this.contexts.read(capsule, contextId, after, limit, tasks);
+    return this.whenReachable(() => this.contexts.read(capsule, contextId, after, limit, tasks));
   }
 
   contextFirst(capsule: string, contextId: string): Promise<number | null> {
-    return this.contexts.first(capsule, contextId);
+    return this.whenReachable(() => this.contexts.first(capsule, contextId));
   }
 
   async waitAfter(
@@ -169,6 +206,7 @@ export class Hub implements HubReadSide {
     timeoutMs: number,
     signal?: AbortSignal,
   ): Promise<WaitResult> {
+    if (!this.storeReachable) throw unreachable();
     if (this.closed) {
       return { records: [], timedOut: false, position: await this.store.position(capsule) };
     }
@@ -178,6 +216,10 @@ export class Hub implements HubReadSide {
   subscribe(capsule: string, options: SubscribeOptions): Subscription {
     if (this.closed) {
       queueMicrotask(() => options.onEnd('shutdown'));
+      return { close: () => undefined };
+    }
+    if (!this.storeReachable) {
+      queueMicrotask(() => options.onEnd('store_unreachable'));
       return { close: () => undefined };
     }
     const subscriber = new Subscriber(this.channel(capsule), options, {
@@ -221,6 +263,7 @@ export class Hub implements HubReadSide {
   /** End every subscription with 'shutdown', answer every waiter, stop every tail loop. */
   async close(): Promise<void> {
     this.closed = true;
+    this.offHealth?.();
     this.contexts.close();
     const channels = [...this.channels.values()];
     for (const channel of channels) channel.shutdown();

@@ -148,6 +148,10 @@ export class Subscriber implements ChannelListener, Subscription {
     this.end('shutdown');
   }
 
+  unreachable(): void {
+    this.end('store_unreachable');
+  }
+
   private end(reason: SubscriptionEnd): void {
     if (this.ended) return;
     this.ended = true;

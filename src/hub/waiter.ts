@@ -106,6 +106,10 @@ export const waitOnChannel = (
       shutdown() {
         finish([], false, null);
       },
+      unreachable() {
+        // Never an empty 200 ("nothing new") from a replica that cannot see what is new.
+        fail(new GatewayError('store_unavailable', 'this replica cannot reach the log store'));
+      },
     };
 
     // Join even when already aborted: leaving then schedules the channel's dissolve like any waiter.

@@ -11,7 +11,11 @@ import type { RedisConfig } from '../config/schema.js';
 export type RedisMode = 'standalone' | 'sentinel' | 'cluster';
 
 export interface RedisConnectionOptions {
-  /** A command unanswered this long fails (a frozen Redis keeps TCP open): the caller retries. */
+  /**
+   * A command unanswered this long fails (a frozen Redis keeps TCP open) and its connection is
+   * dropped and reopened: behind a silent partition the socket would otherwise wait for TCP's
+   * retransmissions to give up (minutes) before a reconnect could reach a healed Redis.
+   */
   commandTimeoutMs?: number;
   logger?: Logger;
 }
@@ -61,7 +65,15 @@ export class RedisConnection {
       maxRetriesPerRequest: 0,
       autoResendUnfulfilledCommands: false,
       commandTimeout: options.commandTimeoutMs ?? 2000,
-      keepAlive: 10_000,
+      // ioredis destroys the socket when commands wait this long without a byte back; the reconnect
+      // (retryStrategy) starts at once on a fresh socket.
+      socketTimeout: options.commandTimeoutMs ?? 2000,
+      // A connect attempt whose SYN vanished (a partition) is given up after the same time and made
+      // again: after a heal the next attempt connects at once, not at the kernel's next SYN retry.
+      connectTimeout: options.commandTimeoutMs ?? 2000,
+      // An idle connection (the fleet bus's) is probed after 1 s of silence: libuv sends 10 probes
+      // 1 s apart, so a cut peer is found in about 11 s.
+      keepAlive: 1000,
     };
     const retryStrategy = (times: number): number => Math.min(50 * times, 1000);
     if (typeof config === 'string') {
@@ -154,6 +166,8 @@ export class RedisConnection {
       lazyConnect: true,
       enableOfflineQueue: false,
       commandTimeout: undefined,
+      // A blocking read waits on purpose; its caller's guard timer drops the connection instead.
+      socketTimeout: undefined,
       retryStrategy: () => null,
     };
     let conn: Redis;

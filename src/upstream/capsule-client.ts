@@ -24,6 +24,11 @@ export interface CapsuleClientOptions {
   /** Largest JSON answer read (bytes). */
   maxBodyBytes?: number;
   /**
+   * TCP keep-alive idle time on every socket to the door (then 10 probes 1 s apart): a submit's or
+   * a passed-through `message/stream`'s body has no other deadline once its headers came.
+   */
+  keepAliveMs?: number;
+  /**
    * Frames the capsule's watch delivers (the ingestor's), as a subscription returning its unsubscribe.
    * `message/stream` closes on the first final status of ANY task (spec "Endpoints"), so a queued task
    * may start after its submit connection closed; the watch still shows its first frame. `after` is
@@ -95,7 +100,7 @@ export class CapsuleClient {
   private known: { line: ReleaseLine; at: number } | null = null;
 
   constructor(private readonly options: CapsuleClientOptions) {
-    this.agent = new http.Agent({ keepAlive: true, keepAliveMsecs: 15_000 });
+    this.agent = new http.Agent({ keepAlive: true, keepAliveMsecs: options.keepAliveMs ?? 1000 });
   }
 
   get url(): string {
@@ -357,6 +362,7 @@ export class CapsuleClient {
     return new Promise<Raw>((resolve, reject) => {
       const req = request(url, { method: 'POST', headers, agent: pooled ? this.agent : false });
       this.open.add(req);
+      if (!pooled) req.on('socket', (socket) => socket.setKeepAlive(true, this.options.keepAliveMs ?? 1000));
       req.on('close', () => this.open.delete(req));
       const timer = setTimeout(
         () => req.destroy(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })),

@@ -26,6 +26,13 @@ export interface CapsuleUpstreamOptions
   logFrames?: (after: number, listener: (frame: SseFrame) => void) => () => void;
 }
 
+/**
+ * Reasons a watch is down that say nothing against the path to the capsule: ours (the store away,
+ * the log queue full), or an answer the capsule gave (a refused token, an HTTP error), which another
+ * replica would get as well.
+ */
+const NOT_THE_PATH = /^(store unavailable|log queue full|store reset|unauthorized|HTTP \d)/;
+
 const notIngesting: IngestorState = {
   state: 'stopped',
   reason: 'not owner',
@@ -43,6 +50,8 @@ export class CapsuleUpstream implements UpstreamPort {
   private stopping: Promise<void> = Promise.resolve();
   private lastState: IngestorState = notIngesting;
   private readonly connectWaiters: (() => void)[] = [];
+  /** Since when this term's watch has not been connected for a reason on the path to the capsule. */
+  private cutSince: number | null = null;
 
   constructor(private readonly options: CapsuleUpstreamOptions) {
     this.client = new CapsuleClient({
@@ -86,11 +95,13 @@ export class CapsuleUpstream implements UpstreamPort {
         for (const l of this.frameListeners) l(frame);
       },
       onState: (state) => {
+        if (this.current === ingestor) this.noteState(state);
         onState?.(state);
         if (state.state === 'connected') for (const wake of this.connectWaiters.splice(0)) wake();
       },
     });
     this.current = ingestor;
+    this.cutSince = Date.now();
     void this.stopping.then(() => {
       if (this.current === ingestor) ingestor.start();
     });
@@ -120,6 +131,7 @@ export class CapsuleUpstream implements UpstreamPort {
     const ingestor = this.current;
     if (!ingestor) return this.stopping;
     this.current = null;
+    this.cutSince = null;
     this.lastState = { ...ingestor.state(), state: 'stopped', reason: 'not owner' };
     const previous = this.stopping;
     this.stopping = Promise.all([previous, ingestor.stop()]).then(() => undefined);
@@ -129,6 +141,19 @@ export class CapsuleUpstream implements UpstreamPort {
   async stop(): Promise<void> {
     this.client.close();
     await this.stopIngesting();
+  }
+
+  /**
+   * How long (ms) this replica's watch has been unable to reach the capsule: 0 while connected, while
+   * not ingesting, or while the reason is on our side (the store away, the log queue full).
+   */
+  unreachableFor(): number {
+    return this.cutSince === null ? 0 : Date.now() - this.cutSince;
+  }
+
+  private noteState(state: IngestorState): void {
+    if (state.state === 'connected' || NOT_THE_PATH.test(state.reason ?? '')) this.cutSince = null;
+    else if (state.state === 'backoff' || state.state === 'connecting') this.cutSince ??= Date.now();
   }
 
   state(): IngestorState {

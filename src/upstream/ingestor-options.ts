@@ -55,6 +55,12 @@ export interface IngestorOptions {
    */
   replayProofMs?: number;
   connectTimeoutMs?: number;
+  /** TCP keep-alive idle time on the watch socket (ms; then 10 probes 1 s apart). */
+  keepAliveMs?: number;
+  /** The capsule's heartbeat interval until one is seen (ms; the spec's 15 s). */
+  heartbeatMs?: number;
+  /** 0.4+ lines: heartbeat intervals without a byte before the watch counts as lost. */
+  heartbeatMisses?: number;
   /** Bound on reading the agent card before each connection (ms). */
   cardTimeoutMs?: number;
   /** Observe each frame appended (capsule-client uses it to find a task whose stream closed early). */

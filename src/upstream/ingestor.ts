@@ -24,7 +24,7 @@ export type { FrameSink, IngestorOptions, IngestorState, TailSource } from './in
 export class CapsuleIngestor {
   private readonly bufferSize: number;
   private readonly policy: ReconnectPolicy;
-  private readonly agent = new http.Agent({ keepAlive: true, keepAliveMsecs: 15_000 });
+  private readonly agent: http.Agent;
   private readonly abort = new AbortController();
   private current: IngestorState = {
     state: 'stopped',
@@ -62,6 +62,7 @@ export class CapsuleIngestor {
 
   constructor(private readonly options: IngestorOptions) {
     this.bufferSize = options.bufferSize ?? 512;
+    this.agent = new http.Agent({ keepAlive: true, keepAliveMsecs: options.keepAliveMs ?? 1000 });
     this.tail = new AlignedTail(this.bufferSize);
     this.policy = new ReconnectPolicy({
       backoffBaseMs: options.backoffBaseMs ?? 250,
@@ -131,6 +132,16 @@ export class CapsuleIngestor {
         replayQuietMs: this.options.replayQuietMs,
         replayMaxMs: this.options.replayMaxMs,
         connectTimeoutMs: this.options.connectTimeoutMs ?? 10_000,
+        keepAliveMs: this.options.keepAliveMs,
+        // 0.4+ writes heartbeats apart from its turns: silence there is a dead path, not a busy capsule.
+        ...(resumesById(this.plan.line)
+          ? {
+              heartbeat: {
+                intervalMs: this.options.heartbeatMs ?? 15_000,
+                misses: this.options.heartbeatMisses ?? 3,
+              },
+            }
+          : {}),
         handlers: {
           onAck: (ack) => this.onAck(ack),
           onGap: (gap) => this.aligner?.gap(gap),

@@ -45,8 +45,20 @@ export interface WatchOptions {
   replayMaxMs?: number;
   /** Bound on one unfinished frame (characters). */
   maxFrameChars?: number;
-  /** Time allowed until response headers; after them there is no idle timeout (silence ≠ death). */
+  /**
+   * Time allowed until response headers. After them, no idle timeout on the spec's line (silence
+   * there means a busy capsule, not a dead one): TCP keep-alive finds a dead peer, since the
+   * kernel answers probes whatever the capsule's thread is doing.
+   */
   connectTimeoutMs?: number;
+  /** TCP keep-alive idle time on the socket (then libuv's 10 probes 1 s apart). Default 1000. */
+  keepAliveMs?: number;
+  /**
+   * Lines whose heartbeat is written apart from the capsule's turns (0.4+): the connection is lost
+   * once `misses` heartbeat intervals pass without a byte. The interval is learnt from the heartbeats
+   * seen (from the connection's start, as the capsule counts it); `intervalMs` stands until then.
+   */
+  heartbeat?: { intervalMs: number; misses: number };
   handlers: WatchHandlers;
 }
 
@@ -70,12 +82,30 @@ export const runWatch = (options: WatchOptions): Promise<WatchEnd> =>
     let settled = false;
     let quietTimer: NodeJS.Timeout | undefined;
     let maxTimer: NodeJS.Timeout | undefined;
+    // Missed-heartbeat check (options.heartbeat): one timer, re-armed only when it fires.
+    let lastByteAt = 0;
+    let lastBeatAt = 0;
+    let beatMs = options.heartbeat?.intervalMs ?? 0;
+    /** The longest gap between heartbeats seen on this connection (0: none yet). */
+    let longestGap = 0;
+    let beatTimer: NodeJS.Timeout | undefined;
+    const silenceLimit = (): number => beatMs * (options.heartbeat?.misses ?? 3);
+    const checkBeat = (): void => {
+      if (settled) return;
+      const silent = Date.now() - lastByteAt;
+      if (silent >= silenceLimit()) {
+        finish({ kind: 'lost', reason: `no heartbeat for ${silent} ms`, acked });
+        return;
+      }
+      beatTimer = setTimeout(checkBeat, silenceLimit() - silent);
+    };
 
     const finish = (end: WatchEnd): void => {
       if (settled) return;
       settled = true;
       if (quietTimer) clearTimeout(quietTimer);
       if (maxTimer) clearTimeout(maxTimer);
+      if (beatTimer) clearTimeout(beatTimer);
       clearTimeout(connectTimer);
       options.signal?.removeEventListener('abort', onAbort);
       req.destroy();
@@ -115,6 +145,19 @@ export const runWatch = (options: WatchOptions): Promise<WatchEnd> =>
           handlers.onFrame(frame);
         },
         onComment: () => {
+          if (options.heartbeat) {
+            // The capsule counts heartbeats from the connection's start, whatever was written between.
+            // The longest gap seen stands (two heartbeats read together say nothing of the interval),
+            // never above the configured one.
+            const now = Date.now();
+            longestGap = Math.max(longestGap, now - lastBeatAt);
+            if (longestGap >= 10) beatMs = Math.min(options.heartbeat.intervalMs, longestGap);
+            lastBeatAt = now;
+            // Re-armed per heartbeat (one timer a heartbeat interval): a deadline set before the
+            // interval was learnt would otherwise wait out the configured one once.
+            if (beatTimer) clearTimeout(beatTimer);
+            if (!settled) beatTimer = setTimeout(checkBeat, silenceLimit());
+          }
           if (!settled && phase !== 'ack') handlers.onComment();
         },
         onOversize: (message) => finish({ kind: 'lost', reason: message, acked }),
@@ -145,7 +188,8 @@ export const runWatch = (options: WatchOptions): Promise<WatchEnd> =>
     }
 
     req.on('socket', (socket) => {
-      socket.setKeepAlive(true, 15_000); // TCP keep-alive: a dead peer is found without an idle timeout
+      // TCP keep-alive: a dead peer is found without an idle timeout, busy capsule or not.
+      socket.setKeepAlive(true, options.keepAliveMs ?? 1000);
       socket.setNoDelay(true);
     });
     req.on('error', (err: NodeJS.ErrnoException) =>
@@ -153,6 +197,10 @@ export const runWatch = (options: WatchOptions): Promise<WatchEnd> =>
     );
     req.on('response', (res) => {
       clearTimeout(connectTimer);
+      if (options.heartbeat) {
+        lastByteAt = lastBeatAt = Date.now();
+        beatTimer = setTimeout(checkBeat, silenceLimit());
+      }
       const type = String(res.headers['content-type'] ?? '');
       if (res.statusCode === 401 || res.statusCode === 403) {
         // The door refused our token (0.5+: a plain HTTP answer, not JSON-RPC): say so, never the token.
@@ -167,6 +215,7 @@ export const runWatch = (options: WatchOptions): Promise<WatchEnd> =>
       }
       res.on('data', (chunk: Buffer) => {
         if (settled) return;
+        lastByteAt = Date.now();
         reader.push(chunk);
         if (phase !== 'ack' && !hinted && !settled) {
           if (quietTimer) clearTimeout(quietTimer);

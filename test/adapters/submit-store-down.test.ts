@@ -117,6 +117,9 @@ describe.skipIf(!haveRedis)('a submission while Redis is frozen', () => {
 
     redis.resume();
     await gw.gateway.writer.flush();
+    // Reads are served again once the replica finds the store reachable (/readyz says so).
+    for (let i = 0; i < 100 && (await fetch(`${gw.baseUrl}/readyz`)).status !== 200; i++)
+      await new Promise((r) => setTimeout(r, 50));
 
     // Whatever of them reached the log is followed by its submission-failed fact.
     const log = await allRecords(gw, 'cap');
@@ -145,8 +148,11 @@ describe.skipIf(!haveRedis)('a submission while Redis is frozen', () => {
     });
     const reader = events.body!.getReader();
     let text = '';
-    while (!/"state":"completed","stop_reason":"end_turn"|"stop_reason":"end_turn"/.test(text))
-      text += new TextDecoder().decode((await reader.read()).value);
+    while (!/"state":"completed","stop_reason":"end_turn"|"stop_reason":"end_turn"/.test(text)) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error(`the conversation's stream ended before the reply:\n${text}`);
+      text += new TextDecoder().decode(value);
+    }
     await reader.cancel();
     const envelopes = text
       .split('\n')

@@ -226,6 +226,26 @@ describe('loadConfig', () => {
       'appendLingerMs: fast\n',
       'appendLingerMs: Invalid input: expected number, received string',
     ],
+    [
+      'a store command timeout below 50 ms',
+      'liveness: {store: {commandTimeoutMs: 10}}\n',
+      'liveness.store.commandTimeoutMs: Too small: expected number to be >=50',
+    ],
+    [
+      'a heartbeat miss count below 1.5',
+      'liveness: {upstream: {heartbeatMisses: 1}}\n',
+      'liveness.upstream.heartbeatMisses: Too small: expected number to be >=1.5',
+    ],
+    [
+      'a write stall that is no number',
+      'liveness: {downstream: {writeStallMs: soon}}\n',
+      'liveness.downstream.writeStallMs: Invalid input: expected number, received string',
+    ],
+    [
+      'an unknown liveness setting',
+      'liveness: {upstream: {heartbeat: 3}}\n',
+      'liveness.upstream: Unrecognized key: "heartbeat"',
+    ],
   ])('rejects %s naming the field', (_name, text, expected) => {
     const p = file(`bad-${Math.random().toString(36).slice(2)}.yaml`, text);
     const message = errorOf(() => loadConfig({ config: p }, {}));

@@ -182,6 +182,49 @@ describe('operations routes', () => {
   );
 
   it.skipIf(!haveRedis && !requireRedis)(
+    'store out of reach: a live SSE reader is ended, a long-poll is 503 with Retry-After, /capsules degraded (never 500); all serve again after',
+    async () => {
+      redis = await startRedisServer();
+      sim = await startSimulator();
+      gw = await startTestGateway({ capsules: { alpha: sim.url }, redisUrl: redis.url });
+      const head = (
+        (await (await fetch(`${gw.baseUrl}/capsules`)).json()) as { capsules: { head_offset: number }[] }
+      ).capsules[0]!.head_offset;
+      const reader = await fetch(`${gw.baseUrl}/murmur/alpha/events`);
+      expect(reader.status).toBe(200);
+      const body = reader.body!.getReader();
+      await body.read(); // the connection-ack
+      // Frozen: no RST, no FIN, no answer (as behind a partition).
+      redis.pause();
+      // The reader's stream ends (the murmur wire's retry signal): it resumes on another replica.
+      for (;;) if ((await body.read()).done) break;
+      const poll = await fetch(`${gw.baseUrl}/murmur/alpha/poll?after=${head}&wait=1`);
+      expect(poll.status).toBe(503);
+      expect(poll.headers.get('retry-after')).toBe('1');
+      expect(await poll.json()).toEqual({
+        error: { code: 'store_unavailable', message: 'log store unavailable' },
+      });
+      const capsules = await fetch(`${gw.baseUrl}/capsules`);
+      expect(capsules.status).toBe(200);
+      const view = (await capsules.json()) as { store: string; capsules: Record<string, unknown>[] };
+      expect(view.store).toBe('unreachable');
+      expect(view.capsules[0]).toMatchObject({
+        id: 'alpha',
+        head_offset: null,
+        frames_possibly_missing: null,
+      });
+      expect((await fetch(`${gw.baseUrl}/metrics`)).status).toBe(200);
+      redis.resume();
+      await eventually(async () => {
+        const res = await fetch(`${gw!.baseUrl}/murmur/alpha/poll?after=${head}&wait=0`);
+        return res.status === 200 ? true : undefined;
+      }, 'long-poll 200 again');
+      const again = (await (await fetch(`${gw.baseUrl}/capsules`)).json()) as { store: string };
+      expect(again.store).toBe('ok');
+    },
+  );
+
+  it.skipIf(!haveRedis && !requireRedis)(
     'readyz is 503 when the gateway starts before Redis, 200 once Redis answers',
     async () => {
       // Reserve a port, start the gateway against it with nothing listening, then bring Redis up there.

@@ -59,6 +59,11 @@ const watch = async (url: string, ready: () => Promise<void>) => {
         if (ev.comment !== undefined && ev.data === '') continue;
         events.push(ev);
         if (isMessage(ev)) since = (JSON.parse(ev.data) as Envelope).offset;
+        // `stream_closed`: the gateway ended the stream (it lost its store): resume with since.
+        if (ev.event === 'end' && (JSON.parse(ev.data) as { reason: string }).reason === 'stream_closed') {
+          await ready();
+          break;
+        }
         if (ev.event === 'end') return connections;
       }
     } catch {
