@@ -9,6 +9,7 @@ import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import type { AppendResult, StreamStore } from '../../src/streams/types.js';
+import { principalOf, type Principal } from '../../src/auth/principal.js';
 import { readGeneralStream } from './general-read.js';
 import { streamRefusal } from './stream-access.js';
 import { GONE_MESSAGE, SECURITY_HEADERS, streamProblem } from './stream-errors.js';
@@ -30,6 +31,16 @@ const ROUTE = '/v1/stream/*';
 const RESERVED = '__ds';
 
 const streamPathOf = (c: Context): string => c.req.path.slice(GENERAL_STREAM_PREFIX.length);
+
+/**
+ * The general stream a caller names by `path` (after `/v1/stream/`), as the store knows it, or null
+ * when the path names none of this surface's streams. One namespace for every caller today; reads
+ * here and `GET /v1/follow` (follow.ts) both ask this.
+ */
+export const generalStreamPath = (_principal: Principal, path: string): string | null => {
+  if (path === RESERVED || path.startsWith(`${RESERVED}/`) || !validStreamPath(path)) return null;
+  return path;
+};
 const headerOf =
   (c: Context): Header =>
   (name) =>
@@ -166,7 +177,8 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
   });
 
   app.on(['GET', 'HEAD'], ROUTE, async (c) => {
-    const path = streamPathOf(c);
+    const path = generalStreamPath(principalOf(c), streamPathOf(c));
+    if (path === null) return streamProblem(c, 'not_found', 'no such stream');
     if (c.req.method === 'HEAD') return headAnswer(c, store, path);
     return readGeneralStream(c, deps, store, path);
   });

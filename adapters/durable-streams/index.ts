@@ -3,6 +3,7 @@ import { Hono } from 'hono';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import type { Surface } from '../../src/http/surface.js';
 import { createCapsuleStreamRoutes } from './capsule-stream.js';
+import { durableStreamsFollow } from './follow.js';
 import { createGeneralStreamRoutes } from './general-streams.js';
 import { streamMalformedPath, streamRateLimited } from './stream-errors.js';
 
@@ -17,4 +18,8 @@ export const durableStreamsSurface = (deps: AdapterDeps): Surface => ({
   routes: createDurableStreamsRoutes(deps),
   malformedPath: streamMalformedPath,
   rateLimited: streamRateLimited,
+  // General streams can be followed on `GET /v1/follow` (`ds:{path}`) when they are served at all.
+  ...(deps.config.durableStreams?.writable && deps.streams
+    ? { follow: durableStreamsFollow(deps.streams) }
+    : {}),
 });
