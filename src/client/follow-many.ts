@@ -6,6 +6,7 @@
  * adding or removing a stream is one reopen that neither loses nor repeats an event of the others.
  */
 import { authHeaders, HttpError, httpError, TicketSource } from './auth.js';
+import { canShare, followManyShared } from './follow-shared.js';
 import { EventSourceFailed, openEventSource, openFetchSse, type SseConnection } from './sse-source.js';
 import { DEFAULT_TUNING, jitteredBackoff, TransportPolicy } from './transport-policy.js';
 import type {
@@ -25,6 +26,8 @@ interface LongPollBody {
 }
 
 export const followMany = (options: FollowManyOptions): FollowManySubscription => {
+  // Tabs of one origin share one connection where the browser lets them (follow-shared.ts).
+  if (options.share && canShare()) return followManyShared({ ...options, share: undefined }, options.share);
   const tuning = { ...DEFAULT_TUNING, ...options.tuning };
   const policy = new TransportPolicy(options.transport ?? 'auto', tuning);
   const base = `${options.gateway.replace(/\/+$/, '')}/v1/follow`;

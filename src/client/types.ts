@@ -182,6 +182,12 @@ export interface FollowManyOptions {
   onState?(state: FollowState): void;
   /** Use the browser's EventSource for SSE instead of a streamed fetch (needs tickets with a token). */
   useEventSource?: boolean;
+  /**
+   * A name: the tabs of this origin that follow with the same name hold one connection between them
+   * (a leader elected by a Web Lock relays over a BroadcastChannel). Ignored where the browser has
+   * neither; each tab then holds its own.
+   */
+  share?: string | undefined;
   tuning?: Partial<FollowTuning>;
 }
 

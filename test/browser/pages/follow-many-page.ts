@@ -10,6 +10,8 @@ export interface PageFollowManyArgs {
   streams: Record<string, string>;
   transport: 'auto' | 'sse' | 'long-poll';
   tuning?: Record<string, number>;
+  /** Share one connection with the other tabs of the origin that use this name. */
+  share?: string;
 }
 
 export const PAGE_FOLLOW_MANY = `async (args) => {
@@ -27,6 +29,7 @@ export const PAGE_FOLLOW_MANY = `async (args) => {
     streams: saved !== null ? JSON.parse(saved) : args.streams,
     transport: args.transport,
     ...(args.tuning ? { tuning: args.tuning } : {}),
+    ...(args.share ? { share: args.share } : {}),
     onEvent(e) {
       const n = Number(sessionStorage.getItem('count') ?? '0');
       sessionStorage.setItem('ev:' + n, JSON.stringify(e));
