@@ -7,7 +7,7 @@
  */
 import { createFlueClient } from '@flue/sdk';
 import { EventSource } from 'eventsource';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startSimulator, type SimulatedCapsule } from '../../../src/simulator/index.js';
 import { startCuttingProxy } from '../../client/cutting-proxy.js';
 import { startTestGateway, type TestGateway } from '../../support/gateway.js';
@@ -174,5 +174,51 @@ describe('flue:{capsule}/{conversation} on GET /v1/follow', () => {
     // One refused stream refuses the request whole.
     expect(await f('?stream=flue:cap0/mine@-1&stream=flue:cap0/never@-1')).toEqual(none('flue:cap0/never'));
     expect((await f('?stream=flue:cap0/mine@-1')).status).toBe(200);
+  }, 30_000);
+});
+
+describe('flue:… whose records after the cursor were trimmed', () => {
+  it('is a gap event that sends the stream back to -1, which reads again', async () => {
+    const trimSim = await startSimulator();
+    const trimGw = await startTestGateway({
+      capsules: { cap: trimSim.url },
+      config: { longPollMaxMs: 1_000, retention: { maxRecords: 40, maxAgeMs: 0 } },
+    });
+    try {
+      const conv = `${trimGw.baseUrl}/flue/cap/trimmed`;
+      const c = createFlueClient({ url: conv });
+      await c.wait(await c.send({ message: { kind: 'user', body: 'first' } }));
+      const offset = (await fetch(conv, { method: 'HEAD' })).headers.get('stream-next-offset')!;
+      const held = Number(offset.split('_')[1]);
+      // Reads meet the store's trim once the hub's in-memory channel of the capsule has dissolved.
+      await vi.waitFor(() => expect(trimGw.gateway.hub.capsuleStats('cap').tailLoop).toBe(false), {
+        timeout: 15_000,
+        interval: 50,
+      });
+      while ((await trimGw.core.position('cap')).first <= held + 1) await trimSim.submit('more').done;
+      const res = await getJson(
+        `${trimGw.baseUrl}/v1/follow?stream=flue:cap/trimmed@${offset}&live=long-poll`,
+      );
+      expect(res.body).toEqual({
+        events: [
+          {
+            stream: 'flue:cap/trimmed',
+            cursor: '-1',
+            event: 'gap',
+            data: {
+              code: 'stream_offset_gone',
+              message: 'offset is beyond the stream head or from a lost store generation',
+            },
+          },
+        ],
+        cursors: { 'flue:cap/trimmed': '-1' },
+      });
+      const again = await getJson(`${trimGw.baseUrl}/v1/follow?stream=flue:cap/trimmed@-1&live=long-poll`);
+      expect(again.status).toBe(200);
+      expect((again.body as LongPoll).events.every((e) => e.event === 'data')).toBe(true);
+    } finally {
+      await trimGw.close();
+      await trimSim.stop();
+    }
   }, 30_000);
 });
