@@ -33,10 +33,13 @@ Flags override the environment, which overrides the config file. Every setting: 
                              MURMUR_DOOR_TOKEN_<ID>       a capsule's door token (MURMUR_DOOR_TOKEN: every capsule's)
   --config FILE              GATEWAY_CONFIG               none (YAML, or JSON by its .json name)
   --public-url URL           PUBLIC_URL                   derived from each request
+  --tls-cert FILE            TLS_CERT                     none: plain HTTP (with --tls-key: HTTPS, HTTP/2 and 1.1)
+  --tls-key FILE             TLS_KEY                      none (the certificate's PEM private key)
   --discover-running [DIR]                                off; a bare flag: ${DEFAULT_RUNNING_DIR}
   --demo                                                  off: simulated capsules, one per release line
   --log-level LEVEL          LOG_LEVEL                    info (fatal|error|warn|info|debug|trace|silent)
   --log-format FORMAT        LOG_FORMAT                   pretty on a terminal, else json (pretty|json)
+  --workers N|auto           WORKERS                      1 (auto: one per core; more than 1 needs --redis)
                              REPLICA_ID                   <hostname>-<pid> (this replica's id in a fleet)
                              GATEWAY_ADMIN_TOKEN          none (the admin API stays off)
                              GATEWAY_CONCURRENT_MARKING   auto (on|off): the launcher's V8 marking choice
@@ -68,6 +71,9 @@ const parseFlags = (argv: string[]): Parsed => {
       capsule: { type: 'string', multiple: true },
       config: { type: 'string' },
       'public-url': { type: 'string' },
+      'tls-cert': { type: 'string' },
+      workers: { type: 'string' },
+      'tls-key': { type: 'string' },
       demo: { type: 'boolean' },
       'discover-running': { type: 'string' },
       'log-level': { type: 'string' },
@@ -86,6 +92,9 @@ const parseFlags = (argv: string[]): Parsed => {
       capsule: values.capsule,
       config: values.config,
       publicUrl: values['public-url'],
+      tlsCert: values['tls-cert'],
+      workers: values.workers,
+      tlsKey: values['tls-key'],
       demo: values.demo,
       discoverRunning: values['discover-running'],
       logLevel: values['log-level'],

@@ -10,6 +10,8 @@ import { GatewayCoreImpl } from './core/gateway-core.js';
 import { SubmissionQueues } from './core/submission-queue.js';
 import type { DispatchTuning } from './core/dispatcher.js';
 import { logFrameSource } from './core/log-frames.js';
+import { deliveryObserver, LatencyMetrics } from './core/latency.js';
+import { deliveryTraces } from './core/delivery-traces.js';
 import type { GatewayCore } from './core/types.js';
 import { Hub } from './hub/hub.js';
 import type { AdapterConfig, AdapterDeps } from './http/adapter-deps.js';
@@ -30,6 +32,7 @@ import type { StreamStore } from './streams/types.js';
 import { CapsuleUpstream } from './upstream/capsule-upstream.js';
 import { LocalOwnership } from './fleet/local-ownership.js';
 import { FleetOwnership } from './fleet/ownership.js';
+import { AdmissionBus } from './fleet/admission-bus.js';
 import type { CapsuleOwnership, IngestionControl } from './fleet/types.js';
 import { createAdminTokenCheck } from './auth/admin-token.js';
 import { RunningCapsuleDiscovery } from './fleet/discovery.js';
@@ -94,7 +97,8 @@ const createStreamStore = (
   keyPrefix?: string,
 ): StreamStore | undefined => {
   if (!config.durableStreams.writable) return undefined;
-  const bounds = { maxStreams: config.durableStreams.maxStreams };
+  const { maxStreams, maxStreamsPerOwner } = config.durableStreams;
+  const bounds = { maxStreams, maxStreamsPerOwner: Math.min(maxStreamsPerOwner, maxStreams) };
   return store instanceof RedisStore
     ? new RedisStreamStore(store.connection, { bounds, keyPrefix, logger: logger.child({ room: 'streams' }) })
     : new MemoryStreamStore(bounds);
@@ -209,9 +213,16 @@ export const startGateway = async (
       : new LocalOwnership(config.replicaId, control);
   // An append refused by the fence: another replica took the capsule over; stop ingesting it now.
   writer.onFenced((capsule, fence) => ownership.lost(capsule, 'append fenced', fence));
+  const latency = new LatencyMetrics();
+  const observeLag = deliveryObserver(latency);
+  const traceDeliveries = deliveryTraces();
   const hub = new Hub(store, {
     maxQueuedRecords: config.maxQueuedRecords,
     logger: logger.child({ room: 'hub' }),
+    onDelivered: (records, surfaces) => {
+      observeLag(records, surfaces);
+      traceDeliveries(records, surfaces);
+    },
   });
   const capsules = new LiveCapsules({
     upstreams,
@@ -252,7 +263,20 @@ export const startGateway = async (
     storeTimeoutMs: config.submitStoreTimeoutSeconds * 1000,
     logger: logger.child({ room: 'queue' }),
     ...(tuning.queue ? { dispatch: tuning.queue } : {}),
+    announce: (capsule, offset) => admissions?.announce(capsule, offset),
+    latency,
   });
+  // Across replicas an admission wakes the capsule's owner through Redis (one process: in-process).
+  const admissions =
+    store instanceof RedisStore
+      ? new AdmissionBus(
+          store.connection.client,
+          config.replicaId,
+          (capsule, offset) => queues.wake(capsule, offset),
+          tuning.fleet?.keyPrefix,
+          logger.child({ room: 'queue' }),
+        )
+      : null;
   const registry: CapsuleRegistry =
     store instanceof RedisStore
       ? new RedisCapsuleRegistry(store.connection, {
@@ -315,6 +339,7 @@ export const startGateway = async (
     corsOrigins: config.cors.origins,
     storeReady: () => store.ping(),
     internals: () => ({ hub: hub.stats(), writer: writer.stats() }),
+    latency,
     ownership,
     surfaces: [
       {
@@ -377,6 +402,7 @@ export const startGateway = async (
       // Streams end with each protocol's own end signal, then their sockets close.
       shutdown.abort();
       queues.close();
+      admissions?.close();
       await hub.close();
       http.closeIdle();
       await discovery?.close();

@@ -3,12 +3,17 @@
  * look, the drain on SIGTERM/SIGINT (exit 0 once drained), and on SIGHUP the config's capsules read
  * again (a door token rotated in the file or the environment takes effect without a restart).
  */
+import cluster from 'node:cluster';
+import { ConfigError } from './config/load.js';
 import type { GatewayConfig } from './config/schema.js';
 import { startDemo, type Demo } from './demo.js';
 import { startGateway } from './gateway.js';
 import { createLogger, type LogFormat } from './logger.js';
 import { installProcessGuard } from './http/unexpected-errors.js';
+import { startTracing } from './tracing-sdk.js';
+import { joinHostMetrics } from './http/host-metrics.js';
 import { packageVersion } from './version.js';
+import { runPrimary, workerCount, workersRefusal } from './workers.js';
 
 /**
  * Origins the demo lets read cross-origin: pages served from this machine (any port), so the
@@ -16,12 +21,12 @@ import { packageVersion } from './version.js';
  */
 export const DEMO_CORS_ORIGINS = ['http://localhost:*', 'http://127.0.0.1:*', 'http://[::1]:*'];
 
-const banner = (base: string, capsules: string[], demo: boolean, store: string): string => {
+const banner = (base: string, capsules: string[], demo: boolean, store: string, workers = 1): string => {
   const first = capsules[0] ?? '<capsule>';
   const lines = [
     '',
     // Scripts wait for "murmur-gateway listening on": the version follows the address.
-    `murmur-gateway listening on ${base} (${packageVersion()}${demo ? `; demo: ${store}, simulated capsules` : ''})`,
+    `murmur-gateway listening on ${base} (${packageVersion()}${demo ? `; demo: ${store}, simulated capsules` : ''}${workers > 1 ? `; ${workers} workers` : ''})`,
     `  dashboard:        ${base}/dashboard/`,
     `  capsules:         ${base}/capsules   (${capsules.join(', ') || 'none configured'})`,
     `  native Murmur:    curl -N ${base}/murmur/${first}/events`,
@@ -71,6 +76,29 @@ export const runGatewayProcess = async (
   const { reload } = options;
   const logger = createLogger(config.logLevel, options.logFormat);
   installProcessGuard(logger);
+  const workers = workerCount(config.workers);
+  if (cluster.isPrimary && workers > 1) {
+    const refusal = workersRefusal(config, workers);
+    if (refusal) throw new ConfigError(`invalid configuration: ${refusal}`);
+    const { port } = await runPrimary(workers, logger).listening.catch((code: number) => process.exit(code));
+    const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+    const base = `${config.tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`;
+    process.stdout.write(
+      banner(
+        base,
+        config.capsules.map((c) => c.id),
+        false,
+        'Redis',
+        workers,
+      ) + '\n',
+    );
+    return;
+  }
+  // A worker: its /metrics answers for the host, and the primary prints the one banner.
+  const worker = cluster.isWorker;
+  if (worker) joinHostMetrics();
+  // Off (and nothing of the SDK loaded) unless the standard OTEL_* environment names an endpoint.
+  const tracing = await startTracing(process.env, logger);
   let demo: Demo | null = null;
   let effective = config;
   if (config.demo) {
@@ -92,6 +120,7 @@ export const runGatewayProcess = async (
     void (async () => {
       await gateway.close();
       await demo?.stop();
+      await tracing?.shutdown();
       logger.info('drained');
       process.exit(0);
     })().catch((err: unknown) => {
@@ -119,6 +148,7 @@ export const runGatewayProcess = async (
   process.once('SIGINT', () => drain('SIGINT'));
   // The banner last: whoever reads it may signal at once, and a signal with no handler yet would
   // kill the process instead of draining it.
+  if (worker) return;
   process.stdout.write(
     banner(
       gateway.url,

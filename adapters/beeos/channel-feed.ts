@@ -74,6 +74,7 @@ export class CapsuleFeed {
     const abort = new AbortController();
     const sub = this.core.subscribe(this.capsule, {
       after: this.cursor,
+      surface: 'beeos',
       onRecords: (records) => this.dispatch(records),
       onEnd: (reason) => this.onEnd(reason, sub),
       signal: abort.signal,

@@ -64,6 +64,7 @@ export const beeosSurface = (deps: AdapterDeps): Surface => {
     name: 'beeos',
     prefix: `${AGENTS_PREFIX}/`,
     capsulePath: /^\/api\/v1\/agents\/([^/]+)/,
+    submits: true,
     routes: createBeeosRoutes(deps, { registry }),
     malformedPath: beeosMalformedPath,
     rateLimited: beeosRateLimited,

@@ -113,6 +113,7 @@ export const followInvoke = (
     };
     const subscription = core.subscribe(target.capsule, {
       after: target.after,
+      surface: 'beeos',
       onRecords,
       onEnd: (reason) => {
         if (reason === 'shutdown') onShutdown();

@@ -1,6 +1,7 @@
 /**
  * `live=sse` on a capsule stream (PROTOCOL.md §5.7): after the offset, every record as JSON messages,
- * one `event: data` per hub batch (a JSON array, §7.1) followed by its `event: control`
+ * one `event: data` per hub batch, or per part of one within EVENT_BYTES (a JSON array, §7.1),
+ * each followed by its `event: control`
  * (`streamNextOffset`, `streamCursor`, `upToDate` once caught up). Bytes go through the gateway's one
  * SSE transport (heartbeats, byte bound, drain). Offsets and validation are offsets.ts's; the route
  * answers 400/404/410 before the stream opens.
@@ -39,10 +40,36 @@ export interface CapsuleSseRead {
   lifetimeMs: number;
 }
 
-const dataEvent = (records: readonly LogRecord[]): string => {
-  let json = '[';
-  for (let i = 0; i < records.length; i++) json += (i > 0 ? ',' : '') + recordText(records[i]!);
-  return encodeSse({ event: 'data', data: `${json}]` });
+/**
+ * A data event holds records up to about this many bytes of JSON (always at least one): a hub page
+ * is 500 records, and 500 records of a few kilobytes each would make one event over the per-client
+ * byte bound (1 MiB), which ended the stream at once on every reconnect.
+ */
+const EVENT_BYTES = 256 * 1024;
+
+interface DataEvent {
+  bytes: Buffer;
+  /** The offset of its last record. */
+  last: number;
+}
+
+/** The batch as data events of at most EVENT_BYTES of records each (one record may exceed it alone). */
+const eventsOf = (records: readonly LogRecord[]): DataEvent[] => {
+  const events: DataEvent[] = [];
+  let json = '';
+  let last = 0;
+  const flush = (): void => {
+    events.push({ bytes: Buffer.from(encodeSse({ event: 'data', data: `[${json}]` }), 'utf8'), last });
+    json = '';
+  };
+  for (const record of records) {
+    const text = recordText(record);
+    if (json !== '' && json.length + text.length > EVENT_BYTES) flush();
+    json += (json === '' ? '' : ',') + text;
+    last = record.offset;
+  }
+  if (json !== '') flush();
+  return events;
 };
 
 export const capsuleSseResponse = (deps: AdapterDeps, c: Context, read: CapsuleSseRead): Response => {
@@ -86,6 +113,7 @@ export const capsuleSseResponse = (deps: AdapterDeps, c: Context, read: CapsuleS
   let contiguous = read.after > 0;
   const sub = core.subscribe(capsule, {
     after: read.after,
+    surface: 'durable-streams',
     maxQueuedRecords: config.maxQueuedRecords,
     onRecords: (records) => {
       if (!stream.open) return undefined;
@@ -94,30 +122,42 @@ export const capsuleSseResponse = (deps: AdapterDeps, c: Context, read: CapsuleS
       while (from < records.length && records[from]!.offset <= next) from++;
       let kept = records.length;
       let lost = false;
+      let last = next;
       for (let i = from; i < records.length; i++) {
         const r = records[i]!;
-        if ((contiguous && r.offset !== next + 1) || (isStoreReset(r) && r.offset > headAtStart)) {
+        if ((contiguous && r.offset !== last + 1) || (isStoreReset(r) && r.offset > headAtStart)) {
           kept = i;
           lost = true;
           break;
         }
         contiguous = true;
-        next = r.offset;
+        last = r.offset;
       }
-      if (kept > from) {
-        if (next >= headAtStart) upToDate = true;
-        const batch = from === 0 && kept === records.length ? records : records.slice(from, kept);
-        stream.write(Buffer.from(dataEvent(batch), 'utf8'));
-        stream.write(control());
-      }
-      if (lost) {
-        sub.close();
-        stream.end();
-        return undefined;
-      }
+      const batch =
+        kept === from ? [] : from === 0 && kept === records.length ? records : records.slice(from, kept);
+      const events = eventsOf(batch);
       // Catch-up goes at the client's pace; live records are never held back for one client (past
-      // the byte bound it is ended and resumes).
-      return stream.backedUp && next <= headAtStart ? stream.waitDrain() : undefined;
+      // the byte bound it is ended and resumes), but a batch split into several events waits for
+      // the client to take each before the next, so no batch of large records overflows by itself.
+      const writeFrom = (i: number): Promise<void> | undefined => {
+        for (; i < events.length && stream.open; i++) {
+          const event = events[i]!;
+          next = event.last;
+          if (next >= headAtStart) upToDate = true;
+          stream.write(event.bytes);
+          stream.write(control());
+          if (stream.backedUp && (i + 1 < events.length || next <= headAtStart)) {
+            const resume = i + 1;
+            return stream.waitDrain().then(() => writeFrom(resume));
+          }
+        }
+        if (lost) {
+          sub.close();
+          stream.end();
+        }
+        return undefined;
+      };
+      return writeFrom(0);
     },
     onEnd: (reason) => {
       // Slow, store error or drain: end; the client resumes from its last control's offset.

@@ -10,7 +10,7 @@ import { linkSignals } from '../../src/core/linked-signal.js';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import { endAfter, endOnShutdown } from '../../src/http/sse-ends.js';
 import { encodeCommentBytes, encodeSse } from '../../src/http/sse.js';
-import { startSse } from '../../src/http/sse-transport.js';
+import { SSE_DEFAULTS, startSse } from '../../src/http/sse-transport.js';
 import { resolveOffset, type OffsetVerdict } from '../../src/streams/forks.js';
 import type { StreamMeta, StreamStore } from '../../src/streams/types.js';
 import { nextCursor, SSE_LIFETIME_MS } from './offsets.js';
@@ -22,6 +22,38 @@ import { isJsonMode, parseReadOffset, sseBase64, type ReadStart } from './stream
 const PAGE_ENTRIES = 1000;
 const PAGE_BYTES = 1024 * 1024;
 const HEARTBEAT = encodeCommentBytes(' heartbeat');
+
+/**
+ * How much larger a data event is than the messages it carries: base64 is 4/3; a text stream's
+ * every line break becomes `\ndata:` (6 bytes for 1); JSON carries its messages as they are plus a
+ * comma each (counted in EVENT_SLACK).
+ */
+const expansionOf = (encoding: SseEncoding): number =>
+  encoding === 'base64' ? 4 / 3 : encoding === 'text' ? 6 : 1;
+/** Per event: `event: data`, `data:`, the JSON array's brackets and commas, the control event. */
+const EVENT_SLACK = 16 * 1024;
+/** What a client may have queued before a read waits for it to drain (sse-stream.ts's high water). */
+const DRAIN_MARK = 256 * 1024;
+
+type SseEncoding = 'json' | 'text' | 'base64';
+
+/**
+ * SSE pages and the per-client byte bound, so that any stored message can be read: a page's raw
+ * bytes are chosen so its event stays within the transport's usual bound, and the bound is raised
+ * to hold one event of the largest message there can be (a read always returns at least one message,
+ * however large). Without this, one base64 event of 16 × 60 KB messages (1.3 MiB) overflowed the
+ * 1 MiB bound at once, on every reconnect, and the reader never got past it.
+ */
+export const sseBudget = (
+  encoding: SseEncoding,
+  maxMessageBytes: number,
+): { pageBytes: number; maxQueuedBytes: number } => {
+  const expansion = expansionOf(encoding);
+  const base = SSE_DEFAULTS.maxQueuedBytes;
+  const pageBytes = Math.max(1, Math.floor((base - DRAIN_MARK - EVENT_SLACK) / expansion));
+  const largestEvent = Math.ceil(Math.max(pageBytes, maxMessageBytes) * expansion) + EVENT_SLACK;
+  return { pageBytes, maxQueuedBytes: Math.max(base, largestEvent + DRAIN_MARK) };
+};
 
 const positionOf = (start: ReadStart, meta: StreamMeta): OffsetVerdict => {
   if (start.kind === 'start') return { position: 0 };
@@ -58,7 +90,10 @@ export const readGeneralStream = async (
   if (head.gone) return streamProblem(c, 'stream_gone', GONE_MESSAGE);
   const at = positionOf(start.value, head);
   if ('code' in at) return streamProblem(c, at.code, at.message);
-  if (live === 'sse') return sseRead(c, deps, store, path, at.position, sseBase64(head.contentType));
+  if (live === 'sse') {
+    const encoding = sseBase64(head.contentType) ? 'base64' : isJsonMode(head.contentType) ? 'json' : 'text';
+    return sseRead(c, deps, store, path, at.position, encoding);
+  }
 
   const after = at.position;
   let read =
@@ -118,9 +153,12 @@ const sseRead = (
   store: StreamStore,
   path: string,
   from: number,
-  base64: boolean,
+  encoding: SseEncoding,
 ): Response => {
+  const base64 = encoding === 'base64';
+  const budget = sseBudget(encoding, deps.config.durableStreams?.maxMessageBytes ?? PAGE_BYTES);
   const { stream, response } = startSse(c, {
+    maxQueuedBytes: budget.maxQueuedBytes,
     headers: { ...SECURITY_HEADERS, ...(base64 ? { 'stream-sse-data-encoding': 'base64' } : {}) },
     heartbeat: { bytes: HEARTBEAT, everyMs: deps.config.heartbeatMs },
     // Past the byte bound the stream just ends; the client resumes from its last control's offset.
@@ -150,7 +188,7 @@ const sseRead = (
     let told = false;
     try {
       while (stream.open) {
-        const read = await store.read(path, position, PAGE_ENTRIES, PAGE_BYTES);
+        const read = await store.read(path, position, PAGE_ENTRIES, budget.pageBytes);
         if (!stream.open || !read || read.meta.gone || (epoch !== null && read.meta.epoch !== epoch)) break;
         epoch = read.meta.epoch;
         const { meta, entries } = read;

@@ -2,16 +2,20 @@
  * `/v1/stream/{path}`: the general, writable Durable Streams (PROTOCOL.md), every path but the
  * read-only capsule streams (`/v1/stream/murmur/{capsule}`, mounted before these). Create (forks
  * too, §4.2), append (JSON mode and bytes, Stream-Seq, idempotent producers, close), delete (a
- * stream with forks: soft, 410 from then on) and HEAD here; reads in general-read.ts. Off (`durableStreams.writable: false`): every method is 404. Validation is
- * stream-input.ts; each request is one store call, so a refused one leaves nothing behind.
+ * stream with forks: soft, 410 from then on) and HEAD here; reads in general-read.ts. Off
+ * (`durableStreams.writable: false`): every method is 404. The path was checked as sent before any
+ * route (stream-path.ts); the stream it names is in the caller's namespace (stream-owner.ts).
+ * Validation is stream-input.ts; each request is one store call, so a refused one leaves nothing
+ * behind.
  */
 import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import type { AppendResult, StreamStore } from '../../src/streams/types.js';
-import { principalOf, type Principal } from '../../src/auth/principal.js';
 import { readGeneralStream } from './general-read.js';
+import { principalOf, type Principal } from '../../src/auth/principal.js';
 import { streamRefusal } from './stream-access.js';
+import { placeOf, type StreamPlace } from './stream-owner.js';
 import { GONE_MESSAGE, SECURITY_HEADERS, streamProblem } from './stream-errors.js';
 import { expiryHeaders, metaHeaders } from './stream-headers.js';
 import {
@@ -22,24 +26,28 @@ import {
   parseCreate,
   parseFork,
   parseProducer,
-  validStreamPath,
   type Header,
 } from './stream-input.js';
+import { validStreamPath } from './stream-path.js';
+import { countUnexpected } from '../../src/http/unexpected-errors.js';
 
 export const GENERAL_STREAM_PREFIX = '/v1/stream/';
 const ROUTE = '/v1/stream/*';
 const RESERVED = '__ds';
 
 const streamPathOf = (c: Context): string => c.req.path.slice(GENERAL_STREAM_PREFIX.length);
+/** The stream the request names, in the caller's namespace (stream-owner.ts). */
+const placeFor = (c: Context): StreamPlace => placeOf(principalOf(c), streamPathOf(c));
+const storePathOf = (c: Context): string => placeFor(c).storePath;
 
 /**
- * The general stream a caller names by `path` (after `/v1/stream/`), as the store knows it, or null
- * when the path names none of this surface's streams. One namespace for every caller today; reads
- * here and `GET /v1/follow` (follow.ts) both ask this.
+ * The general stream a caller names by `path` (after `/v1/stream/`), as the store knows it (in the
+ * caller's namespace, stream-owner.ts), or null when the path names none of this surface's streams.
+ * `GET /v1/follow` (follow.ts) asks this; the routes check the path first and then ask placeOf too.
  */
-export const generalStreamPath = (_principal: Principal, path: string): string | null => {
+export const generalStreamPath = (principal: Principal, path: string): string | null => {
   if (path === RESERVED || path.startsWith(`${RESERVED}/`) || !validStreamPath(path)) return null;
-  return path;
+  return placeOf(principal, path).storePath;
 };
 const headerOf =
   (c: Context): Header =>
@@ -85,16 +93,19 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
   app.put(ROUTE, limit, async (c) => {
     const parsed = parseCreate(headerOf(c));
     if (!parsed.ok) return streamProblem(c, parsed.error.code, parsed.error.message);
-    const fork = parseFork(headerOf(c), GENERAL_STREAM_PREFIX);
-    if (!fork.ok) return streamProblem(c, fork.error.code, fork.error.message);
+    const parsedFork = parseFork(headerOf(c), GENERAL_STREAM_PREFIX, deps.config.publicUrl);
+    if (!parsedFork.ok) return streamProblem(c, parsedFork.error.code, parsedFork.error.message);
+    // The source is named in the caller's namespace too: another owner's stream is no source.
+    const fork = parsedFork.value && {
+      ...parsedFork.value,
+      source: placeOf(principalOf(c), parsedFork.value.source).storePath,
+    };
     const config = parsed.value;
     const body = await bodyOf(c);
     let entries: Buffer[] = [];
     if (body.length > 0) {
       // A fork without Content-Type takes its source's: its body is parsed as that type.
-      const type = fork.value?.inheritContentType
-        ? await sourceTypeOf(fork.value.source)
-        : config.contentType;
+      const type = fork?.inheritContentType ? await sourceTypeOf(fork.source) : config.contentType;
       if (type !== null && isJsonMode(type)) {
         const messages = jsonMessages(body, { allowEmptyArray: true });
         if (!messages.ok) return streamProblem(c, messages.error.code, messages.error.message);
@@ -104,11 +115,17 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
       }
     }
     if (oversized(entries)) return tooLarge(c);
-    const path = streamPathOf(c);
-    const result = await store.create(path, config, entries, fork.value ?? undefined);
+    const place = placeFor(c);
+    const result = await store.create(place.storePath, config, entries, fork ?? undefined, place.owner);
     switch (result.kind) {
       case 'too_many_streams':
         return streamProblem(c, 'too_many_streams', 'the gateway holds as many streams as it may');
+      case 'too_many_owner_streams':
+        return streamProblem(
+          c,
+          'too_many_streams',
+          'this owner holds as many streams as it may (durableStreams.maxStreamsPerOwner)',
+        );
       case 'gone':
         return streamProblem(c, 'stream_exists', 'the stream was deleted and its forks still read it');
       case 'source_not_found':
@@ -151,7 +168,7 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
       }
       if (oversized(entries)) return tooLarge(c);
     }
-    const result = await store.append(streamPathOf(c), {
+    const result = await store.append(storePathOf(c), {
       contentType,
       entries,
       streamSeq: header('stream-seq') ?? null,
@@ -166,7 +183,7 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
     (await store.head(source))?.contentType ?? null;
 
   app.delete(ROUTE, async (c) => {
-    switch (await store.delete(streamPathOf(c))) {
+    switch (await store.delete(storePathOf(c))) {
       case 'deleted':
         return c.body(null, 204, SECURITY_HEADERS);
       case 'gone':
@@ -177,14 +194,21 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
   });
 
   app.on(['GET', 'HEAD'], ROUTE, async (c) => {
-    const path = generalStreamPath(principalOf(c), streamPathOf(c));
-    if (path === null) return streamProblem(c, 'not_found', 'no such stream');
+    const path = storePathOf(c);
     if (c.req.method === 'HEAD') return headAnswer(c, store, path);
     return readGeneralStream(c, deps, store, path);
   });
 
-  // The store unreachable (Redis down or frozen): nothing was written, the client may retry.
+  // The store unreachable (Redis down or frozen): the request did not reach it, or its one atomic
+  // step ran whole; the client may retry (a producer's retry is deduplicated). Anything else is no
+  // outage: Redis answering a script with an error (a script stops where it failed, what it wrote
+  // before stays) or a fault of the gateway's own is 500, never a 503 that invites a blind retry.
   app.onError((err, c) => {
+    if (!storeUnreachable(err)) {
+      countUnexpected('request');
+      deps.logger.error({ err, path: c.req.path }, 'general stream: unexpected error');
+      return streamProblem(c, 'internal', 'internal error');
+    }
     deps.logger.warn({ err: String(err), path: c.req.path }, 'general stream: store failed');
     return streamProblem(c, 'unavailable', 'the stream store is unavailable', { 'retry-after': '1' });
   });
@@ -195,6 +219,18 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
     }),
   );
   return app;
+};
+
+/**
+ * Errors of a store that did not answer (connection lost, command timed out) or refused to run the
+ * step at all (`LOADING`, `READONLY` after a failover, `BUSY`, `OOM`, `CLUSTERDOWN`: their own
+ * prefixes), as opposed to a script that failed while running (`ERR …`) or a fault of ours.
+ */
+const PROGRAM_ERRORS = new Set(['TypeError', 'RangeError', 'ReferenceError', 'SyntaxError']);
+const storeUnreachable = (err: unknown): boolean => {
+  if (!(err instanceof Error)) return true;
+  if (err.name === 'ReplyError') return !err.message.startsWith('ERR');
+  return !PROGRAM_ERRORS.has(err.name);
 };
 
 const locationOf = (c: Context, deps: AdapterDeps): string => {

@@ -1,8 +1,9 @@
 /**
- * Who may use the general streams: one namespace shared by every holder of the `write` scope.
- * Writes (PUT, POST, DELETE) need `write`; reads (GET, HEAD) need `write` or `observe`. General
- * streams belong to no capsule, so a key's capsule list does not apply. Refusals in this surface's
- * grammar (stream-errors.ts). The rule is `mayUseStreams`, which `GET /v1/follow` (follow.ts) asks too.
+ * Who may use the general streams at all: writes (PUT, POST, DELETE) need `write`; reads (GET,
+ * HEAD) need `write` or `observe`. General streams belong to no capsule, so a key's capsule list
+ * does not apply; which streams a caller reaches is its owner's and its grants' (stream-owner.ts).
+ * Refusals in this surface's grammar (stream-errors.ts). The rule is `mayUseStreams`, which
+ * `GET /v1/follow` (follow.ts) asks too.
  */
 import type { Context } from 'hono';
 import { may, principalOf, type Principal } from '../../src/auth/principal.js';

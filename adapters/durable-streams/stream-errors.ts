@@ -24,6 +24,7 @@ export const STREAM_ERROR_STATUS = {
   message_too_large: 413,
   rate_limited: 429,
   too_many_streams: 507,
+  internal: 500,
   not_implemented: 501,
   unavailable: 503,
 } as const;
@@ -52,12 +53,8 @@ export const streamProblem = (
 /** A soft-deleted stream: deleted or expired, kept only for the forks that read its messages. */
 export const GONE_MESSAGE = 'the stream was deleted (its forks still read its messages)';
 
-/** A path segment that does not percent-decode, in this grammar (the shared guard asks). */
-export const streamMalformedPath = (c: Context): Response =>
-  streamProblem(c, 'bad_request', 'malformed percent-encoding in the path');
-
-/** Past an abuse bound, in this grammar (the shared limits ask). */
-export const streamRateLimited = (c: Context, retryAfterSeconds: number): Response =>
+/** The gateway's abuse bounds (limits-middleware.ts) on this surface: 429 with Retry-After. */
+export const streamsRateLimited = (c: Context, retryAfterSeconds: number): Response =>
   streamProblem(c, 'rate_limited', 'too many requests, retry later', {
     'retry-after': String(retryAfterSeconds),
   });

@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import type { ForkRequest, ProducerClaim, StreamConfig } from '../../src/streams/types.js';
 import type { StreamErrorCode } from './stream-errors.js';
+import { rawPathOfTarget, rawPathRefusal, streamNameOfRawPath, validStreamPath } from './stream-path.js';
 
 export interface StreamInputError {
   code: StreamErrorCode;
@@ -28,12 +29,45 @@ const decimalInteger = z
   .transform(Number)
   .refine((n) => Number.isSafeInteger(n));
 
-/** RFC 3339 date-time (`Z` or a numeric offset), and a date JavaScript can represent. */
-const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
-const rfc3339 = z
-  .string()
-  .regex(RFC3339)
-  .refine((s) => Number.isFinite(Date.parse(s)));
+/**
+ * RFC 3339 date-time (`Z` or a numeric offset) naming a real instant: every field in its calendar
+ * range (`2099-02-30` is refused, not rolled over into March; a leap second `:60` is refused, as
+ * JavaScript cannot represent it), and not before 1970 (the stores keep expiry as Unix time).
+ */
+const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:[Zz]|[+-](\d{2}):(\d{2}))$/;
+const daysIn = (year: number, month: number): number => new Date(Date.UTC(year, month, 0)).getUTCDate();
+export const validRfc3339 = (s: string): boolean => {
+  const m = RFC3339.exec(s);
+  if (!m) return false;
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
+  const offsetHours = m[8] === undefined ? 0 : Number(m[8]);
+  const offsetMinutes = m[9] === undefined ? 0 : Number(m[9]);
+  if (month < 1 || month > 12 || day < 1 || day > daysIn(year, month)) return false;
+  if (hour > 23 || minute > 59 || second > 59 || offsetHours > 23 || offsetMinutes > 59) return false;
+  const ms = Date.parse(s);
+  return Number.isFinite(ms) && ms >= 0;
+};
+
+/**
+ * The longest Stream-TTL: 100 years. Beyond it an expiry stops being a number every store and
+ * Redis' PEXPIREAT take as an integer of milliseconds; a client asking for more means "forever",
+ * which is no TTL at all.
+ */
+export const MAX_TTL_SECONDS = 3_155_760_000;
+
+/**
+ * JSON bodies nested deeper than this (arrays and objects, the batch's own array counted) are 400:
+ * re-serialising each message recurses once per level, and a body of a million `[` would exhaust
+ * the stack. Checked by a scan before parsing.
+ */
+export const MAX_JSON_DEPTH = 128;
 
 /** The media type alone, lower-cased: `Application/JSON; charset=utf-8` → `application/json` (§5.2 compares types). */
 export const mediaTypeOf = (raw: string | undefined): string | null => {
@@ -71,13 +105,15 @@ export const parseCreate = (header: Header): Parsed<StreamConfig> => {
   if (ttlRaw !== undefined) {
     const ttl = decimalInteger.safeParse(ttlRaw);
     if (!ttl.success) return bad('Stream-TTL must be a non-negative decimal integer');
+    if (ttl.data > MAX_TTL_SECONDS) return bad(`Stream-TTL must be at most ${MAX_TTL_SECONDS} seconds`);
     ttlSeconds = ttl.data;
   }
   let expiresAt: string | null = null;
   if (expiresRaw !== undefined) {
-    const at = rfc3339.safeParse(expiresRaw);
-    if (!at.success) return bad('Stream-Expires-At must be an RFC 3339 timestamp');
-    expiresAt = at.data;
+    if (!validRfc3339(expiresRaw)) {
+      return bad('Stream-Expires-At must be an RFC 3339 timestamp of a real instant from 1970 on');
+    }
+    expiresAt = expiresRaw;
   }
   return ok({ contentType, ttlSeconds, expiresAt, closed: closedFlag(header) });
 };
@@ -98,14 +134,44 @@ export const parseProducer = (header: Header): Parsed<ProducerClaim | null> => {
   return ok({ id, epoch: e.data, seq: s.data });
 };
 
+/** Whether `text` nests arrays and objects deeper than `max` (strings skipped), in one linear scan. */
+export const nestedDeeperThan = (text: string, max: number): boolean => {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const ch = text.charCodeAt(i);
+    if (inString) {
+      if (ch === 0x5c)
+        i++; // backslash: the next character is escaped
+      else if (ch === 0x22) inString = false;
+    } else if (ch === 0x22) inString = true;
+    else if (ch === 0x5b || ch === 0x7b) {
+      if (++depth > max) return true;
+    } else if (ch === 0x5d || ch === 0x7d) depth--;
+  }
+  return false;
+};
+
+/** Strict: a body that is not UTF-8 is refused, never stored with U+FFFD in place of its bytes. */
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
 /** §7.1: one message per element of a top-level array (one level flattened), else the value itself. */
 export const jsonMessages = (
   body: Buffer,
   { allowEmptyArray }: { allowEmptyArray: boolean },
 ): Parsed<Buffer[]> => {
+  let text: string;
+  try {
+    text = utf8.decode(body);
+  } catch {
+    return bad('body is not valid UTF-8');
+  }
+  if (nestedDeeperThan(text, MAX_JSON_DEPTH)) {
+    return bad(`body nests JSON deeper than ${MAX_JSON_DEPTH} levels`);
+  }
   let value: unknown;
   try {
-    value = JSON.parse(body.toString('utf8'));
+    value = JSON.parse(text);
   } catch {
     return bad('body is not valid JSON');
   }
@@ -133,7 +199,11 @@ export const parseReadOffset = (values: string[] | undefined): Parsed<ReadStart>
  * `Stream-Fork-Offset` (one of this surface's offsets; none: the source's tail) and
  * `Stream-Fork-Sub-Offset` (decimal). null: no fork. A sub-offset without a source is 400.
  */
-export const parseFork = (header: Header, prefix: string): Parsed<ForkRequest | null> => {
+export const parseFork = (
+  header: Header,
+  prefix: string,
+  publicUrl: string | null = null,
+): Parsed<ForkRequest | null> => {
   const from = header('stream-forked-from');
   const offsetRaw = header('stream-fork-offset');
   const subRaw = header('stream-fork-sub-offset');
@@ -142,14 +212,17 @@ export const parseFork = (header: Header, prefix: string): Parsed<ForkRequest | 
       ? ok(null)
       : bad('Stream-Fork-Offset and Stream-Fork-Sub-Offset need Stream-Forked-From');
   }
-  let sourcePath = from.trim();
-  try {
-    if (/^https?:\/\//i.test(sourcePath)) sourcePath = new URL(sourcePath).pathname;
-  } catch {
-    return bad('malformed Stream-Forked-From');
+  // The same check and decoding as a request's own path: the Location the gateway returned (an
+  // absolute URL, percent-encoded as the client sent it, under `publicUrl` when one is configured,
+  // whose own path is then no part of the stream's) names the stream it was returned for.
+  const value = from.trim();
+  const base = publicUrl?.replace(/\/$/, '');
+  const raw = rawPathOfTarget(base && value.startsWith(`${base}/`) ? value.slice(base.length) : value);
+  if (raw === null || !raw.startsWith(prefix)) {
+    return bad(`Stream-Forked-From must name a path under ${prefix}`);
   }
-  if (!sourcePath.startsWith(prefix)) return bad(`Stream-Forked-From must name a path under ${prefix}`);
-  const source = sourcePath.slice(prefix.length);
+  if (rawPathRefusal(raw) !== null) return bad('malformed Stream-Forked-From');
+  const source = streamNameOfRawPath(raw);
   if (!validStreamPath(source)) return bad('malformed Stream-Forked-From');
   let offset: ForkRequest['offset'] = null;
   if (offsetRaw !== undefined) {
@@ -171,10 +244,3 @@ export const parseFork = (header: Header, prefix: string): Parsed<ForkRequest | 
     inheritExpiry: header('stream-ttl') === undefined && header('stream-expires-at') === undefined,
   });
 };
-
-/** The stream path after `/v1/stream/`: non-empty, bounded, no empty or dot segments. */
-export const MAX_PATH_BYTES = 1024;
-export const validStreamPath = (path: string): boolean =>
-  path.length > 0 &&
-  Buffer.byteLength(path) <= MAX_PATH_BYTES &&
-  path.split('/').every((seg) => seg !== '' && seg !== '.' && seg !== '..');

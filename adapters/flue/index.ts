@@ -16,6 +16,7 @@ export const flueSurface = (deps: AdapterDeps): Surface => {
     name: 'flue',
     prefix: '/flue/',
     capsulePath: /^\/flue\/([^/]+)/,
+    submits: true,
     routes: createRoutes(deps, shared),
     malformedPath: flueMalformedPath,
     rateLimited: flueRateLimited,

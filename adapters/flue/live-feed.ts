@@ -128,6 +128,7 @@ export class CapsuleFeed {
     if (this.ended) return;
     this.subscription = this.deps.core.subscribe(this.capsule, {
       after: this.cursor,
+      surface: 'flue',
       onRecords: (records) => this.dispatch(records),
       onEnd: (reason) => this.onSubscriptionEnd(reason),
     });

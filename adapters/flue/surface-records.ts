@@ -28,15 +28,40 @@ export interface SettlementMeta {
   error?: unknown;
 }
 
-export const messageMetaOf = (record: SubmissionEntry): MessageMeta | null =>
-  record.protocol === 'flue' && record.meta?.flue === RECORD_KIND.message
-    ? (record.meta as unknown as MessageMeta)
-    : null;
+/**
+ * The AI SDK surface's records (adapters/ai-sdk/projection.ts `AiSdkMeta`): a chat is a capsule
+ * context like a conversation, so its messages and refusals read here as Flue's own would.
+ */
+const aiSdkOp = (record: SubmissionEntry): Record<string, unknown> | null => {
+  const meta = record.protocol === 'ai-sdk' ? record.meta?.aiSdk : undefined;
+  return meta && typeof meta === 'object' ? (meta as Record<string, unknown>) : null;
+};
 
-export const settlementMetaOf = (record: SubmissionEntry): SettlementMeta | null =>
-  record.protocol === 'flue' && record.meta?.flue === RECORD_KIND.settlement
-    ? (record.meta as unknown as SettlementMeta)
-    : null;
+export const messageMetaOf = (record: SubmissionEntry): MessageMeta | null => {
+  if (record.protocol === 'flue' && record.meta?.flue === RECORD_KIND.message)
+    return record.meta as unknown as MessageMeta;
+  if (aiSdkOp(record)?.op !== 'message') return null;
+  return {
+    flue: RECORD_KIND.message,
+    submissionId: `sub_${record.messageId}`,
+    uid: `uid_${record.messageId}`,
+    kind: 'user',
+    body: record.text,
+  };
+};
+
+export const settlementMetaOf = (record: SubmissionEntry): SettlementMeta | null => {
+  if (record.protocol === 'flue' && record.meta?.flue === RECORD_KIND.settlement)
+    return record.meta as unknown as SettlementMeta;
+  const op = aiSdkOp(record);
+  if (op?.op !== 'failed' || typeof op.inReplyTo !== 'string') return null;
+  return {
+    flue: RECORD_KIND.settlement,
+    submissionId: `sub_${op.inReplyTo}`,
+    outcome: 'failed',
+    error: { message: typeof op.error === 'string' ? op.error : 'failed' },
+  };
+};
 
 /** The snapshot message of an admitted submission (§message-appended: user turn or system signal). */
 export const messageOf = (meta: MessageMeta, messageId: string): FlueMessage =>

@@ -133,6 +133,7 @@ export class LogFeed {
     if (!conn.open) return;
     const sub = core.subscribe(capsule, {
       after: this.cursor,
+      surface: 'murmur',
       maxQueuedRecords,
       onRecords: (records) => {
         if (this.subscription !== sub) return;

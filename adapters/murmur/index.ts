@@ -28,6 +28,7 @@ export const murmurSurface = (deps: AdapterDeps): Surface => ({
   name: 'murmur',
   prefix: '/murmur/',
   capsulePath: /^\/murmur\/([^/]+)/,
+  submits: true,
   routes: createMurmurRoutes(deps),
   malformedPath: murmurMalformedPath,
   rateLimited: murmurRateLimited,

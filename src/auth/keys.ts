@@ -15,7 +15,10 @@ export interface KeyRing {
   lookup(key: string, ip: string): Principal | null;
 }
 
-export const createKeyRing = (keys: readonly ApiKeyConfig[]): KeyRing => {
+/** A configured key; `streams` may be absent where a key is built by hand (tests). */
+type KeyConfig = Omit<ApiKeyConfig, 'streams'> & { streams?: readonly string[] };
+
+export const createKeyRing = (keys: readonly KeyConfig[]): KeyRing => {
   const entries = keys.map((k) => ({ hash: Buffer.from(k.sha256, 'hex'), config: k }));
   return {
     size: entries.length,
@@ -36,6 +39,7 @@ export const createKeyRing = (keys: readonly ApiKeyConfig[]): KeyRing => {
         capsules: config.capsules.includes('*') ? '*' : new Set(config.capsules),
         keyId: keyIdOf(config.sha256),
         ip,
+        ...(config.streams && config.streams.length > 0 ? { streams: config.streams } : {}),
       };
     },
   };

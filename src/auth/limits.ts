@@ -25,7 +25,7 @@ export interface LimitsConfig {
 
 /** What the request is, as far as the bounds care. */
 export interface RequestShape {
-  /** On a capsule's surface (native, BeeOS, Flue): counted against the open-request caps. */
+  /** On a capsule's surface (native, BeeOS, Flue) or Durable Streams: counted against the open-request caps. */
   capsuleSurface: boolean;
   /** Creates work upstream or in the log (a POST on a capsule's surface). */
   submission: boolean;

@@ -9,7 +9,7 @@ import type { Principal } from './principal.js';
 
 const PREFIX = /^o-[0-9a-f]{12}-/;
 
-const ownerTag = (owner: string): string =>
+export const ownerTag = (owner: string): string =>
   `o-${createHash('sha256').update(owner, 'utf8').digest('hex').slice(0, 12)}-`;
 
 /** The id used upstream and in the log for a client-chosen `id`. */

@@ -24,6 +24,12 @@ export interface Principal {
   keyId: string | null;
   /** Client IP (after trust-proxy resolution when configured). */
   ip: string;
+  /**
+   * General Durable Streams path patterns this credential is granted (`apiKeys[].streams`, e.g.
+   * `team-a/**`): streams under them are shared by every credential granted them, whoever created
+   * them; every other stream path names one of the owner's own (adapters/durable-streams/stream-owner.ts).
+   */
+  streams?: readonly string[];
   /** Why an `anonymous` principal has no credential: none sent, or one sent but refused. */
   failure?: 'missing' | 'invalid' | 'expired';
 }

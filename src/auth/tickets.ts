@@ -21,6 +21,7 @@ interface TicketBody {
   /** key id of the credential that asked */ k: string | null;
   /** expiry, epoch ms */ e: number;
   /** nonce: two tickets issued in one millisecond still differ */ n: string;
+  /** the credential's general-stream grants (apiKeys[].streams), when it has any */ g?: string[];
 }
 
 export interface TicketAuthority extends TicketVerifier {
@@ -64,6 +65,7 @@ export const createTicketAuthority = (
         k: p.keyId,
         e: nowMs + ttlMs,
         n: b64(randomBytes(6)),
+        ...(p.streams && p.streams.length > 0 ? { g: [...p.streams] } : {}),
       };
       const payload = b64(Buffer.from(JSON.stringify(body), 'utf8'));
       return { ticket: `${VERSION}.${payload}.${b64(await sign(payload))}`, expiresAt: body.e };
@@ -99,6 +101,7 @@ export const createTicketAuthority = (
         capsules: body.c === '*' ? '*' : new Set(body.c),
         keyId: body.k,
         ip,
+        ...(Array.isArray(body.g) ? { streams: body.g.filter((g) => typeof g === 'string') } : {}),
       };
     },
   };

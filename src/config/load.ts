@@ -27,6 +27,11 @@ export interface FlagValues {
   /** A directory (the CLI fills in the default when the flag has no value). */
   discoverRunning?: string;
   logLevel?: string;
+  /** PEM files: both, or neither (one alone is a configuration error). */
+  tlsCert?: string;
+  tlsKey?: string;
+  /** `N` or `auto`. */
+  workers?: string;
 }
 
 const describePath = (path: PropertyKey[]): string =>
@@ -135,6 +140,10 @@ const withEnvDoorTokens = (capsules: unknown[], env: NodeJS.ProcessEnv): unknown
     return token !== undefined && token.trim() !== '' ? { ...entry, doorToken: token.trim() } : c;
   });
 
+/** `auto`, or a whole number (the schema bounds it). */
+const parseWorkers = (value: string, origin: string): number | 'auto' =>
+  value === 'auto' ? 'auto' : parseNumber(value, origin);
+
 export const loadConfig = (flags: FlagValues, env: NodeJS.ProcessEnv): GatewayConfig => {
   const file = flags.config ?? env.GATEWAY_CONFIG;
   const merged: Record<string, unknown> = file ? readConfigFile(file) : {};
@@ -152,6 +161,7 @@ export const loadConfig = (flags: FlagValues, env: NodeJS.ProcessEnv): GatewayCo
 
   if (env.REPLICA_ID !== undefined && env.REPLICA_ID !== '') merged.replicaId = env.REPLICA_ID;
   if (env.LOG_LEVEL !== undefined && env.LOG_LEVEL !== '') merged.logLevel = env.LOG_LEVEL;
+  if (env.WORKERS !== undefined && env.WORKERS !== '') merged.workers = parseWorkers(env.WORKERS, 'WORKERS');
 
   if (env.GATEWAY_ADMIN_TOKEN !== undefined && env.GATEWAY_ADMIN_TOKEN.trim() !== '') {
     // Only the hash is kept: the clear token never reaches the configuration or a log line.
@@ -163,8 +173,11 @@ export const loadConfig = (flags: FlagValues, env: NodeJS.ProcessEnv): GatewayCo
   if (flags.host !== undefined) merged.host = flags.host;
   if (flags.redis !== undefined) merged.redis = flags.redis;
   if (flags.publicUrl !== undefined) merged.publicUrl = flags.publicUrl;
+  if (flags.tlsCert !== undefined || flags.tlsKey !== undefined)
+    merged.tls = { cert: flags.tlsCert ?? '', key: flags.tlsKey ?? '' };
   if (flags.demo) merged.demo = true;
   if (flags.logLevel !== undefined) merged.logLevel = flags.logLevel;
+  if (flags.workers !== undefined) merged.workers = parseWorkers(flags.workers, '--workers');
   if (flags.discoverRunning !== undefined) merged.discoverRunning = flags.discoverRunning;
   if (flags.capsule && flags.capsule.length > 0) {
     // Flags replace the capsule list but keep door tokens the file gave the same ids.

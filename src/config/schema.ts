@@ -4,6 +4,7 @@
  */
 import { hostname } from 'node:os';
 import { z } from 'zod';
+import { validStreamGrant } from '../auth/stream-grants.js';
 
 /** Capsule ids as the contract fixes them. */
 export const CAPSULE_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
@@ -35,6 +36,11 @@ const durableStreamsSchema = z
     writable: z.boolean().default(false),
     /** Streams that may exist at once (creates past it are refused with 507). */
     maxStreams: z.number().int().min(1).max(10_000_000).default(10_000),
+    /**
+     * Each owner's share of maxStreams when auth is on (streams it created, its own or under a
+     * grant); past it 507 too. Without auth there is one owner and only maxStreams applies.
+     */
+    maxStreamsPerOwner: z.number().int().min(1).max(10_000_000).default(1000),
     /** Largest single message: a JSON-mode element, or a whole append of a byte stream. */
     maxMessageBytes: z
       .number()
@@ -62,6 +68,20 @@ const apiKeySchema = z
     scopes: z.array(scopeSchema).default(['submit']),
     /** Capsules this key may use; ["*"] = all. */
     capsules: z.array(z.string().min(1)).min(1, 'must list at least one capsule or "*"').default(['*']),
+    /**
+     * General Durable Streams path patterns shared with every key granted them (`team-a/**`);
+     * every other path a key names is a stream of its owner's own (docs/security.md).
+     */
+    streams: z
+      .array(
+        z
+          .string()
+          .refine(
+            validStreamGrant,
+            'must be "/"-separated segments: a name, "*" (one segment) or "**" (any number); no empty, "." or ".." segment',
+          ),
+      )
+      .default([]),
   })
   .strict();
 
@@ -269,6 +289,8 @@ export const configSchema = z
       .object({ cleartext: z.boolean().default(false) })
       .strict()
       .default({ cleartext: false }),
+    /** Worker processes on the one port (each a full replica; Redis needed past 1); auto = the cores. */
+    workers: z.union([z.literal('auto'), z.number().int().min(1, 'must be at least 1').max(256)]).default(1),
     /** `GET /v1/follow`: streams one connection may hold. */
     follow: z
       .object({ maxStreams: z.number().int().min(1).max(4096).default(256) })

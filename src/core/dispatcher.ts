@@ -9,6 +9,17 @@
 import type { Logger } from 'pino';
 import type { FactEntry } from '../log/record.js';
 import type { UpstreamPort, WriterPort } from './types.js';
+import { capsuleClass, secondsBetween, type LatencyMetrics } from './latency.js';
+import {
+  contextOf,
+  endSpan,
+  SpanKind,
+  startSpan,
+  traceparentOf,
+  tracingOn,
+  withSpan,
+  type Span,
+} from '../tracing.js';
 
 /** What the dispatcher reads of its capsule's queue (submission-queue.ts's CapsuleQueue). */
 export interface QueueView {
@@ -27,12 +38,19 @@ export interface DispatchTuning {
   retryMs?: number;
   /** A capsule shown busy with no record for this long is probed (its task's final status may be lost). */
   staleBusyMs?: number;
+  /**
+   * While idle, how often the head of the log is read for admissions whose wake-up was lost
+   * (default 1000). An admission wakes the dispatcher at once (SubmissionQueues.admitted, and across
+   * replicas a publish through the store): this look only bounds what a lost signal costs.
+   */
+  idlePollMs?: number;
 }
 
 interface DispatcherOptions extends DispatchTuning {
   storeTimeoutMs: number;
   current: () => Promise<QueueFold>;
   logger?: Logger;
+  latency?: LatencyMetrics;
 }
 
 export const ORPHAN_REASON =
@@ -68,6 +86,24 @@ export class Dispatcher {
   ) {}
 
   start(): void {
+    const latency = this.options.latency;
+    // The owner times its hand-offs' first frames (every replica folds the log; one observes).
+    this.queue.fold.onFirstFrame = (h, frame) => {
+      latency?.firstFrame.observe(this.labels(h), secondsBetween(h.receivedAt, frame.receivedAt));
+      // Admission → the task's first frame in the log, in the admission's trace.
+      if (h.trace && tracingOn()) {
+        const span = startSpan('murmur.task.first_frame', {
+          parent: contextOf(h.trace),
+          startTime: h.receivedAt,
+          attributes: {
+            'murmur.capsule': this.capsule,
+            'murmur.task_id': h.taskId ?? '',
+            'murmur.offset': frame.offset,
+          },
+        });
+        endSpan(span, undefined, Math.max(h.receivedAt, frame.receivedAt));
+      }
+    };
     void this.run().catch((err: unknown) => {
       this.options.logger?.error({ err, capsule: this.capsule }, 'dispatcher stopped on an error');
     });
@@ -75,6 +111,11 @@ export class Dispatcher {
 
   stop(): void {
     this.stopped = true;
+    this.queue.fold.onFirstFrame = null;
+  }
+
+  private labels(s: QueuedSubmission): { surface: string; capsule_class: string } {
+    return { surface: s.surface, capsule_class: capsuleClass(this.upstream.state().connection?.release) };
   }
 
   private get fold(): QueueFold {
@@ -89,7 +130,8 @@ export class Dispatcher {
       const next = this.nextToSend();
       if (!next) {
         await this.queue.changed(this.waitMs());
-        // An idle queue holds no subscription: a cheap look at the head finds new admissions.
+        // An idle queue holds no subscription: an admission opens it (its wake-up), and a cheap
+        // look at the head finds one whose wake-up was lost.
         if (!this.queue.isOpen) await this.queue.poll().catch(() => undefined);
         continue;
       }
@@ -135,8 +177,9 @@ export class Dispatcher {
   }
 
   private waitMs(): number {
+    const poll = this.options.idlePollMs ?? 1_000;
     const retry = this.retryAt - Date.now();
-    return Math.max(50, Math.min(1_000, retry > 0 ? retry : 1_000));
+    return Math.max(50, Math.min(poll, retry > 0 ? retry : poll));
   }
 
   private noteProgress(): void {
@@ -183,7 +226,28 @@ export class Dispatcher {
     return at.offset;
   }
 
+  /**
+   * Hand `next` over, in its admission's trace when it has one: its queue wait (admission to now),
+   * then the hand-off span holding the fenced fact's store round trip and the `message/stream`.
+   */
   private async handOver(next: QueuedSubmission): Promise<void> {
+    if (!next.trace || !tracingOn()) return this.handOverNow(next, undefined);
+    const parent = contextOf(next.trace);
+    const attributes = {
+      'murmur.capsule': this.capsule,
+      'murmur.surface': next.surface,
+      'murmur.message_id': next.messageId,
+    };
+    endSpan(startSpan('murmur.submission.queue_wait', { parent, attributes, startTime: next.receivedAt }));
+    const span = startSpan('murmur.submission.handoff', { parent, attributes });
+    try {
+      await withSpan(span, () => this.handOverNow(next, span));
+    } finally {
+      endSpan(span);
+    }
+  }
+
+  private async handOverNow(next: QueuedSubmission, span: Span | undefined): Promise<void> {
     let handedAt: number;
     try {
       this.mine.add(next.messageId);
@@ -215,14 +279,28 @@ export class Dispatcher {
       }).catch(() => undefined);
       return;
     }
+    // The capsule's `message/stream`, a client span whose context the capsule receives.
+    const call = span
+      ? startSpan('murmur.capsule.message_stream', {
+          kind: SpanKind.CLIENT,
+          attributes: { 'murmur.capsule': this.capsule, 'url.full': this.upstream.url },
+        })
+      : undefined;
+    const traceparent = traceparentOf(call);
     const outcome = await this.upstream.submit({
       text: next.text,
       contextId: next.contextId,
       messageId: next.messageId,
       after: handedAt,
+      ...(traceparent ? { traceparent } : {}),
     });
+    call?.setAttribute('murmur.outcome', outcome.kind);
+    if (outcome.kind === 'accepted') call?.setAttribute('murmur.task_id', outcome.taskId);
+    endSpan(call, outcome.kind === 'unreachable' ? outcome.reason : undefined);
+    span?.setAttribute('murmur.outcome', outcome.kind);
     switch (outcome.kind) {
       case 'accepted':
+        this.options.latency?.handoff.observe(this.labels(next), secondsBetween(next.receivedAt, Date.now()));
         // Its first frame is (or soon will be) in the log; a withdrawal meanwhile cancels it.
         if (handed.withdrawn && !this.canceled.has(outcome.taskId)) {
           this.canceled.add(outcome.taskId);
@@ -235,6 +313,8 @@ export class Dispatcher {
           messageId: handed.messageId,
           contextId: handed.contextId,
           taskId: outcome.taskId,
+          // Each replica delivering the task's frames joins the hand-off's trace.
+          ...(span ? { trace: traceparentOf(span) ?? undefined } : {}),
           receivedAt: Date.now(),
         }).catch(() => undefined);
         return;

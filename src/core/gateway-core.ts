@@ -9,6 +9,7 @@ import type { FactEntry, SubmissionEntry } from '../log/record.js';
 import type { LogPosition } from '../log/store.js';
 import { MemoryClaims, type ClaimStore, type HeldClaim } from '../fleet/claims.js';
 import { AckFromLog } from './ack-from-log.js';
+import { endSpan, startSpan, traceparentOf, tracingOn, withSpan } from '../tracing.js';
 import type { SubmissionQueues } from './submission-queue.js';
 import type {
   CancelOutcome,
@@ -163,6 +164,36 @@ export class GatewayCoreImpl implements GatewayCore {
   async submit(capsule: string, request: SubmitRequest): Promise<SubmitResult> {
     const upstream = this.upstream(capsule);
     if (this.shutdownSignal.aborted) throw new GatewayError('shutting_down', 'the gateway is shutting down');
+    if (!tracingOn()) return this.submitNow(capsule, upstream, request, null);
+    // The admission's span, child of the request's (the client's traceparent): what the writer's
+    // store round trips and, through the log, the owner's hand-off continue.
+    const span = startSpan('murmur.submission.admit', {
+      attributes: {
+        'murmur.capsule': capsule,
+        'murmur.surface': request.record.protocol,
+        'murmur.message_id': request.messageId,
+        'murmur.queued': request.queue === true,
+      },
+    });
+    try {
+      const result = await withSpan(span, () =>
+        this.submitNow(capsule, upstream, request, traceparentOf(span)),
+      );
+      span?.setAttribute('murmur.offset', result.recorded.offset);
+      endSpan(span);
+      return result;
+    } catch (err) {
+      endSpan(span, err);
+      throw err;
+    }
+  }
+
+  private async submitNow(
+    capsule: string,
+    upstream: UpstreamPort,
+    request: SubmitRequest,
+    trace: string | null,
+  ): Promise<SubmitResult> {
     const queues = this.deps.queues;
     if (request.queue && queues && request.rawBody === undefined) {
       const fold = await queues.current(capsule);
@@ -174,7 +205,11 @@ export class GatewayCoreImpl implements GatewayCore {
         if (watch === 'stopped' ? fold.upstreamLost : watch !== 'connected')
           throw new GatewayError('upstream_unreachable', 'the capsule is unreachable');
         queues.checkRoom(fold, request.record.owner);
-        const recorded = await this.record(capsule, { ...submissionOf(request), queued: true });
+        const entry: SubmissionEntry = { ...submissionOf(request), queued: true };
+        if (trace) entry.trace = trace;
+        const recorded = await this.record(capsule, entry);
+        // Durable: the owner's dispatcher hands it over now, not at its next look at the log.
+        queues.admitted(capsule, recorded.offset);
         return { outcome: { kind: 'queued' }, recorded };
       }
     }
@@ -188,6 +223,7 @@ export class GatewayCoreImpl implements GatewayCore {
       after: recorded.offset,
       ...(request.rawBody !== undefined ? { rawBody: request.rawBody } : {}),
       ...(request.rpcId !== undefined ? { rpcId: request.rpcId } : {}),
+      ...(trace ? { traceparent: trace } : {}),
     });
     return { outcome, recorded };
   }

@@ -16,6 +16,10 @@ export interface QueuedSubmission {
   /** Admission: its record's offset (the queue's order) and receive time. */
   offset: number;
   receivedAt: number;
+  /** The surface it was admitted through (the latency metrics' label). */
+  surface: string;
+  /** The W3C traceparent of its admission, when traced: its hand-off continues that trace. */
+  trace: string | null;
 }
 
 export interface HandedSubmission extends QueuedSubmission {
@@ -25,6 +29,8 @@ export interface HandedSubmission extends QueuedSubmission {
   taskId: string | null;
   /** Withdrawn after it was handed: its task is to be canceled. */
   withdrawn: boolean;
+  /** Its task's first frame has been folded (the time-to-first-frame is known). */
+  firstFrame: boolean;
 }
 
 const FINAL = new Set(['completed', 'failed', 'canceled', 'rejected']);
@@ -45,6 +51,8 @@ export class QueueFold {
   /** How many `capsule-session-started` facts were folded: a new session may run another config. */
   sessions = 0;
   private readonly ended = new Set<string>();
+  /** Told once per hand-off when its task's first frame is folded (the owner's latency metrics). */
+  onFirstFrame: ((h: HandedSubmission, frame: LogRecord) => void) | null = null;
 
   apply(record: LogRecord): void {
     this.through = record.offset;
@@ -57,6 +65,8 @@ export class QueueFold {
           text: record.text,
           offset: record.offset,
           receivedAt: record.receivedAt,
+          surface: record.protocol,
+          trace: record.trace ?? null,
         });
       return;
     }
@@ -78,13 +88,19 @@ export class QueueFold {
       this.ended.delete(taskId);
     }
     this.running.add(taskId);
-    // The first frame of the task our in-flight hand-off started (one capsule runs one at a time).
-    if (record.upstreamId === '0' && view.contextId !== null)
-      for (const h of this.handed.values())
-        if (h.taskId === null && h.contextId === view.contextId && record.offset > h.handedAt) {
-          h.taskId = taskId;
-          break;
-        }
+    // The first frame of the task our in-flight hand-off started (one capsule runs one at a time):
+    // its task's, when the capsule's answer named it already, else an id-0 start in its context.
+    for (const h of this.handed.values()) {
+      if (h.firstFrame || record.offset <= h.handedAt) continue;
+      const ours =
+        h.taskId === taskId ||
+        (h.taskId === null && record.upstreamId === '0' && view.contextId === h.contextId);
+      if (!ours) continue;
+      h.taskId = taskId;
+      h.firstFrame = true;
+      this.onFirstFrame?.(h, record);
+      break;
+    }
   }
 
   private fact(record: LogRecord & { kind: 'fact' }): void {
@@ -118,12 +134,22 @@ export class QueueFold {
         const i = this.queue.findIndex((q) => q.messageId === record.messageId);
         if (i < 0) return; // withdrawn before its hand-off was recorded: it is never sent
         const [q] = this.queue.splice(i, 1);
-        this.handed.set(record.messageId, { ...q!, handedAt: record.offset, taskId: null, withdrawn: false });
+        this.handed.set(record.messageId, {
+          ...q!,
+          handedAt: record.offset,
+          taskId: null,
+          withdrawn: false,
+          firstFrame: false,
+        });
         return;
       }
       case 'submission-started': {
         const h = this.handed.get(record.messageId);
-        if (h && h.taskId === null && !this.ended.has(record.taskId)) h.taskId = record.taskId;
+        if (h && h.taskId === null && !this.ended.has(record.taskId)) {
+          h.taskId = record.taskId;
+          // Its first frame was folded before anything linked it (an id other than 0): not timed.
+          if (this.running.has(record.taskId)) h.firstFrame = true;
+        }
         return;
       }
       case 'submission-returned': {
@@ -131,7 +157,7 @@ export class QueueFold {
         if (!h || h.taskId !== null) return;
         this.handed.delete(record.messageId);
         if (h.withdrawn) return;
-        const { handedAt: _a, taskId: _t, withdrawn: _w, ...q } = h;
+        const { handedAt: _a, taskId: _t, withdrawn: _w, firstFrame: _f, ...q } = h;
         const at = this.queue.findIndex((o) => o.offset > q.offset);
         this.queue.splice(at < 0 ? this.queue.length : at, 0, q);
         return;

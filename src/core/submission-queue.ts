@@ -10,6 +10,7 @@ import type { FactEntry } from '../log/record.js';
 import type { HubPort, UpstreamPort, WriterPort } from './types.js';
 import { Dispatcher, type DispatchTuning } from './dispatcher.js';
 import { QueueFold } from './queue-fold.js';
+import type { LatencyMetrics } from './latency.js';
 import type { Subscription } from './types.js';
 
 export interface QueueLimits {
@@ -36,16 +37,25 @@ export interface SubmissionQueuesDeps {
   storeTimeoutMs: number;
   logger?: Logger;
   dispatch?: DispatchTuning;
+  /**
+   * Tell the other replicas a submission was admitted (a publish through the store): the capsule's
+   * owner wakes its dispatcher. Best effort: a lost signal costs the owner's idle poll, no more.
+   */
+  announce?: (capsule: string, offset: number) => void;
+  /** Hand-off and time-to-first-frame histograms (observed by the owner's dispatchers). */
+  latency?: LatencyMetrics;
 }
 
 /**
  * A hub subscription keeps a store reader per capsule (a blocking XREAD on its own connection) and
  * the capsule's recent records in memory: an idle queue holds none (the hub lingers on its own).
- * Idle: nothing queued, and every hand-off has started its task (its end matters only to a next one).
+ * Idle: nothing queued, and every hand-off has started its task, its first frame folded (its end
+ * matters only to a next one).
  */
 const idle = (fold: QueueFold): boolean => {
   if (fold.queue.length > 0) return false;
-  for (const h of fold.handed.values()) if (h.taskId === null || h.withdrawn) return false;
+  // A hand-off whose task's first frame is not folded yet keeps it open (the time to first frame).
+  for (const h of fold.handed.values()) if (h.taskId === null || h.withdrawn || !h.firstFrame) return false;
   return true;
 };
 
@@ -270,6 +280,24 @@ export class SubmissionQueues {
     return { depth: fold.depth(), oldestMs: fold.oldestMs(now) };
   }
 
+  /**
+   * A submission was admitted at `offset` through this replica: the capsule's dispatcher wakes now
+   * rather than at its next idle poll. Here when this replica owns the capsule, else through the
+   * store to the owner. Only a signal: the dispatcher still reads the admission from the log. This
+   * replica's fold (closed when it was idle, as it was when the admission read it) folds through the
+   * record either way, so its queue depth counts the submission at once.
+   */
+  admitted(capsule: string, offset: number): void {
+    this.queue(capsule).open(offset);
+    if (!this.dispatchers.has(capsule)) this.deps.announce?.(capsule, offset);
+  }
+
+  /** Another replica admitted a submission at `offset`: the owner folds through it (its dispatcher wakes). */
+  wake(capsule: string, offset: number): void {
+    if (!this.dispatchers.has(capsule)) return;
+    this.queue(capsule).open(offset);
+  }
+
   /** This replica owns the capsule now: hand its queue over (fenced by the writer's lane). */
   startDispatch(capsule: string): void {
     const upstream = this.deps.upstreams.get(capsule);
@@ -279,6 +307,7 @@ export class SubmissionQueues {
       storeTimeoutMs: this.deps.storeTimeoutMs,
       current: () => this.current(capsule),
       ...(this.deps.logger ? { logger: this.deps.logger } : {}),
+      ...(this.deps.latency ? { latency: this.deps.latency } : {}),
       ...this.deps.dispatch,
     });
     this.dispatchers.set(capsule, d);

@@ -28,6 +28,8 @@ export interface SubscribeOptions {
   /** Bound on records queued for this subscriber; past it the subscription ends as 'slow'. */
   maxQueuedRecords?: number;
   signal?: AbortSignal;
+  /** The surface serving it (murmur, beeos, flue, durable-streams): the delivery-lag metric's label. */
+  surface?: string;
 }
 
 export interface Subscription {
@@ -252,6 +254,8 @@ export interface UpstreamPort {
     rpcId?: string | number;
     /** The log offset of the submission's record: the task's frames come after it. */
     after?: number;
+    /** W3C trace context sent with the `message/stream` request (the hand-off's span). */
+    traceparent?: string;
   }): Promise<SubmitOutcome>;
   cancel(taskId: string): Promise<CancelOutcome>;
   forward(body: string): Promise<RpcForwardResult>;

@@ -8,6 +8,8 @@ import { cors } from 'hono/cors';
 import type { Logger } from 'pino';
 import type { GatewayCore } from '../core/types.js';
 import { createMetrics, type InternalStats, type MetricsRegistry } from './metrics.js';
+import type { LatencyMetrics } from '../core/latency.js';
+import { contextOf, endSpan, SpanKind, startSpan, tracingOn, withSpan } from '../tracing.js';
 import { createOpsRoutes, type OpsDeps } from './ops-routes.js';
 import { createStaticRoutes } from './static-routes.js';
 import type { Authenticator } from '../auth/authenticator.js';
@@ -20,6 +22,7 @@ import { createBodyTimeout, createLimitsMiddleware } from './limits-middleware.j
 import { createMalformedPathGuard } from './malformed-path.js';
 import { surfaceAt, type Surface } from './surface.js';
 import { countUnexpected } from './unexpected-errors.js';
+import { closeAfterUnreadRefusal } from './refusal-connection.js';
 
 /** Headers browsers must be allowed to read cross-origin (Flue and BeeOS coordination headers). */
 export const EXPOSED_HEADERS = [
@@ -79,6 +82,8 @@ export interface HttpAppOptions {
   storeReady: () => Promise<boolean>;
   /** Hub and writer counters for /metrics. */
   internals?: () => InternalStats;
+  /** Hand-off, first-frame and delivery-lag histograms for /metrics. */
+  latency?: LatencyMetrics;
   /** Capsule ownership across replicas, for /capsules. */
   ownership?: OpsDeps['ownership'];
   /** Credentials → principal for every request; absent = every caller is open (unit tests). */
@@ -126,7 +131,7 @@ export const createHttpApp = (options: HttpAppOptions): HttpApp => {
   const connections = (): Record<string, Record<string, number>> =>
     Object.fromEntries([...open].map(([capsule, m]) => [capsule, Object.fromEntries(m)]));
 
-  const metrics = createMetrics(options.core, connections, options.internals);
+  const metrics = createMetrics(options.core, connections, options.internals, options.latency);
   const app = new Hono();
 
   if (options.corsOrigins.length > 0) {
@@ -150,6 +155,9 @@ export const createHttpApp = (options: HttpAppOptions): HttpApp => {
       }),
     );
   }
+
+  // Before the routes: whatever refuses a request before its body arrived, the connection is not reused.
+  app.use('*', closeAfterUnreadRefusal);
 
   // Bad input in the path itself, before credentials are read: no route can make sense of it.
   app.use('*', createMalformedPathGuard(options.surfaces));
@@ -180,6 +188,29 @@ export const createHttpApp = (options: HttpAppOptions): HttpApp => {
     metrics.connectionsOpened.inc({ surface });
     outgoing.once('close', () => bump(capsule, surface, -1));
     return next();
+  });
+
+  // A message a surface accepts starts (or continues, from the client's `traceparent`) its trace.
+  app.use('*', async (c, next) => {
+    if (!tracingOn() || c.req.method !== 'POST') return next();
+    const hit = capsuleOf(options.surfaces, c.req.path);
+    if (!hit) return next();
+    const span = startSpan('murmur.request', {
+      parent: contextOf(c.req.header('traceparent')),
+      kind: SpanKind.SERVER,
+      attributes: {
+        'http.request.method': 'POST',
+        'url.path': c.req.path,
+        'murmur.surface': hit[0],
+        'murmur.capsule': hit[1],
+      },
+    });
+    try {
+      await withSpan(span, next);
+      span?.setAttribute('http.response.status_code', c.res.status);
+    } finally {
+      endSpan(span);
+    }
   });
 
   app.route(

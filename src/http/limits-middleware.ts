@@ -6,13 +6,10 @@
  */
 import { constants, Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
 import type { Socket } from 'node:net';
-import type { Context, MiddlewareHandler } from 'hono';
+import type { MiddlewareHandler } from 'hono';
 import type { AbuseLimits } from '../auth/limits.js';
 import { principalOf } from '../auth/principal.js';
-import { surfaceAt, type Surface } from './surface.js';
-
-/** A surface's 429: `retryAfterSeconds` goes in Retry-After; the body is the surface's own. */
-export type RateLimitedRenderer = (c: Context, retryAfterSeconds: number) => Response;
+import { surfaceAt, type RateLimitedRenderer, type Surface } from './surface.js';
 
 const OPEN_PATH = /^\/(healthz|readyz|dashboard(\/.*)?|client\/.*)?$/;
 
@@ -31,10 +28,10 @@ export const createLimitsMiddleware = (
     const path = c.req.path;
     if (c.req.method === 'OPTIONS' || OPEN_PATH.test(path)) return next();
     const surface = surfaceAt(surfaces, path);
-    const capsuleSurface = (surface?.capped || surface?.capsulePath?.test(path)) ?? false;
+    const capsulePath = surface?.capsulePath?.test(path) ?? false;
     const admission = await limits.admit(principalOf(c), {
-      capsuleSurface,
-      submission: capsuleSurface && c.req.method === 'POST',
+      capsuleSurface: capsulePath || (surface?.capped ?? false),
+      submission: capsulePath && (surface?.submits ?? false) && c.req.method === 'POST',
     });
     if (!admission.ok) return (surface?.rateLimited ?? opsRateLimited)(c, admission.retryAfterSeconds);
     const outgoing = (c.env as NodeEnv)?.outgoing;

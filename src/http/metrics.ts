@@ -5,6 +5,8 @@
 import { Registry, Gauge, Counter, collectDefaultMetrics } from 'prom-client';
 import type { GatewayCore } from '../core/types.js';
 import { unexpectedErrorCounts } from './unexpected-errors.js';
+import { hostMetrics, registerLocalMetrics } from './host-metrics.js';
+import type { LatencyMetrics } from '../core/latency.js';
 
 export interface MetricsRegistry {
   readonly contentType: string;
@@ -23,9 +25,12 @@ export const createMetrics = (
   core: GatewayCore,
   connections: () => Record<string, Record<string, number>>,
   internals?: () => InternalStats,
+  latency?: LatencyMetrics,
 ): MetricsRegistry => {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'murmur_gateway_' });
+  // Observed by the dispatcher and the hub (src/core/latency.ts), registered here.
+  for (const h of latency?.all ?? []) registry.registerMetric(h);
 
   // Per-capsule gauges are filled from one read of every capsule's status per scrape (render), not
   // one read per gauge: each status costs a store round trip.
@@ -46,6 +51,10 @@ export const createMetrics = (
   );
   const queueDepth = perCapsule('queue_depth', 'Submissions waiting in the capsule submission queue');
   const queueOldest = perCapsule('queue_oldest_seconds', 'How long the oldest queued submission has waited');
+  const possiblyMissing = perCapsule(
+    'frames_possibly_missing',
+    'frames-possibly-missing facts the capsule log has recorded (loss the gateway knows of)',
+  );
   const collectCapsules = async (): Promise<void> => {
     const statuses = await core.statuses();
     release.reset();
@@ -57,6 +66,7 @@ export const createMetrics = (
       reconnects.set({ capsule: s.id }, s.reconnects);
       queueDepth.set({ capsule: s.id }, s.queue.depth);
       queueOldest.set({ capsule: s.id }, s.queue.oldestMs / 1000);
+      possiblyMissing.set({ capsule: s.id }, s.possiblyMissing);
     }
   };
   new Gauge({
@@ -112,12 +122,16 @@ export const createMetrics = (
     },
   });
 
+  const localRender = async (): Promise<string> => {
+    await collectCapsules();
+    return registry.metrics();
+  };
+  // A worker of a multi-worker host answers the primary's collections with its own view.
+  registerLocalMetrics(localRender);
+
   return {
     contentType: registry.contentType,
-    render: async () => {
-      await collectCapsules();
-      return registry.metrics();
-    },
+    render: () => hostMetrics(localRender),
     connectionsOpened,
   };
 };

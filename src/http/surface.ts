@@ -6,7 +6,9 @@
  */
 import type { Context, Hono } from 'hono';
 import type { Principal } from '../auth/principal.js';
-import type { RateLimitedRenderer } from './limits-middleware.js';
+
+/** A surface's 429: `retryAfterSeconds` goes in Retry-After; the body is the surface's own. */
+export type RateLimitedRenderer = (c: Context, retryAfterSeconds: number) => Response;
 
 /** One event of a followed stream, in its surface's own terms, and that stream's cursor after it. */
 export interface FollowEvent {
@@ -64,10 +66,12 @@ export interface Surface {
   rateLimited?: RateLimitedRenderer;
   /** Its streams as `GET /v1/follow` holds them; absent: none can be followed there. */
   follow?: FollowSource;
-  /** Its requests count against the per-key stream and request caps though no path names a capsule. */
+  /** All its requests count against the per-key and per-IP open-request caps (not only capsule paths). */
   capped?: boolean;
+  /** A POST to one of its capsule paths is a submission (the per-owner submission rate). */
+  submits?: boolean;
 }
 
-/** The surface a path belongs to, if any. */
+/** The surface a path belongs to, if any (its prefix, or the prefix without its closing slash). */
 export const surfaceAt = (surfaces: readonly Surface[], path: string): Surface | undefined =>
-  surfaces.find((s) => path.startsWith(s.prefix));
+  surfaces.find((s) => path.startsWith(s.prefix) || `${path}/` === s.prefix);

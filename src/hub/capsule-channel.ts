@@ -13,6 +13,8 @@ export class CapsuleChannel {
   private readonly listeners = new Set<ChannelListener>();
   /** The listeners as an array, made again only after a join or leave (not one copy per batch). */
   private snapshot: readonly ChannelListener[] | null = null;
+  /** The surfaces of the snapshot's subscribers, each once (made with it). */
+  private surfaces: readonly string[] = [];
   tap: ChannelTap | null = null;
   private lastSeen = 0;
   private currentEpoch = 0;
@@ -243,6 +245,15 @@ export class CapsuleChannel {
     this.onStop(this);
   }
 
+  private takeSnapshot(): readonly ChannelListener[] {
+    const listeners = [...this.listeners];
+    const surfaces = new Set<string>();
+    for (const l of listeners) if (l.surface !== undefined) surfaces.add(l.surface);
+    this.snapshot = listeners;
+    this.surfaces = [...surfaces];
+    return listeners;
+  }
+
   private async init(): Promise<void> {
     const position = await this.store.position(this.capsule);
     this.latest = position;
@@ -287,8 +298,9 @@ export class CapsuleChannel {
       this.memory.append(records);
       this.tap?.batch(after, records, position);
       // A listener may leave (or another join) during the pass: the snapshot is not changed in place.
-      const listeners = (this.snapshot ??= [...this.listeners]);
+      const listeners = this.snapshot ?? this.takeSnapshot();
       for (let i = 0; i < listeners.length; i++) listeners[i]!.push(records, position);
+      if (this.surfaces.length > 0) this.options.onDelivered?.(records, this.surfaces);
     }
   }
 

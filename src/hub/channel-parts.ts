@@ -9,6 +9,8 @@ import type { LogPosition } from '../log/store.js';
 /** Something attached to a channel: a subscriber or a parked long-poll waiter. */
 export interface ChannelListener {
   readonly kind: 'subscriber' | 'waiter';
+  /** The surface a subscriber serves, when it says (the delivery-lag metric's label). */
+  readonly surface?: string | undefined;
   /**
    * A batch from the tail loop, called synchronously: the SAME array (and record objects) goes to
    * every listener, so per-record encodings can be cached. Must be cheap: it runs on the tail loop.
@@ -36,6 +38,12 @@ export interface ChannelOptions {
   /** Recent records kept in memory, so readers near the head are answered without a store read. */
   recentRecords: number;
   logger: Logger;
+  /**
+   * After each live batch was handed to every listener: the surfaces among them (each once). Runs
+   * on the tail loop: whatever it does later (the socket writes happen at the next setImmediate
+   * pass), it schedules itself.
+   */
+  onDelivered?: ((records: readonly LogRecord[], surfaces: readonly string[]) => void) | undefined;
 }
 
 /** Sees every tail batch before the listeners do (the hub's per-context index, `context-reads.ts`). */

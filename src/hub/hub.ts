@@ -34,6 +34,8 @@ export interface HubOptions {
   /** How long a capsule's per-context index outlives its last readContext (then rebuilt on demand). */
   contextIdleMs?: number;
   logger?: Logger;
+  /** After each live batch's fan-out, with the surfaces served (capsule-channel.ts). */
+  onDelivered?: (records: readonly LogRecord[], surfaces: readonly string[]) => void;
 }
 
 /** The part of GatewayCore the hub implements. */
@@ -70,7 +72,10 @@ const DEFAULTS = {
 
 export class Hub implements HubReadSide {
   private readonly channels = new Map<string, CapsuleChannel>();
-  private readonly settings: Required<Omit<HubOptions, 'logger'>> & { logger: Logger };
+  private readonly settings: Required<Omit<HubOptions, 'logger' | 'onDelivered'>> & {
+    logger: Logger;
+    onDelivered: HubOptions['onDelivered'];
+  };
   private readonly contexts: ContextReads;
   private closed = false;
 
@@ -87,6 +92,7 @@ export class Hub implements HubReadSide {
       recentRecords: options.recentRecords ?? DEFAULTS.recentRecords,
       contextIdleMs: options.contextIdleMs ?? DEFAULTS.contextIdleMs,
       logger: options.logger ?? pino({ level: 'silent' }),
+      onDelivered: options.onDelivered,
     };
     this.contexts = new ContextReads(store, (capsule) => this.channels.get(capsule), {
       pageSize: this.settings.pageSize,

@@ -35,6 +35,7 @@ export class Subscriber implements ChannelListener, Subscription {
   private firstRead = true;
   private readonly maxQueued: number;
   private readonly onAbort = (): void => this.end('closed');
+  readonly surface: string | undefined;
 
   constructor(
     private readonly channel: CapsuleChannel,
@@ -43,6 +44,7 @@ export class Subscriber implements ChannelListener, Subscription {
   ) {
     this.cursor = options.after;
     this.maxQueued = options.maxQueuedRecords ?? settings.maxQueuedRecords;
+    this.surface = options.surface;
   }
 
   /** Join the live set first, then catch up: whatever the catch-up reads miss arrives live. */

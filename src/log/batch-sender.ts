@@ -12,6 +12,7 @@ import { withdrawnError, type LaneRoom } from './lane-room.js';
 import { fenced, notSent, type AppendResult, type LogStore } from './store.js';
 import type { Batch, Lane, Pending } from './writer-lane.js';
 import type { WriterSettings } from './writer-options.js';
+import { endSpan, SpanKind, startSpan, trace, tracingOn, type Span } from '../tracing.js';
 
 export interface SenderDeps {
   store: LogStore;
@@ -25,6 +26,26 @@ export interface SenderDeps {
   settleIdle: () => void;
   logger: Logger | undefined;
 }
+
+/**
+ * One store round trip of a batch holding a traced entry: a child of the first such entry's span
+ * (its admission, its hand-off), linked from the others'. Batches of frames alone make none.
+ */
+const roundTripSpan = (capsule: string, batch: Batch): Span | undefined => {
+  const traced = batch.items.filter((p) => p.trace !== undefined);
+  const first = traced[0];
+  if (!first) return undefined;
+  const span = startSpan('murmur.store.append', {
+    parent: first.trace!,
+    kind: SpanKind.CLIENT,
+    attributes: { 'murmur.capsule': capsule, 'murmur.entries': batch.items.length },
+  });
+  for (const p of traced.slice(1)) {
+    const sc = trace.getSpanContext(p.trace!);
+    if (sc) span?.addLink({ context: sc });
+  }
+  return span;
+};
 
 export class BatchSender {
   private seq = 0;
@@ -99,8 +120,10 @@ export class BatchSender {
     batch.attempting = true;
     const entries = batch.items.map((p) => p.entry);
     const options = { batch: batch.id, floor: lane.floor, resetFact: batch.resetFact, fence: batch.fence };
+    const span = tracingOn() ? roundTripSpan(lane.capsule, batch) : undefined;
     this.deps.store.append(lane.capsule, entries, options).then(
       (result) => {
+        endSpan(span);
         batch.attempting = false;
         if (lane.inFlight !== batch) return; // closed meanwhile
         lane.inFlight = null;
@@ -115,6 +138,7 @@ export class BatchSender {
         this.deps.settleIdle();
       },
       (err: unknown) => {
+        endSpan(span, err);
         batch.attempting = false;
         if (lane.inFlight !== batch || this.deps.closed()) return;
         if (fenced(err) && batch.fence !== undefined) return this.onFencedBatch(lane, batch, batch.fence);

@@ -15,6 +15,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
+import { activeContext } from '../tracing.js';
 import { GatewayError } from '../errors.js';
 import { BatchSender } from './batch-sender.js';
 import { adoptFence } from './epoch-and-fence.js';
@@ -119,6 +120,9 @@ export class LogWriter {
     }
     return new Promise<Appended>((resolve, reject) => {
       const pending: Pending = { entry, bytes, resolve, reject, batch: null };
+      const trace = activeContext();
+      // Only what a traced caller appends (a submission, a hand-off fact), never a plain frame.
+      if (trace && entry.kind !== 'frame') pending.trace = trace;
       if (signal) {
         pending.signal = signal;
         pending.onAbort = () => this.sender.withdraw(lane, pending);

@@ -17,7 +17,12 @@ const KEEP = 1024;
 interface Tail {
   epoch: number;
   records: LogRecord[];
-  /** When this process last appended here (ms, monotonic enough: Date.now). */
+  /**
+   * When this process last appended frames here (ms, monotonic enough: Date.now): it ingests the
+   * capsule, so its next append is near. A replica that only admitted a submission (or wrote a
+   * surface record) does not count: the capsule's frames come from its owner, through Redis, and a
+   * tail waiting for this process's next append would hold the reply's first token back.
+   */
   at: number;
   wakers: Set<() => void>;
 }
@@ -32,9 +37,13 @@ export class OwnTails {
       tail = { epoch, records: [], at: 0, wakers: tail?.wakers ?? new Set() };
       this.tails.set(capsule, tail);
     }
-    for (const r of records) tail.records.push(r);
+    let frames = false;
+    for (const r of records) {
+      tail.records.push(r);
+      if (r.kind === 'frame') frames = true;
+    }
     if (tail.records.length > KEEP) tail.records.splice(0, tail.records.length - KEEP);
-    tail.at = Date.now();
+    if (frames) tail.at = Date.now();
     const wakers = [...tail.wakers];
     tail.wakers.clear();
     for (const wake of wakers) wake();
@@ -72,7 +81,7 @@ export class OwnTails {
     return out;
   }
 
-  /** Whether this process appended to `capsule` within the last `ms`. */
+  /** Whether this process appended frames to `capsule` within the last `ms` (it ingests it). */
   appendedWithin(capsule: string, ms: number): boolean {
     const tail = this.tails.get(capsule);
     return tail !== undefined && Date.now() - tail.at <= ms;

@@ -87,6 +87,8 @@ export type FactEntry =
       messageId: string;
       contextId: string;
       taskId: string;
+      /** The hand-off span's `traceparent`, when traced: each replica's delivery of the task joins it. */
+      trace?: string;
       receivedAt: number;
     }
   | {
@@ -99,7 +101,7 @@ export type FactEntry =
       receivedAt: number;
     };
 
-export type SurfaceName = 'murmur' | 'beeos' | 'flue';
+export type SurfaceName = 'murmur' | 'beeos' | 'flue' | 'ai-sdk';
 
 /** A task submitted through the gateway, recorded before it is forwarded upstream. */
 export interface SubmissionEntry {
@@ -116,6 +118,11 @@ export interface SubmissionEntry {
   meta?: Record<string, unknown>;
   /** Waits in the capsule's submission queue until its owner hands it over (absent: sent at once). */
   queued?: true;
+  /**
+   * The W3C `traceparent` of its admission span, when the gateway exports traces: the replica that
+   * hands it to the capsule continues the client's trace from here.
+   */
+  trace?: string;
   receivedAt: number;
 }
 

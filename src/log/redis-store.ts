@@ -221,8 +221,10 @@ export class RedisStore implements LogStore {
     this.tailAt.delete(capsule);
     if (atHead) {
       // What this process appended next is the page, without a Redis call. While it keeps
-      // appending here, its next append (milliseconds away on a busy capsule) is awaited locally
-      // first: another replica's record (a submission) then waits at most OWN_WAIT_MS for the XREAD.
+      // appending frames here (it ingests the capsule), its next append (milliseconds away on a
+      // busy capsule) is awaited locally first: another replica's record (a submission) then waits
+      // at most OWN_WAIT_MS for the XREAD. A replica that appended only a submission or a surface
+      // record reads the XREAD at once: the reply's frames are the owner's (own-tail.ts).
       const own = this.ownPage(capsule, after, limit);
       if (own) return this.noteTail(capsule, own);
       // An append's answer can come after an XREAD that already served its records (Redis answers

@@ -5,6 +5,7 @@
 import { newLingerState, type LingerState } from './batch-linger.js';
 import type { FactEntry, LogEntry } from './record.js';
 import type { BatchId } from './store.js';
+import type { Context } from '../tracing.js';
 
 /** Where an appended entry landed. */
 export interface Appended {
@@ -29,6 +30,8 @@ export interface Pending {
   withdrawn?: boolean;
   /** The owner's fencing token when a frame or fact was queued (submissions are never fenced). */
   fence?: number;
+  /** The caller's trace context, when traced (tracing.ts): its batch's store round trip joins it. */
+  trace?: Context;
 }
 
 export interface Batch {

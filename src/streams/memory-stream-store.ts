@@ -47,6 +47,8 @@ interface MemoryStream {
   producers: Map<string, ProducerState>;
   /** The producer tuple whose batch closed the stream: its retry is a duplicate, not a 409. */
   closedBy: string | null;
+  /** Whose share of maxStreamsPerOwner it counts against while live (null: nobody's). */
+  owner: string | null;
 }
 
 const SWEEP_MS = 60_000;
@@ -66,6 +68,8 @@ export class MemoryStreamStore implements StreamStore {
   private generation = 0;
   /** Soft-deleted streams: kept for their forks, they no longer count towards maxStreams. */
   private gone = 0;
+  /** Live (not soft-deleted) streams per owner, for maxStreamsPerOwner. */
+  private readonly owned = new Map<string, number>();
   /** Expired streams nobody touches are dropped this often (memory, not correctness: access checks expiry). */
   private readonly sweeper: NodeJS.Timeout;
 
@@ -86,9 +90,18 @@ export class MemoryStreamStore implements StreamStore {
     return s;
   }
 
-  /** Removes `s`, or soft-deletes it while it has forks; true when removed. */
+  /** A live stream leaves its owner's count (removed, or soft-deleted). */
+  private disown(s: MemoryStream): void {
+    if (s.owner === null) return;
+    const n = (this.owned.get(s.owner) ?? 1) - 1;
+    if (n > 0) this.owned.set(s.owner, n);
+    else this.owned.delete(s.owner);
+  }
+
+  /** Removes `s` (live), or soft-deletes it while it has forks; true when removed. */
   private drop(s: MemoryStream): boolean {
     this.waiters.wake(s.path);
+    this.disown(s);
     if (s.refs > 0) {
       s.meta.gone = true;
       this.gone++;
@@ -141,6 +154,7 @@ export class MemoryStreamStore implements StreamStore {
     config: StreamConfig,
     initial: Buffer[],
     fork?: ForkRequest,
+    owner: string | null = null,
   ): Promise<CreateResult> {
     const existing = this.live(path);
     if (existing) {
@@ -187,7 +201,11 @@ export class MemoryStreamStore implements StreamStore {
       forkPoint = point.forkPoint;
       if (point.prefix) own = [Buffer.from(point.prefix), ...own];
     }
-    if (this.streams.size - this.gone >= this.bounds.maxStreams) this.sweep();
+    const perOwner = this.bounds.maxStreamsPerOwner;
+    const ownerFull = (): boolean =>
+      owner !== null && perOwner !== undefined && (this.owned.get(owner) ?? 0) >= perOwner;
+    if (ownerFull() || this.streams.size - this.gone >= this.bounds.maxStreams) this.sweep();
+    if (ownerFull()) return { kind: 'too_many_owner_streams' };
     if (this.streams.size - this.gone >= this.bounds.maxStreams) return { kind: 'too_many_streams' };
     const meta: StreamMeta = {
       contentType: config.contentType,
@@ -201,6 +219,7 @@ export class MemoryStreamStore implements StreamStore {
       aliases: parent ? forkAliases(parent.meta, forkPoint) : [],
     };
     if (parent) parent.refs++;
+    if (owner !== null) this.owned.set(owner, (this.owned.get(owner) ?? 0) + 1);
     this.streams.set(path, {
       path,
       meta,
@@ -212,6 +231,7 @@ export class MemoryStreamStore implements StreamStore {
       lastStreamSeq: null,
       producers: new Map(),
       closedBy: null,
+      owner,
     });
     return { kind: 'created', meta: { ...meta } };
   }
@@ -312,5 +332,6 @@ export class MemoryStreamStore implements StreamStore {
   async close(): Promise<void> {
     clearInterval(this.sweeper);
     this.streams.clear();
+    this.owned.clear();
   }
 }

@@ -179,6 +179,7 @@ export class RedisStreamStore implements StreamStore {
     config: StreamConfig,
     initial: Buffer[],
     fork?: ForkRequest,
+    owner: string | null = null,
   ): Promise<CreateResult> {
     const common = [
       ...this.keys(path),
@@ -192,6 +193,8 @@ export class RedisStreamStore implements StreamStore {
       this.options.bounds.maxStreams,
       this.floor(path)[0],
       await this.runId,
+      owner ?? '',
+      this.options.bounds.maxStreamsPerOwner ?? 0,
     ];
     const reply = fork
       ? await this.redis.dsForkBuffer(
@@ -211,6 +214,7 @@ export class RedisStreamStore implements StreamStore {
     const kind = text(reply[0]);
     switch (kind) {
       case 'too_many_streams':
+      case 'too_many_owner_streams':
       case 'gone':
       case 'source_not_found':
       case 'source_gone':
@@ -230,7 +234,8 @@ export class RedisStreamStore implements StreamStore {
       ...this.keys(path),
       path,
       input.contentType ?? '',
-      input.streamSeq ?? '',
+      // '=' before it: an empty Stream-Seq is a value, not its absence (append.lua).
+      input.streamSeq === null ? '' : `=${input.streamSeq}`,
       p?.id ?? '',
       p?.epoch ?? 0,
       p?.seq ?? 0,

@@ -68,6 +68,8 @@ export type CreateResult =
   | { kind: 'exists'; meta: StreamMeta }
   | { kind: 'conflict'; meta: StreamMeta }
   | { kind: 'too_many_streams' }
+  /** The owner holds its share of maxStreams (`maxStreamsPerOwner`). */
+  | { kind: 'too_many_owner_streams' }
   /** The path holds a soft-deleted stream: it cannot be created again while forks read it. */
   | { kind: 'gone' }
   | { kind: 'source_not_found' }
@@ -113,8 +115,18 @@ export interface WaitOutcome {
 export type DeleteResult = 'deleted' | 'not_found' | 'gone';
 
 export interface StreamStore {
-  /** With `fork`, a fork of `fork.source` (its data up to the fork point inherited, not copied). */
-  create(path: string, config: StreamConfig, initial: Buffer[], fork?: ForkRequest): Promise<CreateResult>;
+  /**
+   * With `fork`, a fork of `fork.source` (its data up to the fork point inherited, not copied).
+   * `owner`: whose share of `maxStreamsPerOwner` the new stream counts against while it lives
+   * (null or absent: no owner's, as without auth).
+   */
+  create(
+    path: string,
+    config: StreamConfig,
+    initial: Buffer[],
+    fork?: ForkRequest,
+    owner?: string | null,
+  ): Promise<CreateResult>;
   /** Any outcome on a live stream renews a Stream-TTL (sliding). */
   append(path: string, input: AppendInput): Promise<AppendResult>;
   /**
@@ -138,4 +150,6 @@ export interface StreamStore {
 /** Bounds every store enforces (config `durableStreams`). */
 export interface StreamBounds {
   maxStreams: number;
+  /** Live streams one owner may hold (counted per `owner` given to create); absent: no share. */
+  maxStreamsPerOwner?: number;
 }

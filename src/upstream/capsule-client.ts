@@ -54,6 +54,8 @@ export interface SubmitParams {
   rpcId?: string | number;
   /** The log offset of this submission's record: the watch is read from there. */
   after?: number;
+  /** Sent as the `traceparent` header: the capsule continues the gateway's trace. */
+  traceparent?: string;
 }
 
 interface Raw {
@@ -116,13 +118,20 @@ export class CapsuleClient {
         params.contextId,
         timeoutMs,
         watch,
+        params.traceparent,
       );
       // Refused for its dialect (a capsule upgraded in place since the card was read): nothing ran,
       // so it is sent once more in the dialect the card says now.
       if (params.rawBody === undefined && dialectRefused(outcome)) {
         const now = await this.line(true);
         if (now !== line)
-          return await this.submitOnce(this.submitBody(params, now), params.contextId, timeoutMs, watch);
+          return await this.submitOnce(
+            this.submitBody(params, now),
+            params.contextId,
+            timeoutMs,
+            watch,
+            params.traceparent,
+          );
       }
       return outcome;
     } finally {
@@ -153,11 +162,12 @@ export class CapsuleClient {
     contextId: string,
     timeoutMs: number,
     watch: WatchTap,
+    traceparent?: string,
   ): Promise<SubmitOutcome> {
     let raw: Raw;
     try {
       // A fresh socket: the SSE body ends only when the capsule closes the connection.
-      raw = await this.post(body, false, timeoutMs);
+      raw = await this.post(body, false, timeoutMs, traceparent);
     } catch (err) {
       return { kind: 'unreachable', reason: reasonOf(err) };
     }
@@ -333,13 +343,14 @@ export class CapsuleClient {
   }
 
   /** POST / with the door token; resolves at the response headers. */
-  private post(body: string, pooled: boolean, timeoutMs: number): Promise<Raw> {
+  private post(body: string, pooled: boolean, timeoutMs: number, traceparent?: string): Promise<Raw> {
     const url = new URL(this.options.url);
     const headers: Record<string, string> = {
       'content-type': 'application/json',
       'content-length': String(Buffer.byteLength(body)),
     };
     if (this.options.doorToken) headers.authorization = `Bearer ${this.options.doorToken}`;
+    if (traceparent) headers.traceparent = traceparent;
     // The 1.0 door refuses any request without exactly one A2A-Version (-32009).
     if (this.known && speaksA2a1(this.known.line)) headers['a2a-version'] = '1.0';
     const request = url.protocol === 'https:' ? https.request : http.request;

@@ -8,10 +8,14 @@
  *   fanout     native fan-out vs nginx + nchan + Redis (fanout.ts; its 1000×1000 overload row too)
  *   surfaces   BeeOS and Flue SSE fan-out vs native (fanout-surfaces.ts)
  *   overload   1,000 × 1,000 ev/s native with slow readers (overload.ts)
+ *   ai-sdk     POST → first text-delta on the AI SDK surface beside message/stream straight to the
+ *              capsule (ai-sdk-first-delta.ts)
  *   idle | resume | capsules | ingest | reads, or `scale` for those five (scale-*.ts)
  *   extras     store append, end-to-end ingest, id-0 cuts, hub fan-out to long-pollers, the write
  *              floor (not a headline figure)
  *   floor      what a socket write costs on this machine, with no gateway in it (write-floor.ts)
+ *   latency    hand-off and time to first token per surface beside direct and native (latency.ts);
+ *              `--quick` spaces messages 100–200 ms instead of 1–2 s, fewer of them
  *   all        the default run plus `extras`
  * `--check` names what the selectors would run and stops (nothing is measured).
  * The default run (no selector) is every headline figure. Env: BENCH_RUNS (store and ingest runs, 5),
@@ -100,10 +104,24 @@ const BENCHES: Record<string, Bench> = {
     target: '< 400 MB, p99 < 1 s',
     run: async () => (await import('./overload.js')).benchOverload(),
   },
+  'ai-sdk': {
+    target: '≤ direct + 25 ms',
+    run: async () => (await import('./ai-sdk-first-delta.js')).benchAiSdk(),
+  },
   idle: SCALE.idle!,
   resume: SCALE.resume!,
   capsules: SCALE.capsules!,
   reads: SCALE.reads!,
+  // Unpinned: the gateways, the simulator and the clients all run in this process.
+  latency: {
+    target: 'hand-off ≤ 25 / 50 ms p95, TTFT ≤ 25 ms above direct',
+    unpinned: true,
+    run: async (c) =>
+      (await import('./latency.js')).benchLatency({
+        ...(c.redisUrl ? { redisUrl: c.redisUrl } : {}),
+        quick: process.argv.includes('--quick'),
+      }),
+  },
 };
 
 let defaultRun = false;
@@ -148,8 +166,9 @@ const header = (args: string[]): string => {
 const main = async (): Promise<void> => {
   // `--check`: say what the selectors would run and stop (the README's commands are tested so).
   const check = process.argv.includes('--check');
-  const args = process.argv.slice(2).filter((a) => a !== '--check');
-  const top = header(args);
+  const args = process.argv.slice(2).filter((a) => a !== '--check' && a !== '--quick');
+  // The command as given (`--quick` shapes what is measured), for the report's first line.
+  const top = header(process.argv.slice(2).filter((a) => a !== '--check'));
   console.log(`# ${top.replace('\n', '\n# ')}`);
   defaultRun = args.length === 0 || args.includes('all');
   const picked = defaultRun
@@ -166,7 +185,7 @@ const main = async (): Promise<void> => {
     return;
   }
 
-  const needRedis = wantExtras || picked.includes('ingest');
+  const needRedis = wantExtras || picked.includes('ingest') || picked.includes('latency');
   const redis = needRedis && redisServerAvailable() ? await startRedisServer() : null;
   if (needRedis && !redis) console.warn('redis-server not installed: Redis figures are skipped');
   const ctx: Ctx = { redisUrl: redis?.url };

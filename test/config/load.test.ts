@@ -68,6 +68,26 @@ describe('loadConfig', () => {
     );
   });
 
+  it('TLS: file, then TLS_CERT/TLS_KEY, then --tls-cert/--tls-key; one without the other names the field', () => {
+    const p = file('tls.yaml', 'tls: {cert: /etc/a.pem, key: /etc/a.key}\nhttp2: {cleartext: false}\n');
+    expect(loadConfig({ config: p }, {}).tls).toEqual({ cert: '/etc/a.pem', key: '/etc/a.key' });
+    expect(loadConfig({ config: p }, { TLS_CERT: '/e/c.pem', TLS_KEY: '/e/k.pem' }).tls).toEqual({
+      cert: '/e/c.pem',
+      key: '/e/k.pem',
+    });
+    expect(loadConfig({ tlsCert: '/f/c.pem', tlsKey: '/f/k.pem' }, { TLS_CERT: '/e/c.pem' }).tls).toEqual({
+      cert: '/f/c.pem',
+      key: '/f/k.pem',
+    });
+    expect(loadConfig({}, {}).tls).toBeNull();
+    expect(errorOf(() => loadConfig({ tlsCert: '/f/c.pem' }, {}))).toBe(
+      'invalid configuration (flags and environment):\n  tls.key: must name a PEM file',
+    );
+    expect(errorOf(() => loadConfig({}, { TLS_KEY: '/e/k.pem' }))).toBe(
+      'invalid configuration (flags and environment):\n  tls.cert: must name a PEM file',
+    );
+  });
+
   it('takes door tokens from the environment for capsules the file gave none, the file winning', () => {
     const p = file(
       'doors.yaml',

@@ -87,6 +87,16 @@ const EXPECT: [string, (out: string) => void | Promise<void>][] = [
       expect(Array.isArray(body.data.messages ?? body.data)).toBe(true);
     },
   ],
+  [
+    'an AI SDK chat',
+    (out) => {
+      expect(out).toMatch(/^data: \{"type":"start","messageId":"msg-[^"]+"\}\n\n/);
+      expect(out).toContain('data: {"type":"finish","finishReason":"stop"}\n\n');
+      expect(out.endsWith('data: [DONE]\n\n')).toBe(true);
+      const deltas = [...out.matchAll(/"type":"text-delta","id":"[^"]+","delta":("[^"]*")/g)];
+      expect(deltas.map((m) => JSON.parse(m[1]!) as string).join('')).toBe('Echo: hello');
+    },
+  ],
 ];
 
 const DEMO_IDS = ['demo-alpha', 'demo-beta', 'demo-v04', 'demo-v05', 'demo-v06', 'demo-v10'];
@@ -124,7 +134,11 @@ describe('README tour', () => {
     const links = [...readme.slice(start, end).matchAll(/<(http:\/\/localhost:8080[^>]*)>/g)].map(
       (m) => m[1]!,
     );
-    expect(links).toEqual(['http://localhost:8080', 'http://localhost:8080/dashboard/']);
+    expect(links).toEqual([
+      'http://localhost:8080',
+      'http://localhost:8080/dashboard/',
+      'http://localhost:8080/dashboard/chat.html',
+    ]);
     for (const link of links) {
       const res = await fetch(link.replace('http://localhost:8080', gw.baseUrl));
       expect(res.status, link).toBe(200);

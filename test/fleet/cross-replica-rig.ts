@@ -4,6 +4,7 @@
  * the owner and on the other one. Waits are bounded polls of public routes, never fixed sleeps.
  */
 import { randomUUID } from 'node:crypto';
+import type { DispatchTuning } from '../../src/core/dispatcher.js';
 import { rendezvous } from '../../src/fleet/replicas.js';
 import { startSimulator, type SimulatedCapsule, type SimulatorOptions } from '../../src/simulator/index.js';
 import {
@@ -38,7 +39,12 @@ export const capsulesOf = async (gw: TestGateway): Promise<CapsulesView> =>
 
 export const startCrossReplica = async (
   redisUrl: string,
-  options: { sim?: SimulatorOptions; config?: TestGatewayOptions['config'] } = {},
+  options: {
+    sim?: SimulatorOptions;
+    config?: TestGatewayOptions['config'];
+    /** The dispatcher's tuning (e.g. an idle poll too long to explain a hand-off). */
+    queue?: DispatchTuning;
+  } = {},
 ): Promise<CrossReplicaRig> => {
   const sim = await startSimulator({ heartbeatMs: 200, ...options.sim });
   const capsule = uniqueCapsule('xr');
@@ -57,6 +63,7 @@ export const startCrossReplica = async (
       tuning: {
         upstream: { backoffBaseMs: 20, backoffCapMs: 200, submitTimeoutMs: 15_000 },
         fleet: { registryKey, keyPrefix },
+        ...(options.queue ? { queue: options.queue } : {}),
       },
     });
   const gateways = [await start(), await start()];

@@ -16,6 +16,7 @@ import { startTestGateway, type TestGateway } from '../support/gateway.js';
 
 /** The core's own routes (src/http: ops, static; tickets too when auth is on): nothing else is outside. */
 const CORE_PATHS = new Set([
+  '/',
   '/healthz',
   '/readyz',
   '/capsules',
@@ -51,10 +52,18 @@ describe('surfaces', () => {
 
   it('every route of a surface lives under its prefix, and no two surfaces share a prefix', () => {
     const list = surfaces();
-    expect(list.map((s) => s.name)).toEqual(['murmur', 'beeos', 'flue', 'durable-streams', 'follow']);
+    expect(list.map((s) => s.name)).toEqual([
+      'murmur',
+      'beeos',
+      'flue',
+      'durable-streams',
+      'ai-sdk',
+      'follow',
+    ]);
     for (const s of list) {
+      // Under the prefix, or the prefix itself without its closing slash (`/v1/stream`).
       for (const r of s.routes.routes)
-        expect(`${s.name} ${r.path}`).toMatch(new RegExp(`^${s.name} ${s.prefix}`));
+        expect(`${s.name} ${r.path}`).toMatch(new RegExp(`^${s.name} ${s.prefix.replace(/\/$/, '')}(/|$)`));
       for (const other of list)
         if (other !== s)
           expect(other.prefix.startsWith(s.prefix), `${other.name} inside ${s.name}`).toBe(false);

@@ -15,11 +15,14 @@ afterAll(async () => {
   await Promise.all(connections.map((c) => c.close()));
 });
 
-const factory = (maxStreams = 1000): RedisStreamStore => {
+const factory = (maxStreams = 1000, maxStreamsPerOwner?: number): RedisStreamStore => {
   if (!url) throw new Error('REQUIRE_REDIS=1 but no test Redis is available');
   const connection = new RedisConnection(url);
   connections.push(connection);
-  return new RedisStreamStore(connection, { bounds: { maxStreams }, keyPrefix: `test:ds:${randomUUID()}` });
+  return new RedisStreamStore(connection, {
+    bounds: { maxStreams, ...(maxStreamsPerOwner ? { maxStreamsPerOwner } : {}) },
+    keyPrefix: `test:ds:${randomUUID()}`,
+  });
 };
 runStreamStoreContract('redis', factory, skip);
 runForkContract('redis', factory, skip);

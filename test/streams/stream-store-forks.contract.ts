@@ -39,8 +39,8 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 export const runForkContract = (name: string, factory: StreamStoreFactory, skip = false): void => {
   describe.skipIf(skip)(`StreamStore forks (${name})`, () => {
     const stores: StreamStore[] = [];
-    const make = async (): Promise<StreamStore> => {
-      const s = await factory();
+    const make = async (maxStreams?: number, maxStreamsPerOwner?: number): Promise<StreamStore> => {
+      const s = await factory(maxStreams, maxStreamsPerOwner);
       stores.push(s);
       return s;
     };
@@ -238,6 +238,43 @@ export const runForkContract = (name: string, factory: StreamStoreFactory, skip 
       expect(await store.head(p)).not.toBeNull();
       await sleep(600);
       expect(await store.head(p)).toBeNull();
+    });
+
+    it("counts an owner's live streams against its share: soft delete, removal and expiry free it", async () => {
+      const store = await make(100, 2);
+      const [a, f, c, d, e, g, h] = Array.from({ length: 7 }, path) as [
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+      ];
+      const kind = async (p: string, owner: string | null, config = text, fork?: ForkRequest) =>
+        (await store.create(p, config, [], fork, owner)).kind;
+      expect(await kind(a, 'o1')).toBe('created');
+      expect(await kind(f, 'o1', text, forkOf(a))).toBe('created');
+      expect(await kind(c, 'o1')).toBe('too_many_owner_streams');
+      // Another owner's share, and nobody's, are apart; an existing stream's PUT counts nothing.
+      expect(await kind(c, 'o2')).toBe('created');
+      expect(await kind(d, null)).toBe('created');
+      expect(await kind(a, 'o1')).toBe('exists');
+      // A soft delete (the source has a fork) frees the share.
+      expect(await store.delete(a)).toBe('deleted');
+      expect(await kind(e, 'o1')).toBe('created');
+      expect(await kind(g, 'o1')).toBe('too_many_owner_streams');
+      // The fork's removal (and its soft-deleted source's with it) frees it.
+      expect(await store.delete(f)).toBe('deleted');
+      // A sliding TTL renewed by a read keeps counting after its first window; an expired one frees.
+      const ttl = { ...text, ttlSeconds: 1 };
+      expect(await kind(g, 'o1', ttl)).toBe('created');
+      await sleep(600);
+      expect(await store.read(g, 0, 10, 1 << 20)).not.toBeNull();
+      await sleep(600);
+      expect(await kind(h, 'o1')).toBe('too_many_owner_streams');
+      await sleep(1100);
+      expect(await kind(h, 'o1')).toBe('created');
     });
   });
 };

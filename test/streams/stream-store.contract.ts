@@ -7,7 +7,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import type { AppendInput, StreamConfig, StreamStore } from '../../src/streams/types.js';
 
-export type StreamStoreFactory = (maxStreams?: number) => StreamStore | Promise<StreamStore>;
+export type StreamStoreFactory = (
+  maxStreams?: number,
+  maxStreamsPerOwner?: number,
+) => StreamStore | Promise<StreamStore>;
 
 const text: StreamConfig = { contentType: 'text/plain', ttlSeconds: null, expiresAt: null, closed: false };
 const b = (s: string): Buffer => Buffer.from(s);

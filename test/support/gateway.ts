@@ -23,8 +23,8 @@ export interface TestGatewayOptions {
     idleControlMs: number;
     bodyLimitBytes: number;
     publicUrl: string | null;
-    /** The gateway's `apiKeys` (owners with the default scopes); TEST_OPS_KEY is added to them. */
-    apiKeys: { sha256: string; owner: string }[];
+    /** The gateway's `apiKeys` (owners with the default scopes unless given); TEST_OPS_KEY is added. */
+    apiKeys: { sha256: string; owner: string; scopes?: ('submit' | 'observe' | 'control')[] }[];
     maxQueuedRecords: number;
     corsOrigins: string[];
     retention: { maxRecords: number; maxAgeMs: number };

@@ -16,7 +16,9 @@ local closed = ARGV[7] -- '1' | '0'
 local maxStreams = tonumber(ARGV[8])
 local floorEpoch = tonumber(ARGV[9]) -- the highest epoch this process saw for the path, -1 = none
 local runId = ARGV[10]
-local FIRST_ENTRY = 11
+local owner = ARGV[11] -- whose share of maxStreamsPerOwner the stream counts against ('' = nobody's)
+local maxPerOwner = tonumber(ARGV[12]) -- 0 = no share
+local FIRST_ENTRY = 13
 
 local nowMs = libNowMs()
 
@@ -34,6 +36,7 @@ end
 for _, p in ipairs(redis.call('ZRANGEBYSCORE', indexKey, '-inf', nowMs, 'LIMIT', 0, 16)) do
   if libState(p, nowMs) == 'not_found' then redis.call('ZREM', indexKey, p) end
 end
+if libOwnerFull(owner, maxPerOwner, nowMs) then return { 'too_many_owner_streams' } end
 local live = redis.call('ZCARD', indexKey) - redis.call('ZCOUNT', indexKey, '-inf', nowMs)
 if maxStreams > 0 and live >= maxStreams then return { 'too_many_streams' } end
 
@@ -42,14 +45,15 @@ if maxStreams > 0 and live >= maxStreams then return { 'too_many_streams' } end
 local epoch = math.max(nowMs - LIB_ORIGIN_MS, floorEpoch + 1, 0)
 local count = #ARGV - FIRST_ENTRY + 1
 local expms = ''
-if ttlMs ~= '' then expms = tostring(nowMs + tonumber(ttlMs)) elseif expiresAtMs ~= '' then expms = expiresAtMs end
+if ttlMs ~= '' then expms = string.format('%d', nowMs + tonumber(ttlMs)) elseif expiresAtMs ~= '' then expms = expiresAtMs end
 
 -- Keys Redis has not expired yet of an expired stream: gone before the new one is written.
 redis.call('DEL', metaKey, dataKey, producersKey)
 redis.call('HSET', metaKey, 'ct', contentType, 'ttl', ttl, 'exp', expiresAt, 'expms', expms, 'closed', closed,
   'epoch', string.format('%d', epoch), 'tail', count, 'sseq', '', 'rid', runId, 'cby', '', 'par', '', 'fp', '0',
-  'refs', '0', 'gone', '0', 'spec', '', 'al', '')
+  'refs', '0', 'gone', '0', 'spec', '', 'al', '', 'own', owner)
 for i = 1, count do redis.call('XADD', dataKey, string.format('%d-0', i), 'd', ARGV[FIRST_ENTRY + i - 1]) end
 redis.call('ZADD', indexKey, expms ~= '' and expms or '+inf', path)
+if owner ~= '' then redis.call('ZADD', libOwnerIndex(owner), expms ~= '' and expms or '+inf', path) end
 if expms ~= '' then libSettleExpiry(path) end
-return { 'created', contentType, ttl, expiresAt, expms, closed, string.format('%d', epoch), tostring(count), '0', '' }
+return { 'created', contentType, ttl, expiresAt, expms, closed, string.format('%d', epoch), string.format('%d', count), '0', '' }

@@ -17,16 +17,18 @@ local closed = ARGV[7]
 local maxStreams = tonumber(ARGV[8])
 local floorEpoch = tonumber(ARGV[9])
 local runId = ARGV[10]
-local source = ARGV[11]
-local offsetEpoch = ARGV[12] -- '' = the source's tail
-local offsetPos = tonumber(ARGV[13])
-local subOffset = tonumber(ARGV[14])
-local spec = ARGV[15] -- forkSpecOf the request
-local inheritType = ARGV[16] == '1'
-local inheritExpiry = ARGV[17] == '1'
-local maxDepth = tonumber(ARGV[18]) -- forks.ts MAX_FORK_DEPTH
-local tooDeep = ARGV[19]
-local FIRST_ENTRY = 20
+local owner = ARGV[11] -- as create.lua's
+local maxPerOwner = tonumber(ARGV[12])
+local source = ARGV[13]
+local offsetEpoch = ARGV[14] -- '' = the source's tail
+local offsetPos = tonumber(ARGV[15])
+local subOffset = tonumber(ARGV[16])
+local spec = ARGV[17] -- forkSpecOf the request
+local inheritType = ARGV[18] == '1'
+local inheritExpiry = ARGV[19] == '1'
+local maxDepth = tonumber(ARGV[20]) -- forks.ts MAX_FORK_DEPTH
+local tooDeep = ARGV[21]
+local FIRST_ENTRY = 22
 
 local nowMs = libNowMs()
 
@@ -99,6 +101,7 @@ end
 for _, p in ipairs(redis.call('ZRANGEBYSCORE', indexKey, '-inf', nowMs, 'LIMIT', 0, 16)) do
   if libState(p, nowMs) == 'not_found' then redis.call('ZREM', indexKey, p) end
 end
+if libOwnerFull(owner, maxPerOwner, nowMs) then return { 'too_many_owner_streams' } end
 local live = redis.call('ZCARD', indexKey) - redis.call('ZCOUNT', indexKey, '-inf', nowMs)
 if maxStreams > 0 and live >= maxStreams then return { 'too_many_streams' } end
 
@@ -121,12 +124,13 @@ if prefix then table.insert(own, prefix) end
 for i = FIRST_ENTRY, #ARGV do table.insert(own, ARGV[i]) end
 redis.call('DEL', metaKey, dataKey, producersKey)
 redis.call('HSET', metaKey, 'ct', ct, 'ttl', ttl, 'exp', expiresAt, 'expms', expms, 'closed', closed,
-  'epoch', string.format('%d', epoch), 'tail', tostring(forkPoint + #own), 'sseq', '', 'rid', runId, 'cby', '',
-  'par', source, 'fp', tostring(forkPoint), 'refs', '0', 'gone', '0', 'spec', spec, 'al', table.concat(al, ';'))
+  'epoch', string.format('%d', epoch), 'tail', string.format('%d', forkPoint + #own), 'sseq', '', 'rid', runId, 'cby', '',
+  'par', source, 'fp', string.format('%d', forkPoint), 'refs', '0', 'gone', '0', 'spec', spec, 'al', table.concat(al, ';'), 'own', owner)
 for i, data in ipairs(own) do redis.call('XADD', dataKey, string.format('%d-0', forkPoint + i), 'd', data) end
 redis.call('ZADD', indexKey, expms ~= '' and expms or '+inf', path)
+if owner ~= '' then redis.call('ZADD', libOwnerIndex(owner), expms ~= '' and expms or '+inf', path) end
 libSettleExpiry(path)
 redis.call('HINCRBY', sourceMeta, 'refs', 1)
 libSettleExpiry(source)
-return { 'created', ct, ttl, expiresAt, expms, closed, string.format('%d', epoch), tostring(forkPoint + #own), '0',
+return { 'created', ct, ttl, expiresAt, expms, closed, string.format('%d', epoch), string.format('%d', forkPoint + #own), '0',
   table.concat(al, ';') }

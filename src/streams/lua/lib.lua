@@ -5,7 +5,8 @@
 --
 -- Meta hash fields beyond create.lua's: par (the parent's path, '' = no fork), fp (fork point:
 -- positions up to it are the parent's), refs (living forks), gone ('1': soft-deleted), spec (the
--- fork PUT as given, for the idempotent compare), al (aliases: "epoch:upTo;..." of the ancestors).
+-- fork PUT as given, for the idempotent compare), al (aliases: "epoch:upTo;..." of the ancestors),
+-- own (whose share of maxStreamsPerOwner it counts against, '' = nobody's).
 -- Keys of a stream that is a fork or has forks carry no Redis expiry: a fork's expiry must release
 -- its parent's refs, and a parent's messages must outlive it while forks read them, so such
 -- streams are expired by the scripts (on access, and by reap.lua over the index).
@@ -19,6 +20,25 @@ end
 
 local function libKeys(p)
   return LIB_PREFIX .. ':m:' .. p, LIB_PREFIX .. ':d:' .. p, LIB_PREFIX .. ':p:' .. p
+end
+
+-- An owner's live streams, scored by expiry like the index (maxStreamsPerOwner).
+local function libOwnerIndex(owner)
+  return LIB_PREFIX .. ':owner:' .. owner
+end
+
+-- The stream leaves its owner's count (removed, or soft-deleted).
+local function libDisown(p, owner)
+  if owner and owner ~= '' then redis.call('ZREM', libOwnerIndex(owner), p) end
+end
+
+-- Whether `owner` holds its share already. Expired entries no longer count and are dropped here (an
+-- expired stream is dropped on its next access anyway; plain ones Redis expired leave only these).
+local function libOwnerFull(owner, maxPerOwner, nowMs)
+  if owner == '' or maxPerOwner <= 0 then return false end
+  local key = libOwnerIndex(owner)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', nowMs)
+  return redis.call('ZCARD', key) >= maxPerOwner
 end
 
 -- A plain stream (no fork, no forks) lets Redis expire its keys at its expiry; others none.
@@ -40,7 +60,9 @@ end
 -- goes too, up the chain.
 local function libRemove(p)
   local mk, dk, pk = libKeys(p)
-  local parent = redis.call('HGET', mk, 'par')
+  local f = redis.call('HMGET', mk, 'par', 'own')
+  local parent = f[1]
+  libDisown(p, f[2])
   redis.call('DEL', mk, dk, pk)
   redis.call('ZREM', LIB_INDEX, p)
   while parent and parent ~= '' do
@@ -61,10 +83,12 @@ end
 -- Delete or expiry: removed, or soft-deleted while forks read it. Returns true when removed.
 local function libDrop(p)
   local mk = libKeys(p)
-  if tonumber(redis.call('HGET', mk, 'refs') or '0') > 0 then
+  local f = redis.call('HMGET', mk, 'refs', 'own')
+  if tonumber(f[1] or '0') > 0 then
     redis.call('HSET', mk, 'gone', '1')
-    -- A soft-deleted stream no longer counts towards maxStreams.
+    -- A soft-deleted stream no longer counts towards maxStreams, nor its owner's share.
     redis.call('ZREM', LIB_INDEX, p)
+    libDisown(p, f[2])
     return false
   end
   libRemove(p)
@@ -91,6 +115,8 @@ local function libTouch(p, nowMs)
   local expms = string.format('%d', nowMs + tonumber(ttl) * 1000)
   redis.call('HSET', mk, 'expms', expms)
   redis.call('ZADD', LIB_INDEX, 'XX', expms, p)
+  local owner = redis.call('HGET', mk, 'own')
+  if owner and owner ~= '' then redis.call('ZADD', libOwnerIndex(owner), 'XX', expms, p) end
   libSettleExpiry(p)
 end
 

@@ -29,7 +29,7 @@ if state == 'live' then
 end
 
 local out = { 'found', m[1], m[2] or '', m[3] or '', m[4] or '', m[5] or '0', string.format('%d', epoch),
-  tostring(tail), state == 'gone' and '1' or '0', m[9] or '' }
+  string.format('%d', tail), state == 'gone' and '1' or '0', m[9] or '' }
 if state == 'live' and maxEntries > 0 and after < tail then
   local entries = {}
   libCollect(path, after, tail, entries, maxEntries, maxBytes, 0)

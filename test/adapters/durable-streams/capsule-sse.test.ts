@@ -91,6 +91,29 @@ describe('capsule stream, live=sse', () => {
     });
   });
 
+  it('catches up a log of large records past the per-client byte bound, in events within it', async () => {
+    const { app, store } = setup();
+    // 600 frames of about 4 KB: 2.4 MB, two hub pages of 500 records each over the 1 MiB bound.
+    const big = 'x'.repeat(4000);
+    await store.append(
+      CAPSULE,
+      frames(1, 600).map((f) => ({ ...f, data: JSON.stringify({ id: 't1', text: big }) })),
+    );
+    const res = await app.request(`${URL_}?offset=-1&live=sse`);
+    const { events, messages, controls, ended } = await follow(res, lastIsUpToDate);
+    expect(ended).toBe(false);
+    expect(messages).toHaveLength(600);
+    const { records, position } = await store.read(CAPSULE, 0, 1000);
+    expect(messages.map((m) => (m as { offset: number }).offset)).toEqual(records.map((r) => r.offset));
+    expect(controls.at(-1)!.streamNextOffset).toBe(formatOffset(position.epoch, position.head));
+    // Each data event followed by its control, and none near the bound.
+    for (let i = 0; i < events.length; i += 2) {
+      expect(events[i]!.event).toBe('data');
+      expect(events[i + 1]!.event).toBe('control');
+      expect(events[i]!.data.length).toBeLessThan(512 * 1024);
+    }
+  });
+
   it('resumes after any offset and follows live appends in order', async () => {
     const { app, store } = setup();
     await store.append(CAPSULE, frames(1, 6));

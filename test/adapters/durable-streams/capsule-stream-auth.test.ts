@@ -28,6 +28,8 @@ const setup = async (): Promise<{ base: string; url: string }> => {
   sim = await startSimulator({});
   gw = await startTestGateway({
     capsules: { alpha: sim.url },
+    // A long-poll from the tail waits for a record the idle simulator may never write: 204 soon.
+    config: { longPollMaxMs: 1000 },
     extra: {
       apiKeys: [
         { sha256: sha256Hex(KEY.observe), owner: 'operator', scopes: ['observe'] },

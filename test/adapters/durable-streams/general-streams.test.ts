@@ -139,17 +139,23 @@ describe.each(stores)('general streams bounds (%s store)', (name, redisUrl) => {
   );
 });
 
-const key = (secret: string, scopes: string[]) => ({
+const key = (secret: string, scopes: string[], streams: string[] = []) => ({
   sha256: createHash('sha256').update(secret).digest('hex'),
   owner: secret,
   scopes,
+  streams,
 });
 const bearer = (secret: string) => ({ authorization: `Bearer ${secret}` });
 
 describe('general streams and the write scope', () => {
   it('refuses a key without write with 403, lets a key with it write, and observe read', async () => {
+    // Two owners share the stream through a grant (another owner's stream is otherwise 404).
     gw = await start(undefined, {
-      apiKeys: [key('writer-key', ['write']), key('submit-key', ['submit']), key('observe-key', ['observe'])],
+      apiKeys: [
+        key('writer-key', ['write'], ['scoped']),
+        key('submit-key', ['submit']),
+        key('observe-key', ['observe'], ['scoped']),
+      ],
     });
     const url = `${gw.baseUrl}/v1/stream/scoped`;
     const anonymous = await fetch(url, { method: 'PUT' });

@@ -22,6 +22,7 @@ import {
 const WRITER = 'follow-ds-writer-key-0123456789';
 const READER = 'follow-ds-reader-key-0123456789';
 const SUBMITTER = 'follow-ds-submit-key-0123456789';
+const OTHER = 'follow-ds-other-owner-key-0123456789';
 let gw: TestGateway;
 
 beforeAll(async () => {
@@ -31,9 +32,11 @@ beforeAll(async () => {
     extra: {
       durableStreams: { writable: true },
       apiKeys: [
-        { sha256: sha256(WRITER), owner: 'w', scopes: ['write'] },
-        { sha256: sha256(READER), owner: 'r', scopes: ['observe'] },
-        { sha256: sha256(SUBMITTER), owner: 's', scopes: ['submit'] },
+        // Writer and reader share every path (a grant); another owner's streams are its own.
+        { sha256: sha256(WRITER), owner: 'w', scopes: ['write'], streams: ['**'] },
+        { sha256: sha256(READER), owner: 'r', scopes: ['observe'], streams: ['**'] },
+        { sha256: sha256(SUBMITTER), owner: 's', scopes: ['submit'], streams: ['**'] },
+        { sha256: sha256(OTHER), owner: 'o', scopes: ['write'] },
       ],
     },
     tuning: { streams: { keyPrefix: `test:ds-follow:${randomUUID()}` } },
@@ -142,6 +145,12 @@ describe('ds:{path} on GET /v1/follow', () => {
     const none = (key: string) => followError(404, 'not_found', `no such stream: ${key}`);
     // A key without `write` or `observe` reads no general stream: as if it did not exist.
     expect(await f('?stream=ds:acl/e@-1', SUBMITTER)).toEqual(none('ds:acl/e'));
+    // Another owner without a grant names a stream of its own by that path: none, as on its GET.
+    expect(await f('?stream=ds:acl/e@-1', OTHER)).toEqual(none('ds:acl/e'));
+    expect(
+      (await fetch(`${gw.baseUrl}/v1/stream/acl/e`, { headers: { authorization: `Bearer ${OTHER}` } }))
+        .status,
+    ).toBe(404);
     for (const key of ['ds:acl/none', 'ds:__ds/subscriptions', 'ds:acl//e', 'ds:acl/../e', 'ds:murmur/x'])
       expect(await f(`?stream=${key}@-1`)).toEqual(none(key));
     for (const bad of ['5', 'abc', '0_0'])
