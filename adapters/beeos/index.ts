@@ -7,7 +7,9 @@ import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import type { Surface } from '../../src/http/surface.js';
+import { ChannelRegistry } from './channels.js';
 import { AGENTS_PREFIX, HEADER_REQUEST_ID } from './constants.js';
+import { beeosFollow } from './follow.js';
 import { BeeosError } from './errors.js';
 import { errorResponse, requestIdOf } from './http-helpers.js';
 import type { Env } from './http-helpers.js';
@@ -55,12 +57,17 @@ export const createBeeosRoutes = (deps: AdapterDeps, options: BeeosRouteOptions 
   return app;
 };
 
-export const beeosSurface = (deps: AdapterDeps): Surface => ({
-  name: 'beeos',
-  prefix: `${AGENTS_PREFIX}/`,
-  capsulePath: /^\/api\/v1\/agents\/([^/]+)/,
-  submits: true,
-  routes: createBeeosRoutes(deps),
-  malformedPath: beeosMalformedPath,
-  rateLimited: beeosRateLimited,
-});
+export const beeosSurface = (deps: AdapterDeps): Surface => {
+  // The routes and the follow source know the same channels.
+  const registry = new ChannelRegistry(deps.core);
+  return {
+    name: 'beeos',
+    prefix: `${AGENTS_PREFIX}/`,
+    capsulePath: /^\/api\/v1\/agents\/([^/]+)/,
+    submits: true,
+    routes: createBeeosRoutes(deps, { registry }),
+    malformedPath: beeosMalformedPath,
+    rateLimited: beeosRateLimited,
+    follow: beeosFollow({ core: deps.core, registry }),
+  };
+};

@@ -39,6 +39,8 @@ export interface BeeosRouteOptions {
   upstreamLostGraceMs?: number;
   /** Bytes queued for one channel stream's client before it is cut (transport default: 1 MiB). */
   maxQueuedBytes?: number;
+  /** The channel registry, shared with the surface's follow source (follow.ts); default: a new one. */
+  registry?: ChannelRegistry;
 }
 
 const ok = (c: Context<Env>, data: unknown, status: 200 | 201 | 202 = 200): Response =>
@@ -48,7 +50,7 @@ const wantsSse = (c: Context): boolean => /text\/event-stream/i.test(c.req.heade
 /** Register the BeeOS routes on `app` (full paths). */
 export const registerBeeosRoutes = (app: Hono<Env>, deps: AdapterDeps, options: BeeosRouteOptions = {}) => {
   const { core } = deps;
-  const registry = new ChannelRegistry(core);
+  const registry = options.registry ?? new ChannelRegistry(core);
   // One live feed per capsule for every BeeOS channel stream of this process; the registry follows
   // the log through it too.
   const feeds = new ChannelFeeds(core, deps.logger);

@@ -13,7 +13,7 @@ import { bodyLimit } from 'hono/body-limit';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import type { AppendResult, StreamStore } from '../../src/streams/types.js';
 import { readGeneralStream } from './general-read.js';
-import { principalOf } from '../../src/auth/principal.js';
+import { principalOf, type Principal } from '../../src/auth/principal.js';
 import { streamRefusal } from './stream-access.js';
 import { placeOf, type StreamPlace } from './stream-owner.js';
 import { GONE_MESSAGE, SECURITY_HEADERS, streamProblem } from './stream-errors.js';
@@ -39,6 +39,16 @@ const streamPathOf = (c: Context): string => c.req.path.slice(GENERAL_STREAM_PRE
 /** The stream the request names, in the caller's namespace (stream-owner.ts). */
 const placeFor = (c: Context): StreamPlace => placeOf(principalOf(c), streamPathOf(c));
 const storePathOf = (c: Context): string => placeFor(c).storePath;
+
+/**
+ * The general stream a caller names by `path` (after `/v1/stream/`), as the store knows it (in the
+ * caller's namespace, stream-owner.ts), or null when the path names none of this surface's streams.
+ * `GET /v1/follow` (follow.ts) asks this; the routes check the path first and then ask placeOf too.
+ */
+export const generalStreamPath = (principal: Principal, path: string): string | null => {
+  if (path === RESERVED || path.startsWith(`${RESERVED}/`) || !validStreamPath(path)) return null;
+  return placeOf(principal, path).storePath;
+};
 const headerOf =
   (c: Context): Header =>
   (name) =>

@@ -3,6 +3,7 @@ import { Hono, type Context, type MiddlewareHandler } from 'hono';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import type { Surface } from '../../src/http/surface.js';
 import { createCapsuleStreamRoutes } from './capsule-stream.js';
+import { durableStreamsFollow } from './follow.js';
 import { createGeneralStreamRoutes } from './general-streams.js';
 import { streamProblem, streamsRateLimited } from './stream-errors.js';
 import { NOT_UTF8, rawPathRefusal, rawRequestPath } from './stream-path.js';
@@ -38,4 +39,8 @@ export const durableStreamsSurface = (deps: AdapterDeps): Surface => ({
   routes: createDurableStreamsRoutes(deps),
   malformedPath: streamsMalformedPath,
   rateLimited: streamsRateLimited,
+  // General streams can be followed on `GET /v1/follow` (`ds:{path}`) when they are served at all.
+  ...(deps.config.durableStreams?.writable && deps.streams
+    ? { follow: durableStreamsFollow(deps.streams) }
+    : {}),
 });

@@ -2,11 +2,16 @@
  * Who may use the general streams at all: writes (PUT, POST, DELETE) need `write`; reads (GET,
  * HEAD) need `write` or `observe`. General streams belong to no capsule, so a key's capsule list
  * does not apply; which streams a caller reaches is its owner's and its grants' (stream-owner.ts).
- * Refusals in this surface's grammar (stream-errors.ts).
+ * Refusals in this surface's grammar (stream-errors.ts). The rule is `mayUseStreams`, which
+ * `GET /v1/follow` (follow.ts) asks too.
  */
 import type { Context } from 'hono';
-import { may, principalOf } from '../../src/auth/principal.js';
+import { may, principalOf, type Principal } from '../../src/auth/principal.js';
 import { streamProblem } from './stream-errors.js';
+
+/** Whether a known caller may read (`reading`) or write the general streams. */
+export const mayUseStreams = (p: Principal, reading: boolean): boolean =>
+  may(p, 'write') || (reading && may(p, 'observe'));
 
 export const streamRefusal = (c: Context): Response | null => {
   const p = principalOf(c);
@@ -17,7 +22,7 @@ export const streamRefusal = (c: Context): Response | null => {
     });
   }
   const reading = c.req.method === 'GET' || c.req.method === 'HEAD';
-  if (may(p, 'write') || (reading && may(p, 'observe'))) return null;
+  if (mayUseStreams(p, reading)) return null;
   return streamProblem(
     c,
     'forbidden',

@@ -2,18 +2,24 @@
 import type { Hono } from 'hono';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import type { Surface } from '../../src/http/surface.js';
+import { flueFollow } from './follow.js';
 import { flueMalformedPath } from './malformed-path.js';
 import { flueRateLimited } from './rate-limited.js';
-import { createRoutes } from './routes.js';
+import { createRoutes, flueShared } from './routes.js';
 
 export const createFlueRoutes = (deps: AdapterDeps): Hono => createRoutes(deps);
 
-export const flueSurface = (deps: AdapterDeps): Surface => ({
-  name: 'flue',
-  prefix: '/flue/',
-  capsulePath: /^\/flue\/([^/]+)/,
-  submits: true,
-  routes: createFlueRoutes(deps),
-  malformedPath: flueMalformedPath,
-  rateLimited: flueRateLimited,
-});
+export const flueSurface = (deps: AdapterDeps): Surface => {
+  // The routes and the follow source see the same conversations through the same index and cache.
+  const shared = flueShared(deps);
+  return {
+    name: 'flue',
+    prefix: '/flue/',
+    capsulePath: /^\/flue\/([^/]+)/,
+    submits: true,
+    routes: createRoutes(deps, shared),
+    malformedPath: flueMalformedPath,
+    rateLimited: flueRateLimited,
+    follow: flueFollow({ core: deps.core, ...shared }),
+  };
+};

@@ -77,11 +77,21 @@ const streamUrlOf = (requestUrl: string, publicUrl: string | null): string => {
 const isJson = (contentType: string | undefined): boolean =>
   (contentType ?? '').split(';')[0]?.trim().toLowerCase() === 'application/json';
 
-export const createRoutes = (deps: AdapterDeps): Hono => {
+/** What the routes share with the surface's follow source (follow.ts): one index, one cache. */
+export interface FlueShared {
+  index: ConversationIndex;
+  cache: SnapshotCache;
+}
+
+export const flueShared = (deps: AdapterDeps): FlueShared => ({
+  index: new ConversationIndex(deps.core),
+  cache: new SnapshotCache(),
+});
+
+export const createRoutes = (deps: AdapterDeps, shared: FlueShared = flueShared(deps)): Hono => {
   const { core, config, logger } = deps;
-  const index = new ConversationIndex(core);
+  const { index, cache } = shared;
   const admissions = new Admissions(core, index, logger);
-  const cache = new SnapshotCache();
   const reader = { core, cache };
   const feeds = new FeedRegistry({
     core,

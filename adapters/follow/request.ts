@@ -1,6 +1,7 @@
 /**
  * What a `GET /v1/follow` asks for: `stream=KEY@CURSOR` (repeatable; the cursor after the last `@`,
- * `-1` when absent), `live=sse` (default) or `long-poll`, and for a reconnecting EventSource the
+ * `-1` when absent), `live=sse` (default) or `long-poll` (with `wait=SECONDS`, a hold shorter than
+ * the gateway's `longPollSeconds`, for a client behind a proxy that cuts idle connections), and for a reconnecting EventSource the
  * `Last-Event-ID` token that carries every stream's cursor at once. The token is opaque to clients:
  * `v1.` and the base64url of the cursors' JSON array, in the order of the `stream` parameters, so
  * it only makes sense with the URL it was handed out on (an EventSource reconnects to that URL).
@@ -15,6 +16,8 @@ export interface FollowKey {
 export interface FollowRequest {
   keys: FollowKey[];
   live: 'sse' | 'long-poll';
+  /** The long-poll's hold in milliseconds when the client asks for a shorter one (`wait=SECONDS`). */
+  waitMs: number | null;
 }
 
 export class FollowRequestError extends Error {
@@ -63,6 +66,15 @@ export const parseFollowRequest = (
   const live = lives[0] ?? 'sse';
   if (live !== 'sse' && live !== 'long-poll')
     throw new FollowRequestError(400, 'bad_request', 'live must be sse or long-poll');
+  const waits = query.wait ?? [];
+  if (waits.length > 1) throw new FollowRequestError(400, 'bad_request', 'wait is given more than once');
+  let waitMs: number | null = null;
+  if (waits[0] !== undefined) {
+    if (live !== 'long-poll') throw new FollowRequestError(400, 'bad_request', 'wait is for live=long-poll');
+    if (!/^\d{1,6}(\.\d{1,3})?$/.test(waits[0]))
+      throw new FollowRequestError(400, 'bad_request', 'wait must be a number of seconds');
+    waitMs = Math.round(Number(waits[0]) * 1000);
+  }
   const seen = new Set<string>();
   const keys = streams.map((param): FollowKey => {
     const at = param.lastIndexOf('@');
@@ -79,5 +91,5 @@ export const parseFollowRequest = (
     const cursors = decodeToken(lastEventId, keys.length);
     keys.forEach((k, i) => (k.cursor = cursors[i]!));
   }
-  return { keys, live };
+  return { keys, live, waitMs };
 };

@@ -9,11 +9,12 @@
  * connection per turn, however many streams had something.
  *
  * Long-poll (`live=long-poll`): answers as soon as any stream has events, or empty when the hold
- * (`longPollSeconds`) ends: `{"events": [...], "cursors": {KEY: CURSOR}}`.
+ * (`longPollSeconds`, or the shorter `wait=SECONDS` the client asks for) ends: `{"events": [...], "cursors": {KEY: CURSOR}}`.
  *
  * Every stream is opened before anything is answered: one the caller may not see, or that does not
  * exist, refuses the whole request (404 naming the key); so does a bad cursor (400).
  */
+import { setMaxListeners } from 'node:events';
 import { Hono, type Context } from 'hono';
 import { principalOf } from '../../src/auth/principal.js';
 import { linkSignals } from '../../src/core/linked-signal.js';
@@ -72,8 +73,12 @@ export const createFollowRoutes = (deps: AdapterDeps, sources: readonly FollowSo
     const { stream, response } = startSse(c, {
       heartbeat: { bytes: HEARTBEAT, everyMs: config.heartbeatMs },
     });
+    // A first byte at once: a client tells a stream held back by a proxy from a quiet one by it.
+    stream.write(HEARTBEAT);
     const stop = new AbortController();
     const linked = linkSignals(stop.signal, core.shutdownSignal);
+    // Every stream's wait listens on it: one listener per stream is no leak.
+    setMaxListeners(opened.length + 10, linked.signal);
     void stream.done.then(() => stop.abort());
     const follow = async (i: number): Promise<void> => {
       const { key, target } = opened[i]!;
@@ -102,7 +107,7 @@ export const createFollowRoutes = (deps: AdapterDeps, sources: readonly FollowSo
     return response;
   };
 
-  const longPoll = async (c: Context, opened: Opened[]): Promise<Response> => {
+  const longPoll = async (c: Context, opened: Opened[], waitMs: number | null): Promise<Response> => {
     const cursors = opened.map((o) => o.cursor);
     const events: { stream: string; cursor: string; event: string; data: unknown }[] = [];
     const take = (i: number, page: { events: FollowEvent[]; cursor: string }): void => {
@@ -111,7 +116,8 @@ export const createFollowRoutes = (deps: AdapterDeps, sources: readonly FollowSo
     };
     const first = new AbortController();
     const linked = linkSignals(c.req.raw.signal, core.shutdownSignal, first.signal);
-    const deadline = Date.now() + config.longPollMaxMs;
+    setMaxListeners(opened.length + 10, linked.signal);
+    const deadline = Date.now() + Math.min(waitMs ?? config.longPollMaxMs, config.longPollMaxMs);
     try {
       // What is there already, every stream at once; else hold until any stream gets something
       // (a read may come back early with nothing to show, its cursor moved on: it waits again).
@@ -154,7 +160,7 @@ export const createFollowRoutes = (deps: AdapterDeps, sources: readonly FollowSo
         config.followMaxStreams ?? 256,
       );
       const opened = await openAll(c, request.keys);
-      return request.live === 'sse' ? sse(c, opened) : await longPoll(c, opened);
+      return request.live === 'sse' ? sse(c, opened) : await longPoll(c, opened, request.waitMs);
     } catch (err) {
       if (err instanceof FollowRequestError) return followError(c, err.status, err.code, err.message);
       if (err instanceof GatewayError && (err.code === 'store_unavailable' || err.code === 'shutting_down'))

@@ -158,3 +158,46 @@ export interface FollowBeeosOptions {
   onEnd?(reason: string): void;
   tuning?: Partial<FollowTuning>;
 }
+
+/** One event of a followed stream (`GET /v1/follow`), in its surface's own terms. */
+export interface FollowManyEvent {
+  /** The stream key, e.g. `murmur:alpha`, `flue:alpha/chat`, `beeos:alpha/tasks/task_…`, `ds:room/a`. */
+  stream: string;
+  /** That stream's cursor after this event: store it to resume the stream. */
+  cursor: string;
+  /** The surface's event name: `record`, `gap`, `data`, `message`, `end`, `backfill_truncated`… */
+  event: string;
+  data: unknown;
+}
+
+export interface FollowManyOptions {
+  gateway: string;
+  /** Stream key → that stream's cursor (`-1` from the start, `now` from the head, else its own cursor). */
+  streams: Record<string, string>;
+  transport?: 'auto' | Transport;
+  /** As followCapsule's: Bearer on fetches; with `useEventSource`, tickets fetched with it. */
+  token?: TokenInput;
+  /** Every event of every stream, once, in each stream's order. */
+  onEvent(event: FollowManyEvent): void;
+  onState?(state: FollowState): void;
+  /** Use the browser's EventSource for SSE instead of a streamed fetch (needs tickets with a token). */
+  useEventSource?: boolean;
+  /**
+   * A name: the tabs of this origin that follow with the same name hold one connection between them
+   * (a leader elected by a Web Lock relays over a BroadcastChannel). Ignored where the browser has
+   * neither; each tab then holds its own.
+   */
+  share?: string | undefined;
+  tuning?: Partial<FollowTuning>;
+}
+
+export interface FollowManySubscription {
+  /** Every stream's cursor now (the last event delivered of each): pass them as `streams` to resume. */
+  readonly cursors: Record<string, string>;
+  readonly transport: Transport;
+  /** Follow one more stream from `cursor` (the connection is reopened with every stream's cursor). */
+  add(key: string, cursor?: string): void;
+  /** Stop following a stream; nothing of it is delivered after this call. */
+  remove(key: string): void;
+  close(): void;
+}

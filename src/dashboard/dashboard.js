@@ -1,11 +1,13 @@
 /* global document, location, sessionStorage, URLSearchParams */
 // The gateway's live dashboard: the fleet from GET /capsules (polled), a records/s sparkline per
-// capsule from head-offset deltas, and a live tail of one capsule through the client library.
-// Plain ES module, no build step. With auth on (GET /capsules answers 401) it asks for a key once,
-// keeps it for the tab and sends it as a Bearer header; the tail's EventSource gets short-lived
-// tickets for it (the key itself never goes in a URL). A refused key is said so and asked again;
-// nothing is polled while the page waits for one.
-import { followCapsule } from '../client/murmur-gateway.js';
+// capsule from head-offset deltas, and a live tail of the chosen capsule. Every capsule's log is
+// followed over ONE connection (GET /v1/follow through the client's followMany), however large the
+// fleet: a browser's six connections per origin are never used up, and choosing another capsule
+// shows what was already received for it, at once. Plain ES module, no build step. With auth on
+// (GET /capsules answers 401) it asks for a key once, keeps it for the tab and sends it as a Bearer
+// header; the follow connection's EventSource gets short-lived tickets for it (the key itself never
+// goes in a URL). A refused key is said so and asked again; nothing is polled while the page waits.
+import { followMany } from '../client/murmur-gateway.js';
 
 const KEY_STORAGE = 'murmur-gateway.dashboard.key';
 const REFRESH_MS = 1000;
@@ -17,7 +19,9 @@ const gateway = location.origin;
 const params = new URLSearchParams(location.search);
 let key = sessionStorage.getItem(KEY_STORAGE);
 let selected = params.get('capsule');
-let tail = null;
+/** The fleet's one follow connection, and what it received per capsule (newest last). */
+let fleet = null;
+const received = new Map(); // capsule → tail rows' records (at most TAIL_ROWS)
 let waitingForKey = false;
 const history = new Map(); // capsule → {epoch, head, at, rates: number[]}
 
@@ -73,8 +77,9 @@ const authHeaders = () => (key ? { authorization: `Bearer ${key}` } : {});
 /** Show the key form (with why) and stop polling until a key is given: no retry storm. */
 const askForKey = (why) => {
   waitingForKey = true;
-  tail?.close();
-  tail = null;
+  fleet?.close();
+  fleet = null;
+  received.clear();
   const form = $('#key-form');
   form.hidden = false;
   $('#key-error').textContent = why;
@@ -141,7 +146,7 @@ const render = (body) => {
       el('td', {}, sparkline(rates), ` ${(rates[rates.length - 1] ?? 0).toFixed(1)}`),
     );
     if (c.id === selected) tr.classList.add('selected');
-    tr.onclick = () => select(c.id, c.head_offset);
+    tr.onclick = () => select(c.id);
     return tr;
   });
   $('#fleet tbody').replaceChildren(...rows);
@@ -149,11 +154,10 @@ const render = (body) => {
   $('#fleet-note').textContent = reported
     ? ''
     : '"possibly missing": this gateway does not report a count in /capsules (n/a); the tail shows each such fact as it happens.';
-  // No tail yet (first answer, or a new key after a refusal closed it): the chosen capsule, else the first.
-  if (!tail) {
-    const pick = capsules.find((c) => c.id === selected) ?? capsules[0];
-    if (pick) select(pick.id, pick.head_offset);
-  }
+  followFleet(capsules);
+  // The chosen capsule, else (none yet, or it left the fleet) the first.
+  const pick = capsules.find((c) => c.id === selected) ?? capsules[0];
+  if (pick) select(pick.id);
 };
 
 // One /capsules request at a time: a key submitted while the once-a-second loop is due would
@@ -243,41 +247,68 @@ const addTailRow = (tr) => {
   while (body.rows.length > TAIL_ROWS) body.deleteRow(body.rows.length - 1);
 };
 
-function select(capsule, head) {
-  if (tail && selected === capsule) return;
-  tail?.close();
+const streamOf = (capsule) => `murmur:${capsule}`;
+
+/** A row for what a follow event of the chosen capsule says: a record, or a gap of the cursor itself. */
+const eventRow = (ev) => {
+  if (ev.event === 'record') return recordRow(ev.data);
+  // Loss facts arrive as records; a gap event is about the cursor (retention, or one ahead of the log).
+  return el(
+    'tr',
+    { class: 'gap' },
+    el('td', { class: 'num' }, String(ev.data.first_available)),
+    el('td', {}, 'gap'),
+    el('td', {}, ''),
+    el('td', {}, `${ev.data.reason}: from ${ev.data.first_available}`),
+  );
+};
+
+/** Follow every capsule of the fleet over the one connection: new ones added, gone ones removed. */
+const followFleet = (capsules) => {
+  // Some recent history of each, then live.
+  const start = (c) => String(Math.max(0, c.head_offset - 50));
+  if (!fleet) {
+    if (capsules.length === 0) return;
+    fleet = followMany({
+      gateway,
+      streams: Object.fromEntries(capsules.map((c) => [streamOf(c.id), start(c)])),
+      // SSE first, long-poll behind proxies that break it: both carry the same events.
+      transport: 'auto',
+      // With a key: the browser's EventSource with tickets fetched by the key (the long-poll
+      // fallback sends it as a Bearer header).
+      ...(key ? { token: key, useEventSource: true } : {}),
+      onEvent: (ev) => {
+        const capsule = ev.stream.slice('murmur:'.length);
+        if (ev.event !== 'record' && ev.event !== 'gap') return;
+        const rows = received.get(capsule) ?? [];
+        rows.push(ev);
+        if (rows.length > TAIL_ROWS) rows.shift();
+        received.set(capsule, rows);
+        if (capsule === selected) addTailRow(eventRow(ev));
+      },
+      onState: (s) =>
+        ($('#tail-state').textContent =
+          `${s.state} · ${s.transport}${s.state === 'closed' && s.reason ? ` (${s.reason})` : ''}`),
+    });
+    return;
+  }
+  const now = new Set(capsules.map((c) => streamOf(c.id)));
+  for (const c of capsules) if (!(streamOf(c.id) in fleet.cursors)) fleet.add(streamOf(c.id), start(c));
+  for (const stream of Object.keys(fleet.cursors))
+    if (!now.has(stream)) {
+      fleet.remove(stream);
+      received.delete(stream.slice('murmur:'.length));
+    }
+};
+
+/** Show a capsule's tail: what the fleet's connection already received for it, then what comes. */
+function select(capsule) {
+  if (selected === capsule && $('#tail-name').textContent === `· ${capsule}`) return;
   selected = capsule;
   $('#tail-name').textContent = `· ${capsule}`;
-  $('#tail tbody').replaceChildren();
+  $('#tail tbody').replaceChildren(...(received.get(capsule) ?? []).map(eventRow).reverse());
   for (const row of document.querySelectorAll('#fleet tbody tr'))
     row.classList.toggle('selected', row.dataset.capsule === capsule);
-  tail = followCapsule({
-    gateway,
-    capsule,
-    after: Math.max(0, head - 50), // some recent history, then live
-    // SSE first, long-poll behind proxies that break it: both carry the same records (ids included).
-    transport: 'auto',
-    // With a key: the browser's EventSource with tickets fetched by the key (the long-poll fallback
-    // sends it as a Bearer header).
-    ...(key ? { token: key, useEventSource: true } : {}),
-    onRecord: (r) => addTailRow(recordRow(r)),
-    // Loss facts arrive as records (above); only gaps about the cursor itself need a row of their own.
-    onGap: (g) =>
-      (g.type === 'retention' || g.type === 'cursor-ahead') &&
-      addTailRow(
-        el(
-          'tr',
-          { class: 'gap' },
-          el('td', { class: 'num' }, String(g.fact_offset ?? g.first_available)),
-          el('td', {}, 'gap'),
-          el('td', {}, ''),
-          el('td', {}, `${g.type}: ${g.reason}${g.count ? ` (${g.count})` : ''}`),
-        ),
-      ),
-    onState: (s) =>
-      ($('#tail-state').textContent =
-        `${s.state} · ${s.transport}${s.state === 'closed' && s.reason ? ` (${s.reason})` : ''}`),
-  });
 }
 
 void loop();

@@ -29,7 +29,7 @@ let gw: TestGateway | null = null;
 interface Seen {
   capsules: { status: number | null; auth: string | undefined }[];
   ticketPosts: number;
-  /** Tail streams (EventSource), with the ticket each carried. */
+  /** The fleet's follow connections (EventSource), with the ticket each carried. */
   streams: string[];
   urls: string[];
 }
@@ -46,7 +46,7 @@ const watch = (p: Page): Seen => {
       seen.capsules.push(entry);
     }
     if (r.method() === 'POST' && url.pathname === '/auth/tickets') seen.ticketPosts++;
-    if (url.pathname.endsWith('/records') && r.resourceType() === 'eventsource')
+    if (url.pathname === '/v1/follow' && r.resourceType() === 'eventsource')
       seen.streams.push(url.searchParams.get('ticket') ?? '');
   });
   p.on('response', (res) => {
@@ -67,6 +67,7 @@ describe.skipIf(!hasBrowser)('dashboard in Chromium with auth on', () => {
     demo = await startDemo();
     gw = await startTestGateway({
       capsules: {},
+      tuning: demo.tuning,
       extra: {
         capsules: demo.capsules,
         apiKeys: [
@@ -75,6 +76,8 @@ describe.skipIf(!hasBrowser)('dashboard in Chromium with auth on', () => {
         ],
       },
     });
+    // The demo's workloads start once the gateway watches every capsule (as --demo does).
+    await demo.startWhenWatched(gw.gateway.upstreams);
     browser = await launchChromium();
   });
   afterAll(async () => {

@@ -27,8 +27,11 @@ describe.skipIf(!hasBrowser)('dashboard in Chromium', () => {
     demo = await startDemo();
     gw = await startTestGateway({
       capsules: {},
+      tuning: demo.tuning,
       extra: { capsules: demo.capsules },
     });
+    // The demo's workloads start once the gateway watches every capsule (as --demo does).
+    await demo.startWhenWatched(gw.gateway.upstreams);
     browser = await launchChromium();
   });
   afterAll(async () => {
@@ -39,6 +42,12 @@ describe.skipIf(!hasBrowser)('dashboard in Chromium', () => {
 
   it('shows the demo fleet and its live tail moves', { timeout: 60_000 }, async () => {
     const page = await browser!.newPage({ viewport: { width: 1280, height: 720 } });
+    // Every stream request the page makes: the whole fleet must ride on one /v1/follow connection.
+    const streams: string[] = [];
+    page.on('request', (r) => {
+      const path = new URL(r.url()).pathname;
+      if (path === '/v1/follow' || path.endsWith('/records') || path.endsWith('/poll')) streams.push(path);
+    });
     await page.goto(`${gw!.baseUrl}/dashboard`);
     await page.waitForSelector('#fleet tbody tr[data-capsule="demo-v10"]');
     const fleet = await page.$$eval('#fleet tbody tr', (rows) =>
@@ -82,6 +91,15 @@ describe.skipIf(!hasBrowser)('dashboard in Chromium', () => {
       top,
       { timeout: 20_000 },
     );
+    // Another capsule's tail at a click: what the one connection already received, no new request.
+    await page.click('#fleet tbody tr[data-capsule="demo-v10"]');
+    await page.waitForFunction(
+      () =>
+        (document.querySelector('#tail-name') as unknown as { textContent: string }).textContent ===
+        '· demo-v10',
+    );
+    await page.waitForSelector('#tail tbody tr[data-offset]', { timeout: 20_000 });
+    expect(streams).toEqual(['/v1/follow']);
     // A few refreshes so the sparklines have a shape before the picture is taken.
     await page.waitForFunction(
       () => document.querySelectorAll('svg.spark polyline[points*=" "]').length >= 2,

@@ -8,6 +8,8 @@ export interface CuttingProxy {
   url: string;
   /** Connections killed so far. */
   readonly kills: number;
+  /** The most client connections open at once so far. */
+  readonly maxOpen: number;
   close(): Promise<void>;
 }
 
@@ -22,7 +24,11 @@ export const startCuttingProxy = async (targetUrl: string, rule: CutRule): Promi
   const target = new URL(targetUrl);
   const sockets = new Set<net.Socket>();
   let kills = 0;
+  let open = 0;
+  let maxOpen = 0;
   const server = net.createServer((client) => {
+    maxOpen = Math.max(maxOpen, ++open);
+    client.once('close', () => open--);
     const upstream = net.connect(Number(target.port), target.hostname);
     let dead = false;
     const kill = (counted: boolean): void => {
@@ -60,6 +66,9 @@ export const startCuttingProxy = async (targetUrl: string, rule: CutRule): Promi
     url: `http://127.0.0.1:${port}`,
     get kills() {
       return kills;
+    },
+    get maxOpen() {
+      return maxOpen;
     },
     close: async () => {
       for (const s of sockets) s.destroy();

@@ -114,6 +114,9 @@ describe('GET /v1/follow', () => {
     expect(second.events.length).toBeGreaterThan(0);
     expect(second.events.every((e) => e.stream === 'murmur:cap1' && e.data.offset > head1)).toBe(true);
     expect(second.cursors['murmur:cap0']).toBe(String(head0));
+    // A shorter hold asked for (a client behind a proxy that cuts idle connections): empty when it ends.
+    const short = await get(`${g.baseUrl}/v1/follow?stream=murmur:cap0@${head0}&live=long-poll&wait=0.2`);
+    expect(short.body).toEqual({ events: [], cursors: { 'murmur:cap0': String(head0) } });
   }, 30_000);
 
   it('refuses a bad request whole, with the exact error', async () => {
@@ -140,6 +143,15 @@ describe('GET /v1/follow', () => {
     );
     expect(await f('?stream=murmur:cap0', { 'last-event-id': 'v1.bm9wZQ' })).toEqual(
       err(400, 'bad_request', 'Last-Event-ID is not a token of these streams'),
+    );
+    expect(await f('?stream=murmur:cap0&wait=1')).toEqual(
+      err(400, 'bad_request', 'wait is for live=long-poll'),
+    );
+    expect(await f('?stream=murmur:cap0&live=long-poll&wait=1s')).toEqual(
+      err(400, 'bad_request', 'wait must be a number of seconds'),
+    );
+    expect(await f('?stream=murmur:cap0&live=long-poll&wait=1&wait=2')).toEqual(
+      err(400, 'bad_request', 'wait is given more than once'),
     );
     const many = Array.from({ length: 257 }, (_, i) => `stream=murmur:c${i}@-1`).join('&');
     expect(await f(`?${many}`)).toEqual(err(400, 'bad_request', 'at most 256 streams per connection'));
