@@ -22,7 +22,8 @@ const suiteAgainst = (store: 'embedded' | 'redis', redisUrl: string | undefined)
       ...(redisUrl ? { redisUrl } : {}),
       // CORS on, as a browser-facing deployment has it (the suite checks a preflight).
       config: { longPollMaxMs: LONG_POLL_MS, corsOrigins: ['*'] },
-      extra: { durableStreams: { writable: true } },
+      // Loopback receivers: the suite's webhook receivers listen on 127.0.0.1.
+      extra: { durableStreams: { writable: true, webhooks: { allowLoopback: true } } },
       tuning: { streams: { keyPrefix: `test:ds:conformance:${store}:${Date.now()}` } },
     });
     options.baseUrl = gw.baseUrl;
