@@ -19,8 +19,15 @@ const v4 = (ip: string): number[] => ip.split('.').map(Number);
 /** 'loopback', 'internal' (never called) or 'public'. */
 export const addressClass = (ip: string): 'loopback' | 'internal' | 'public' => {
   let addr = ip.toLowerCase();
+  // IPv4-mapped IPv6 is the IPv4 address; the URL parser writes it in hex (`::ffff:a00:1`).
   const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(addr);
+  const mappedHex = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(addr);
   if (mapped) addr = mapped[1]!;
+  else if (mappedHex) {
+    const hi = parseInt(mappedHex[1]!, 16);
+    const lo = parseInt(mappedHex[2]!, 16);
+    addr = [hi >> 8, hi & 255, lo >> 8, lo & 255].join('.');
+  }
   if (isIP(addr) === 4) {
     const [a, b] = v4(addr) as [number, number];
     if (a === 127) return 'loopback';
