@@ -704,11 +704,14 @@ export class Subscriptions {
         doc.wake = null;
         doc.attempts += 1;
         doc.nextAttemptAt = Date.now() + retryDelayMs(doc.attempts);
+        // The retry stays with this replica unless it is gone by then.
+        doc.deliverer = { replica: this.settings.replicaId, until: doc.nextAttemptAt + doc.leaseTtlMs };
         return { doc, value: null };
       }
       doc.attempts = 0;
       doc.nextAttemptAt = 0;
       doc.wake.leaseUntil = Date.now() + doc.leaseTtlMs;
+      doc.deliverer = { replica: this.settings.replicaId, until: doc.wake.leaseUntil };
       if (verdict.done) {
         // `{done: true}`: the receiver took everything the wake showed.
         for (const link of doc.links) {

@@ -351,14 +351,13 @@ describe('webhook delivery', () => {
     // Explicit links start at the tail when the subscription was made: the stream did not exist.
     const tail = created.headers.get('stream-next-offset')!;
     const failed = await receiver.delivery(1);
+    const failedAt = Date.now();
     const waiting = await eventually(
       () => get('retry'),
       (r) => r.body.next_attempt_at !== undefined,
     );
-    const nextAt = Date.parse(waiting.body.next_attempt_at as string);
-    // 1 s ± 20 % after the failure.
-    expect(nextAt).toBeGreaterThan(Date.now() - 1_000);
-    expect(nextAt).toBeLessThanOrEqual(Date.now() + 1_200);
+    // 1 s − 20 % at least after the failure was answered (retry.test.ts checks the whole range).
+    expect(Date.parse(waiting.body.next_attempt_at as string)).toBeGreaterThanOrEqual(failedAt + 800 - 50);
     const retried = await receiver.delivery(2);
     expect(retried.body.generation).toBe(failed.body.generation + 1);
     expect(retried.body.wake_id).not.toBe(failed.body.wake_id);
