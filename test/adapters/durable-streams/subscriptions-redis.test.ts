@@ -49,18 +49,26 @@ const receiverWith = async (answers: { status: number; body: unknown }[]): Promi
 const JSON_HEADERS = { 'content-type': 'application/json' };
 const write = (gw: TestGateway, path: string, method: 'PUT' | 'POST', body: unknown): Promise<Response> =>
   fetch(`${gw.baseUrl}/v1/stream/${path}`, { method, headers: JSON_HEADERS, body: JSON.stringify(body) });
-const subscription = async (gw: TestGateway, id: string): Promise<any> =>
-  (await fetch(`${gw.baseUrl}/v1/stream/__ds/subscriptions/${id}`)).json();
+interface View {
+  generation: number;
+  streams: { path: string; link_type: string; acked_offset: string }[];
+}
+const subscription = async (gw: TestGateway, id: string): Promise<View> =>
+  (await (await fetch(`${gw.baseUrl}/v1/stream/__ds/subscriptions/${id}`)).json()) as View;
 const jwks = async (gw: TestGateway): Promise<{ keys: Record<string, string>[] }> =>
   (await fetch(`${gw.baseUrl}/v1/stream/__ds/jwks.json`)).json() as Promise<{
     keys: Record<string, string>[];
   }>;
 
 /** The subscription's document as Redis holds it (who delivers it, its wake). */
-const stored = async (prefix: string, id: string): Promise<any> => {
+interface Stored {
+  deliverer: { replica: string } | null;
+  wake: { generation: number } | null;
+}
+const stored = async (prefix: string, id: string): Promise<Stored | null> => {
   const redis = new Redis(redisUrl!);
   try {
-    return JSON.parse((await redis.hget(`${prefix}:{subs}:doc:|${id}`, 'doc')) ?? 'null');
+    return JSON.parse((await redis.hget(`${prefix}:{subs}:doc:|${id}`, 'doc')) ?? 'null') as Stored | null;
   } finally {
     redis.disconnect();
   }
@@ -201,7 +209,7 @@ describe.skipIf(!redisUrl && process.env.REQUIRE_REDIS !== '1')('subscriptions o
       () => stored(prefix, 'held'),
       (d) => d?.deliverer?.replica !== undefined,
     );
-    const deliverer = doc.deliverer.replica as string;
+    const deliverer = doc!.deliverer!.replica;
     const [gone, survivor] = deliverer === 'replica-a' ? [a, b] : [b, a];
     await gone.close();
     open.splice(open.indexOf(gone), 1);
@@ -211,7 +219,7 @@ describe.skipIf(!redisUrl && process.env.REQUIRE_REDIS !== '1')('subscriptions o
       () => stored(prefix, 'held'),
       (d) => d?.wake?.generation === secondWake.body.generation,
     );
-    expect(after.deliverer.replica).toBe(deliverer === 'replica-a' ? 'replica-b' : 'replica-a');
+    expect(after!.deliverer!.replica).toBe(deliverer === 'replica-a' ? 'replica-b' : 'replica-a');
     expect(hold.deliveries).toHaveLength(2);
     expect((await subscription(survivor, 'held')).generation).toBe(secondWake.body.generation);
   });
