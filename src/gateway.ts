@@ -122,6 +122,7 @@ const createSubscriptions = (
       sweepMs: subscriptions.sweepMs,
       deliveryTimeoutMs: webhooks.timeoutSeconds * 1000,
       tokenTtlSeconds: 3600,
+      keyRotationMs: subscriptions.keyRotationDays * 86_400_000,
     },
     logger.child({ room: 'subscriptions' }),
   );

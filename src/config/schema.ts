@@ -94,6 +94,8 @@ const durableStreamsSchema = z
           .default(86_400),
         /** Each replica looks for due deliveries, lapsed leases and retries this often. */
         sweepMs: z.number().int().min(50).max(60_000).default(1000),
+        /** The webhook signing key is replaced when it is this many days old (0: never). */
+        keyRotationDays: z.number().min(0).max(3650).default(90),
       })
       .strict()
       .default(() => ({
@@ -101,6 +103,7 @@ const durableStreamsSchema = z
         maxWakesPerOwner: 100,
         replayWindowSeconds: 86_400,
         sweepMs: 1000,
+        keyRotationDays: 90,
       })),
   })
   .strict();

@@ -54,6 +54,8 @@ export interface SubscriptionSettings {
   deliveryTimeoutMs: number;
   /** How long a callback token is valid. */
   tokenTtlSeconds: number;
+  /** The signing key is rotated when it is this old (0: never). */
+  keyRotationMs: number;
 }
 
 /** A validated create request (the adapter checked every field). */
@@ -178,25 +180,26 @@ export class Subscriptions {
 
   async jwks(): Promise<{ keys: Record<string, string>[] }> {
     // Read each time: another replica may have rotated.
-    this.ring = await this.store.keyRing(freshKeyRing);
-    return jwksOf(this.ring, this.settings.replayWindowMs);
+    return jwksOf(await this.refreshKeys(), this.settings.replayWindowMs);
   }
 
   async currentKid(): Promise<string> {
     return currentKey(await this.keyRing()).kid;
   }
 
-  /** A new signing key; the old ones stay published through the replay window. */
-  async rotateKeys(): Promise<string> {
-    for (let i = 0; i < MAX_CAS_TRIES; i++) {
-      const ring = await this.store.keyRing(freshKeyRing);
-      const next = rotated(ring, this.settings.replayWindowMs);
-      if (await this.store.replaceKeyRing(ring, next)) {
-        this.ring = next;
-        return currentKey(next).kid;
-      }
+  /**
+   * The ring as stored now (another replica may have rotated it), rotated first if the current key
+   * is `keyRotationMs` old: one replica's rotation wins, the others adopt it.
+   */
+  async refreshKeys(nowMs = Date.now()): Promise<KeyRing> {
+    let ring = await this.store.keyRing(freshKeyRing);
+    const rotation = this.settings.keyRotationMs;
+    if (rotation > 0 && nowMs - currentKey(ring).createdAt >= rotation) {
+      const next = rotated(ring, this.settings.replayWindowMs, nowMs);
+      ring = (await this.store.replaceKeyRing(ring, next)) ? next : await this.store.keyRing(freshKeyRing);
     }
-    throw new Error('signing key rotation kept racing another replica');
+    this.ring = ring;
+    return ring;
   }
 
   // ---- the document, changed by compare-and-set ------------------------------------------------
@@ -537,6 +540,7 @@ export class Subscriptions {
   }
 
   async sweep(): Promise<void> {
+    await this.refreshKeys();
     const counts = new Map<string, number>();
     const keys = await this.store.keys();
     for (const key of keys) {

@@ -5,7 +5,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
+import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
+import { MemoryStreamStore } from '../../src/streams/memory-stream-store.js';
+import { Subscriptions } from '../../src/subscriptions/manager.js';
 import { globMatches } from '../../src/subscriptions/glob.js';
 import { MemorySubscriptionStore } from '../../src/subscriptions/memory-subscription-store.js';
 import { addressClass } from '../../src/subscriptions/receiver-url.js';
@@ -168,4 +171,33 @@ describe.each(stores)('subscription store (%s)', (name, make) => {
       }
     },
   );
+});
+
+describe('key rotation across replicas', () => {
+  it('one replica rotates a key that is due, the other adopts it, and both publish old and new', async () => {
+    const store = new MemorySubscriptionStore();
+    const streams = new MemoryStreamStore({ maxStreams: 10 });
+    const settings = {
+      receivers: { allowLoopback: false, allowHosts: [] },
+      maxPerOwner: 10,
+      maxWakesPerOwner: 10,
+      replayWindowMs: 60_000,
+      sweepMs: 1000,
+      deliveryTimeoutMs: 1000,
+      tokenTtlSeconds: 60,
+      keyRotationMs: 10_000,
+    };
+    const logger = pino({ level: 'silent' });
+    const a = new Subscriptions(store, streams, { ...settings, replicaId: 'a' }, logger);
+    const b = new Subscriptions(store, streams, { ...settings, replicaId: 'b' }, logger);
+    const first = await a.currentKid();
+    expect(await b.currentKid()).toBe(first);
+    const later = Date.now() + 10_000;
+    const rotatedRing = await a.refreshKeys(later);
+    const second = currentKey(rotatedRing).kid;
+    expect(second).not.toBe(first);
+    // b sees a fresh key: nothing to rotate, it takes the stored ring.
+    expect(currentKey(await b.refreshKeys(later)).kid).toBe(second);
+    expect((await b.jwks()).keys.map((k) => k.kid)).toEqual([first, second]);
+  });
 });
