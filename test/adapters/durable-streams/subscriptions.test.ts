@@ -346,6 +346,49 @@ describe('subscriptions and owners', () => {
   });
 });
 
+describe('wakes in flight per owner', () => {
+  it('refuses a claim past maxWakesPerOwner with 429 until a wake ends', async () => {
+    gw = await start({ subscriptions: { maxWakesPerOwner: 1, sweepMs: 100 } });
+    expect((await stream('wake/q', 'PUT', [])).status).toBe(201);
+    for (const id of ['q1', 'q2'])
+      expect((await put(id, { type: 'pull-wake', streams: [`q/${id}`], wake_stream: 'wake/q' })).status).toBe(
+        201,
+      );
+    const tails: Record<string, string> = {};
+    for (const id of ['q1', 'q2']) {
+      expect((await stream(`q/${id}`, 'PUT', [])).status).toBe(201);
+      const res = await stream(`q/${id}`, 'POST', { id });
+      tails[id] = res.headers.get('stream-next-offset')!;
+    }
+    const first = await eventually(
+      () => post(`${sub('q1')}/claim`, { worker: 'w1' }),
+      (r) => r.status === 200,
+    );
+    const claimed = (await first.json()) as { wake_id: string; generation: number; token: string };
+    const busy = await post(`${sub('q2')}/claim`, { worker: 'w2' });
+    expect([busy.status, await busy.json()]).toEqual([
+      429,
+      problem('TOO_MANY_WAKES', 'this owner has 1 wakes in flight'),
+    ]);
+    const done = await post(
+      `${sub('q1')}/ack`,
+      {
+        wake_id: claimed.wake_id,
+        generation: claimed.generation,
+        acks: [{ stream: 'q/q1', offset: tails.q1 }],
+        done: true,
+      },
+      { authorization: `Bearer ${claimed.token}` },
+    );
+    expect(done.status).toBe(200);
+    // The next sweep counts no wake of this owner: the second claim goes through.
+    await eventually(
+      () => post(`${sub('q2')}/claim`, { worker: 'w2' }),
+      (r) => r.status === 200,
+    );
+  });
+});
+
 describe('webhook delivery', () => {
   it('retries a failed delivery with a persisted next_attempt_at and a new generation', async () => {
     gw = await start();
