@@ -632,7 +632,6 @@ export class Subscriptions {
       event = {
         type: 'wake',
         subscription_id: doc.id,
-        generation: doc.generation,
         streams: streams.filter((s) => s.has_pending),
         claim_url: `${doc.baseUrl}/v1/stream/__ds/subscriptions/${encodeURIComponent(doc.id)}/claim`,
       };
