@@ -127,6 +127,45 @@ describe('subscription control API: bad input', () => {
     ]);
   });
 
+  it('answers bad stream lists, paths, methods and oversized bodies exactly, changing nothing', async () => {
+    gw = await start();
+    expect((await put('links', { type: 'pull-wake', streams: ['x/a'], wake_stream: 'w' })).status).toBe(201);
+    const answer = async (res: Promise<Response>): Promise<[number, unknown]> => {
+      const r = await res;
+      return [r.status, await r.json()];
+    };
+    expect(await answer(post(`${sub('links')}/streams`, { streams: [] }))).toEqual([
+      400,
+      problem('INVALID_REQUEST', 'streams: Too small: expected array to have >=1 items'),
+    ]);
+    expect(await answer(post(`${sub('links')}/streams`, { streams: ['a//b'] }))).toEqual([
+      400,
+      problem('INVALID_REQUEST', 'streams.0: is not a stream path'),
+    ]);
+    expect(await answer(post(`${sub('missing')}/streams`, { streams: ['x/b'] }))).toEqual([
+      404,
+      problem('SUBSCRIPTION_NOT_FOUND', 'no such subscription'),
+    ]);
+    expect(
+      await answer(fetch(`${sub('links')}/streams/${encodeURIComponent('a//b')}`, { method: 'DELETE' })),
+    ).toEqual([400, problem('INVALID_REQUEST', 'not a stream path')]);
+    expect(await answer(put('links', 'x'.repeat(300 * 1024)))).toEqual([
+      413,
+      problem('PAYLOAD_TOO_LARGE', 'request body exceeds 262144 bytes'),
+    ]);
+    const patch = await fetch(sub('links'), { method: 'PATCH' });
+    expect([patch.status, patch.headers.get('allow'), await patch.json()]).toEqual([
+      405,
+      'GET, PUT, DELETE',
+      problem('METHOD_NOT_ALLOWED', 'PATCH is not part of the protocol'),
+    ]);
+    const jwksPost = await fetch(`${gw.baseUrl}/v1/stream/__ds/jwks.json`, { method: 'POST' });
+    expect(jwksPost.status).toBe(405);
+    expect((await get('links')).body.streams).toEqual([
+      { path: 'x/a', link_type: 'explicit', acked_offset: '-1' },
+    ]);
+  });
+
   it('refuses receivers on private, link-local and (without allowLoopback) loopback addresses', async () => {
     gw = await start({ webhooks: { allowLoopback: false, allowHosts: ['10.1.2.3'] } });
     const cases: [string, string][] = [
