@@ -109,8 +109,14 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
     const place = placeFor(c);
     const result = await store.create(place.storePath, config, entries, fork ?? undefined, place.owner);
     // A create with messages counts as an append for the subscriptions that follow the path.
-    if (result.kind === 'created' && result.meta.tail > 0)
-      deps.subscriptions?.appended(place.owner, streamPathOf(c), place.storePath, 0);
+    // A fork's inherited messages are no append: only the body's are.
+    if (result.kind === 'created' && entries.length > 0)
+      deps.subscriptions?.appended(
+        place.owner,
+        streamPathOf(c),
+        place.storePath,
+        result.meta.tail - entries.length,
+      );
     switch (result.kind) {
       case 'too_many_streams':
         return streamProblem(c, 'too_many_streams', 'the gateway holds as many streams as it may');

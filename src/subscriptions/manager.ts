@@ -504,9 +504,7 @@ export class Subscriptions {
     storePath: string,
     before: number,
   ): Promise<void> {
-    const prefix = subscriptionKey(owner, '');
-    for (const key of await this.store.keys()) {
-      if (!key.startsWith(prefix)) continue;
+    for (const key of await this.store.ownerKeys(owner)) {
       const found = await this.store.get(key);
       if (!found) continue;
       const doc = found.doc;

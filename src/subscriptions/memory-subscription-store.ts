@@ -34,6 +34,10 @@ export class MemorySubscriptionStore implements SubscriptionStore {
     return [...this.docs.keys()];
   }
 
+  async ownerKeys(owner: string | null): Promise<string[]> {
+    return [...this.docs].filter(([, d]) => d.owner === (owner ?? '')).map(([k]) => k);
+  }
+
   async keyRing(fresh: () => KeyRing): Promise<KeyRing> {
     this.ring ??= JSON.stringify(fresh());
     return JSON.parse(this.ring) as KeyRing;

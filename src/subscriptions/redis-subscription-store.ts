@@ -63,6 +63,10 @@ export class RedisSubscriptionStore implements SubscriptionStore {
     return this.redis.smembers(`${this.prefix}:all`);
   }
 
+  async ownerKeys(owner: string | null): Promise<string[]> {
+    return this.redis.smembers(this.ownerKey(owner));
+  }
+
   async keyRing(fresh: () => KeyRing): Promise<KeyRing> {
     const stored = await this.redis.get(`${this.prefix}:keyring`);
     if (stored) return JSON.parse(stored) as KeyRing;

@@ -103,6 +103,8 @@ export interface SubscriptionStore {
   put(key: string, expected: number, doc: SubscriptionDoc | null, maxPerOwner: number): Promise<PutOutcome>;
   /** Every subscription's key (the delivery sweep walks them). */
   keys(): Promise<string[]>;
+  /** One owner's subscription keys (an append looks only at its owner's). */
+  ownerKeys(owner: string | null): Promise<string[]>;
   /** The key ring as stored; `fresh` is stored first if there is none yet (generated once). */
   keyRing(fresh: () => KeyRing): Promise<KeyRing>;
   /** Replaces the ring if it is still `expected` (JSON-equal): rotation by one replica at a time. */

@@ -160,6 +160,8 @@ describe.each(stores)('subscription store (%s)', (name, make) => {
         expect(await store.put('o|b', 1, null, 2)).toEqual({ kind: 'written', version: 0 });
         expect(await store.put('o|c', 0, doc('c', 'o'), 2)).toEqual({ kind: 'written', version: 1 });
         expect((await store.keys()).sort()).toEqual(['o|a', 'o|c', 'p|c']);
+        expect((await store.ownerKeys('o')).sort()).toEqual(['o|a', 'o|c']);
+        expect(await store.ownerKeys(null)).toEqual([]);
         const ring = await store.keyRing(freshKeyRing);
         expect(await store.keyRing(freshKeyRing)).toEqual(ring);
         const next = rotated(ring, 1000);

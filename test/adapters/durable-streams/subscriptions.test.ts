@@ -385,6 +385,37 @@ describe('subscriptions and owners', () => {
   });
 });
 
+describe('what counts as an append', () => {
+  it("a fork's inherited messages wake nobody; its own body does, from after the inherited ones", async () => {
+    gw = await start();
+    expect((await stream('wake/f', 'PUT', [])).status).toBe(201);
+    expect((await stream('src/a', 'PUT', [{ n: 1 }, { n: 2 }])).status).toBe(201);
+    expect((await put('forks', { type: 'pull-wake', pattern: 'f/*', wake_stream: 'wake/f' })).status).toBe(
+      201,
+    );
+    const fork = await fetch(`${gw.baseUrl}/v1/stream/f/quiet`, {
+      method: 'PUT',
+      headers: { ...JSON_HEADERS, 'stream-forked-from': '/v1/stream/src/a' },
+    });
+    expect(fork.status).toBe(201);
+    const withBody = await fetch(`${gw.baseUrl}/v1/stream/f/loud`, {
+      method: 'PUT',
+      headers: { ...JSON_HEADERS, 'stream-forked-from': '/v1/stream/src/a' },
+      body: JSON.stringify({ n: 3 }),
+    });
+    expect(withBody.status).toBe(201);
+    const tail = withBody.headers.get('stream-next-offset')!;
+    const view = await eventually(
+      () => get('forks'),
+      (r) => r.body.streams.length > 0,
+    );
+    // Only the fork with a body is linked, just before its own message (position 2 of 3).
+    expect(view.body.streams).toEqual([
+      { path: 'f/loud', link_type: 'pattern', acked_offset: `${tail.slice(0, 16)}_${'2'.padStart(16, '0')}` },
+    ]);
+  });
+});
+
 describe('wakes in flight per owner', () => {
   it('refuses a claim past maxWakesPerOwner with 429 until a wake ends', async () => {
     gw = await start({ subscriptions: { maxWakesPerOwner: 1, sweepMs: 100 } });
