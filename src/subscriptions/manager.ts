@@ -145,6 +145,8 @@ export class Subscriptions {
   /** Wakes in flight per owner as the last sweep saw them, plus those minted since. */
   private wakesByOwner = new Map<string, number>();
   private closed = false;
+  /** Cuts deliveries still on the wire at close: their wakes lapse and are delivered again. */
+  private readonly stopping = new AbortController();
 
   constructor(
     private readonly store: SubscriptionStore,
@@ -168,6 +170,7 @@ export class Subscriptions {
   async close(): Promise<void> {
     this.closed = true;
     if (this.timer) clearTimeout(this.timer);
+    this.stopping.abort();
     await Promise.allSettled([...this.inflight]);
   }
 
@@ -699,6 +702,8 @@ export class Subscriptions {
     } finally {
       this.inflight.delete(delivery);
     }
+    // Closing: the wake is left to lapse, and another replica (or the next start) delivers it again.
+    if (this.closed) return;
     await this.change<null>(key, (doc) => {
       if (!doc?.wake || doc.wake.id !== wake.wake_id) return { refuse: { ok: true, value: null } };
       if (!verdict.ok) {
@@ -741,7 +746,7 @@ export class Subscriptions {
         headers: { 'content-type': 'application/json', 'webhook-signature': signatureHeader(ring, body) },
         body,
         redirect: 'manual',
-        signal: AbortSignal.timeout(this.settings.deliveryTimeoutMs),
+        signal: AbortSignal.any([AbortSignal.timeout(this.settings.deliveryTimeoutMs), this.stopping.signal]),
       });
       const text = (await res.text()).slice(0, 64 * 1024);
       if (res.status < 200 || res.status > 299)
