@@ -710,8 +710,12 @@ export class Subscriptions {
         doc.wake = null;
         doc.attempts += 1;
         doc.nextAttemptAt = Date.now() + retryDelayMs(doc.attempts);
-        // The retry stays with this replica unless it is gone by then.
-        doc.deliverer = { replica: this.settings.replicaId, until: doc.nextAttemptAt + doc.leaseTtlMs };
+        // The retry stays with this replica unless it has not made it a little after it is due
+        // (gone, or restarted under another id): then any replica takes it.
+        doc.deliverer = {
+          replica: this.settings.replicaId,
+          until: doc.nextAttemptAt + 2 * this.settings.sweepMs + 1_000,
+        };
         return { doc, value: null };
       }
       doc.attempts = 0;
