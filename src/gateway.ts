@@ -31,6 +31,9 @@ import type { LogStore } from './log/store.js';
 import { MemoryStreamStore } from './streams/memory-stream-store.js';
 import { RedisStreamStore } from './streams/redis-stream-store.js';
 import type { StreamStore } from './streams/types.js';
+import { Subscriptions } from './subscriptions/manager.js';
+import { MemorySubscriptionStore } from './subscriptions/memory-subscription-store.js';
+import { RedisSubscriptionStore } from './subscriptions/redis-subscription-store.js';
 import { CapsuleUpstream } from './upstream/capsule-upstream.js';
 import { LocalOwnership } from './fleet/local-ownership.js';
 import { FleetOwnership } from './fleet/ownership.js';
@@ -88,8 +91,44 @@ export const adapterConfigOf = (config: GatewayConfig): AdapterConfig => ({
     writable: config.durableStreams.writable,
     maxMessageBytes: config.durableStreams.maxMessageBytes,
     maxBodyBytes: config.durableStreams.maxBodyBytes,
+    webhooks: {
+      allowLoopback: config.durableStreams.webhooks.allowLoopback,
+      allowHosts: config.durableStreams.webhooks.allowHosts,
+    },
   },
 });
+
+/** Subscriptions keep their state where the streams do (Redis: shared by the fleet, kept over restarts). */
+const createSubscriptions = (
+  config: GatewayConfig,
+  store: LogStore,
+  streams: StreamStore | undefined,
+  logger: Logger,
+  keyPrefix?: string,
+): Subscriptions | undefined => {
+  if (!streams) return undefined;
+  const { webhooks, subscriptions } = config.durableStreams;
+  const subscriptionStore =
+    store instanceof RedisStore
+      ? new RedisSubscriptionStore(store.connection.client, keyPrefix)
+      : new MemorySubscriptionStore();
+  return new Subscriptions(
+    subscriptionStore,
+    streams,
+    {
+      receivers: { allowLoopback: webhooks.allowLoopback, allowHosts: webhooks.allowHosts },
+      maxPerOwner: subscriptions.maxPerOwner,
+      maxWakesPerOwner: subscriptions.maxWakesPerOwner,
+      replayWindowMs: subscriptions.replayWindowSeconds * 1000,
+      replicaId: config.replicaId,
+      sweepMs: subscriptions.sweepMs,
+      deliveryTimeoutMs: webhooks.timeoutSeconds * 1000,
+      tokenTtlSeconds: 3600,
+      keyRotationMs: subscriptions.keyRotationDays * 86_400_000,
+    },
+    logger.child({ room: 'subscriptions' }),
+  );
+};
 
 /** The general streams live where the capsule logs do: on the same Redis, or in memory. */
 const createStreamStore = (
@@ -347,11 +386,14 @@ export const startGateway = async (
   });
 
   const streams = createStreamStore(config, store, logger, tuning.streams?.keyPrefix);
+  const subscriptions = createSubscriptions(config, store, streams, logger, tuning.streams?.keyPrefix);
+  subscriptions?.start();
   const deps: AdapterDeps = {
     core,
     config: adapterConfigOf(config),
     logger: logger.child({ room: 'http' }),
     ...(streams ? { streams } : {}),
+    ...(subscriptions ? { subscriptions } : {}),
   };
   const tickets = createTicketAuthority(
     ticketSecretSource(config.auth.ticketSecret, store),
@@ -469,6 +511,7 @@ export const startGateway = async (
       sendStalls.close();
       await ownership.close();
       bounds.close();
+      await subscriptions?.close();
       await streams?.close();
       await store.close();
     })();

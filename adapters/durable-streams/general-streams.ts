@@ -68,7 +68,8 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
 
   app.use(ROUTE, async (c, next) => {
     const path = streamPathOf(c);
-    // The protocol's extensions live under `__ds/` (subscriptions): never a stream of ours.
+    // The protocol's extensions live under `__ds/`: never a stream of ours. Subscriptions and the
+    // JWKS are served before these routes (subscriptions.ts); any other `__ds/` path is 501.
     if (path === RESERVED || path.startsWith(`${RESERVED}/`))
       return streamProblem(
         c,
@@ -117,6 +118,15 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
     if (oversized(entries)) return tooLarge(c);
     const place = placeFor(c);
     const result = await store.create(place.storePath, config, entries, fork ?? undefined, place.owner);
+    // A create with messages counts as an append for the subscriptions that follow the path.
+    // A fork's inherited messages are no append: only the body's are.
+    if (result.kind === 'created' && entries.length > 0)
+      deps.subscriptions?.appended(
+        place.owner,
+        streamPathOf(c),
+        place.storePath,
+        result.meta.tail - entries.length,
+      );
     switch (result.kind) {
       case 'too_many_streams':
         return streamProblem(c, 'too_many_streams', 'the gateway holds as many streams as it may');
@@ -168,13 +178,21 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
       }
       if (oversized(entries)) return tooLarge(c);
     }
-    const result = await store.append(storePathOf(c), {
+    const place = placeFor(c);
+    const result = await store.append(place.storePath, {
       contentType,
       entries,
       streamSeq: header('stream-seq') ?? null,
       producer: producer.value,
       close,
     });
+    if (result.kind === 'appended' && entries.length > 0)
+      deps.subscriptions?.appended(
+        place.owner,
+        streamPathOf(c),
+        place.storePath,
+        result.meta.tail - entries.length,
+      );
     return appendAnswer(c, result, entries.length > 0);
   });
 

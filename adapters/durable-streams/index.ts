@@ -5,6 +5,7 @@ import type { Surface } from '../../src/http/surface.js';
 import { createCapsuleStreamRoutes } from './capsule-stream.js';
 import { durableStreamsFollow } from './follow.js';
 import { createGeneralStreamRoutes } from './general-streams.js';
+import { createSubscriptionRoutes } from './subscriptions.js';
 import { streamProblem, streamsRateLimited } from './stream-errors.js';
 import { NOT_UTF8, rawPathRefusal, rawRequestPath } from './stream-path.js';
 
@@ -22,12 +23,16 @@ const onePathOneStream: MiddlewareHandler = async (c, next) => {
 export const streamsMalformedPath = (c: Context): Response =>
   streamProblem(c, NOT_UTF8.code, NOT_UTF8.message);
 
-/** The read-only capsule streams first: every other `/v1/stream/*` path is a general stream. */
+/**
+ * The read-only capsule streams first, then the subscriptions' `__ds/` routes: every other
+ * `/v1/stream/*` path is a general stream.
+ */
 export const createDurableStreamsRoutes = (deps: AdapterDeps): Hono =>
   new Hono()
     .use('/v1/stream', onePathOneStream)
     .use('/v1/stream/*', onePathOneStream)
     .route('/', createCapsuleStreamRoutes(deps))
+    .route('/', createSubscriptionRoutes(deps))
     .route('/', createGeneralStreamRoutes(deps));
 
 /** Every `/v1/stream/*` read may stay open (long-poll, SSE): all count against the stream caps. */

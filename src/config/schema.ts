@@ -55,6 +55,56 @@ const durableStreamsSchema = z
       .min(1)
       .max(64 * 1024 * 1024)
       .default(1024 * 1024),
+    /**
+     * Who webhook subscriptions may call (docs/surfaces/durable-streams-subscriptions.md). Private,
+     * loopback, link-local and other internal addresses are refused (SSRF); `allowLoopback` admits
+     * loopback receivers (development and tests), `allowHosts` the hosts listed, whatever they
+     * resolve to.
+     */
+    webhooks: z
+      .object({
+        allowLoopback: z.boolean().default(false),
+        allowHosts: z
+          .array(
+            z
+              .string()
+              .min(1)
+              .max(253)
+              .transform((h) => h.toLowerCase()),
+          )
+          .max(1000)
+          .default([]),
+        /** How long a receiver may take to answer one delivery. */
+        timeoutSeconds: z.number().positive().max(120).default(10),
+      })
+      .strict()
+      .default(() => ({ allowLoopback: false, allowHosts: [], timeoutSeconds: 10 })),
+    subscriptions: z
+      .object({
+        /** Subscriptions one owner may hold (without auth: the one shared owner). */
+        maxPerOwner: z.number().int().min(1).max(1_000_000).default(100),
+        /** Wakes one owner may have in flight at once (webhook deliveries and claims). */
+        maxWakesPerOwner: z.number().int().min(1).max(1_000_000).default(100),
+        /** Rotated-out signing keys stay in the JWKS this long (receivers replaying deliveries). */
+        replayWindowSeconds: z
+          .number()
+          .int()
+          .min(300)
+          .max(30 * 86_400)
+          .default(86_400),
+        /** Each replica looks for due deliveries, lapsed leases and retries this often. */
+        sweepMs: z.number().int().min(50).max(60_000).default(1000),
+        /** The webhook signing key is replaced when it is this many days old (0: never). */
+        keyRotationDays: z.number().min(0).max(3650).default(90),
+      })
+      .strict()
+      .default(() => ({
+        maxPerOwner: 100,
+        maxWakesPerOwner: 100,
+        replayWindowSeconds: 86_400,
+        sweepMs: 1000,
+        keyRotationDays: 90,
+      })),
   })
   .strict();
 

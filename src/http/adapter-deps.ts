@@ -2,6 +2,7 @@
 import type { Logger } from 'pino';
 import type { GatewayCore } from '../core/types.js';
 import type { StreamStore } from '../streams/types.js';
+import type { Subscriptions } from '../subscriptions/manager.js';
 
 export interface AdapterConfig {
   /** Interval of SSE heartbeats / keepalive comments, from connection open (15 s by default). */
@@ -19,7 +20,13 @@ export interface AdapterConfig {
   /** Streams one `GET /v1/follow` connection may hold (config `follow.maxStreams`; 256 when absent). */
   followMaxStreams?: number;
   /** The general Durable Streams surface (config `durableStreams`); absent = off. */
-  durableStreams?: { writable: boolean; maxMessageBytes: number; maxBodyBytes: number };
+  durableStreams?: {
+    writable: boolean;
+    maxMessageBytes: number;
+    maxBodyBytes: number;
+    /** Who webhook subscriptions may call (receiver-url.ts); absent: nothing internal. */
+    webhooks?: { allowLoopback: boolean; allowHosts: string[] };
+  };
 }
 
 export interface AdapterDeps {
@@ -28,4 +35,6 @@ export interface AdapterDeps {
   logger: Logger;
   /** The general streams' store; absent when `durableStreams.writable` is off. */
   streams?: StreamStore;
+  /** Subscriptions to the general streams (PROTOCOL.md §6–7); absent when they are off. */
+  subscriptions?: Subscriptions;
 }

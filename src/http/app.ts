@@ -61,6 +61,18 @@ const STREAM_REQUEST_HEADERS = [
   'Stream-Fork-Sub-Offset',
 ];
 
+/** Request headers a browser may send cross-origin (with CORS origins configured). */
+const CORS_ALLOW_HEADERS = [
+  'Authorization',
+  'Content-Type',
+  'Last-Event-ID',
+  'Idempotency-Key',
+  'traceparent',
+  'tracestate',
+  ...STREAM_REQUEST_HEADERS,
+];
+const CORS_ALLOW_METHODS = ['GET', 'HEAD', 'PUT', 'POST', 'DELETE', 'OPTIONS'];
+
 /**
  * The CORS origin check: exact origins, `*` for any, and `scheme://host:*` for that host on any port
  * (the demo's loopback pages).
@@ -141,20 +153,23 @@ export const createHttpApp = (options: HttpAppOptions): HttpApp => {
       '*',
       cors({
         origin: allowed,
-        allowHeaders: [
-          'Authorization',
-          'Content-Type',
-          'Last-Event-ID',
-          'Idempotency-Key',
-          'traceparent',
-          'tracestate',
-          ...STREAM_REQUEST_HEADERS,
-        ],
-        allowMethods: ['GET', 'HEAD', 'PUT', 'POST', 'DELETE', 'OPTIONS'],
+        allowHeaders: CORS_ALLOW_HEADERS,
+        allowMethods: CORS_ALLOW_METHODS,
         exposeHeaders: EXPOSED_HEADERS,
         maxAge: 600,
       }),
     );
+  } else {
+    // No origin is allowed, so a preflight grants a browser nothing (no Allow-Origin); it is still
+    // answered as one, naming the methods and headers the surfaces take, rather than 405.
+    app.options('*', async (c, next) => {
+      if (!c.req.header('access-control-request-method')) return next();
+      return c.body(null, 204, {
+        'access-control-allow-methods': CORS_ALLOW_METHODS.join(','),
+        'access-control-allow-headers': CORS_ALLOW_HEADERS.join(','),
+        vary: 'Origin',
+      });
+    });
   }
 
   // Before the routes: whatever refuses a request before its body arrived, the connection is not reused.

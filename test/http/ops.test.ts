@@ -266,6 +266,24 @@ describe('operations routes', () => {
     expect(other.headers.get('access-control-allow-origin')).toBeNull();
   });
 
+  it('answers a preflight without CORS origins 204 naming the headers, and allows no origin', async () => {
+    gw = await startTestGateway({ capsules: {} });
+    const pre = await fetch(`${gw.baseUrl}/v1/stream/some/stream`, {
+      method: 'OPTIONS',
+      headers: {
+        Origin: 'https://example.com',
+        'Access-Control-Request-Method': 'GET',
+        'Access-Control-Request-Headers': 'if-none-match',
+      },
+    });
+    expect(pre.status).toBe(204);
+    expect(pre.headers.get('access-control-allow-headers')?.toLowerCase()).toContain('if-none-match');
+    expect(pre.headers.get('access-control-allow-origin')).toBeNull();
+    // An OPTIONS that is no preflight is the route's own answer, as before.
+    const plain = await fetch(`${gw.baseUrl}/v1/stream/some/stream`, { method: 'OPTIONS' });
+    expect(plain.status).not.toBe(204);
+  });
+
   it("the demo's origins: a page on this machine, any port, may read; a page from anywhere else may not", async () => {
     sim = await startSimulator();
     gw = await startTestGateway({ capsules: { alpha: sim.url }, config: { corsOrigins: DEMO_CORS_ORIGINS } });

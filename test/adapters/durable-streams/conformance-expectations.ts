@@ -6,24 +6,11 @@
  */
 import type { RunnerTask, RunnerTestCase } from 'vitest';
 
-const SUBSCRIPTIONS =
-  'subscriptions (webhook and pull-wake delivery under /v1/stream/__ds/subscriptions) are an extension the suite runs only on request and PROTOCOL.md does not define; the gateway answers __ds/ paths 501';
-
 /**
- * Full case name (describe titles and the test title, joined by ' > ') → why it must fail. Every
- * other case of this suite version passes on both stores.
+ * Full case name (describe titles and the test title, joined by ' > ') → why it must fail. Empty:
+ * every case of this suite version passes on both stores, the subscription group included.
  */
-export const EXPECTED_FAILURES: ReadonlyMap<string, string> = new Map<string, string>([
-  ['Reserved subscription APIs > creates and idempotently re-confirms a webhook subscription', SUBSCRIPTIONS],
-  ['Reserved subscription APIs > rejects unsafe webhook URLs', SUBSCRIPTIONS],
-  ['Reserved subscription APIs > webhook synchronous done auto-acks the wake snapshot', SUBSCRIPTIONS],
-  ['Reserved subscription APIs > webhook callback acks and fences stale wake generations', SUBSCRIPTIONS],
-  ['Reserved subscription APIs > adds and removes explicit subscription streams', SUBSCRIPTIONS],
-  [
-    'Reserved subscription APIs > pull-wake claim, ack, and release use subscription-scoped leases',
-    SUBSCRIPTIONS,
-  ],
-]);
+export const EXPECTED_FAILURES: ReadonlyMap<string, string> = new Map<string, string>([]);
 
 /** The title of the describe each store's run sits in; case names start below it. */
 export const STORE_SUITE_PREFIX = 'Durable Streams conformance';

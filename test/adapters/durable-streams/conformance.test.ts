@@ -20,9 +20,10 @@ const suiteAgainst = (store: 'embedded' | 'redis', redisUrl: string | undefined)
     gw = await startTestGateway({
       capsules: {},
       ...(redisUrl ? { redisUrl } : {}),
-      // CORS on, as a browser-facing deployment has it (the suite checks a preflight).
-      config: { longPollMaxMs: LONG_POLL_MS, corsOrigins: ['*'] },
-      extra: { durableStreams: { writable: true } },
+      // The default CORS settings (no origins): the suite's preflight case passes without them too.
+      config: { longPollMaxMs: LONG_POLL_MS },
+      // Loopback receivers: the suite's webhook receivers listen on 127.0.0.1.
+      extra: { durableStreams: { writable: true, webhooks: { allowLoopback: true } } },
       tuning: { streams: { keyPrefix: `test:ds:conformance:${store}:${Date.now()}` } },
     });
     options.baseUrl = gw.baseUrl;

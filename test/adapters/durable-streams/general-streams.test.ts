@@ -267,29 +267,40 @@ describe('general streams switched off', () => {
 });
 
 describe.each(stores)('the reserved __ds/ namespace (%s store)', (name, redisUrl) => {
-  it.skipIf(noRedis(name, redisUrl))('is never a stream: 501 on every method, nothing created', async () => {
-    gw = await start(urlFor(name, redisUrl));
-    const refusal = {
-      error: {
-        code: 'not_implemented',
-        message: '__ds/ is reserved for protocol extensions this gateway does not serve',
-      },
-    };
-    for (const path of ['__ds', '__ds/subscriptions/s1']) {
-      for (const method of ['PUT', 'POST', 'GET', 'DELETE']) {
-        const res = await fetch(`${gw.baseUrl}/v1/stream/${path}`, {
-          method,
-          headers: { 'content-type': 'application/json' },
-          ...(method === 'PUT' || method === 'POST' ? { body: '{"webhook":"http://127.0.0.1:1/"}' } : {}),
-        });
-        expect({ path, method, status: res.status }).toEqual({ path, method, status: 501 });
-        expect(await error(res)).toEqual(refusal);
+  it.skipIf(noRedis(name, redisUrl))(
+    'is never a stream: 501 on every method but the subscriptions, nothing created',
+    async () => {
+      gw = await start(urlFor(name, redisUrl));
+      const refusal = {
+        error: {
+          code: 'not_implemented',
+          message: '__ds/ is reserved for protocol extensions this gateway does not serve',
+        },
+      };
+      for (const path of ['__ds', '__ds/extension/s1']) {
+        for (const method of ['PUT', 'POST', 'GET', 'DELETE']) {
+          const res = await fetch(`${gw.baseUrl}/v1/stream/${path}`, {
+            method,
+            headers: { 'content-type': 'application/json' },
+            ...(method === 'PUT' || method === 'POST' ? { body: '{"webhook":"http://127.0.0.1:1/"}' } : {}),
+          });
+          expect({ path, method, status: res.status }).toEqual({ path, method, status: 501 });
+          expect(await error(res)).toEqual(refusal);
+        }
       }
-    }
-    // Nothing was created: the stream count is untouched, so the configured two still fit.
-    for (const path of ['a', 'b']) {
-      const res = await fetch(`${gw.baseUrl}/v1/stream/${path}`, { method: 'PUT' });
-      expect(res.status).toBe(201);
-    }
-  });
+      // The subscriptions are served there (durable-streams-subscriptions.md): never a stream either.
+      const subscription = await fetch(`${gw.baseUrl}/v1/stream/__ds/subscriptions/s1`, {
+        method: 'PUT',
+        headers: { 'content-type': 'application/json' },
+        body: '{"webhook":"http://127.0.0.1:1/"}',
+      });
+      expect(subscription.status).toBe(400);
+      expect(((await error(subscription)) as { error: { code: string } }).error.code).toBe('INVALID_REQUEST');
+      // Nothing was created: the stream count is untouched, so the configured two still fit.
+      for (const path of ['a', 'b']) {
+        const res = await fetch(`${gw.baseUrl}/v1/stream/${path}`, { method: 'PUT' });
+        expect(res.status).toBe(201);
+      }
+    },
+  );
 });
