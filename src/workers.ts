@@ -57,6 +57,7 @@ export const runPrimary = (count: number, logger: Logger): Primary => {
     let listened = false;
     worker.once('listening', (address: { address: string; port: number }) => {
       listened = true;
+      logger.info({ worker: index, pid: worker.process.pid }, 'worker listening');
       if (++up === count) started({ address: address.address, port: address.port });
     });
     worker.on('message', (m: unknown) => {

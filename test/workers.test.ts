@@ -113,6 +113,11 @@ describe.skipIf(!redisUrl)('--workers', () => {
       await reader.close();
     }
 
+    // The restarted worker serves (a worker still starting has no drain to log).
+    await waitFor(
+      () => (output.match(/"msg":"worker listening"/g)?.length ?? 0) === 3,
+      'the restarted worker',
+    );
     child.kill('SIGTERM');
     const [code] = (await once(child, 'exit')) as [number];
     expect(code).toBe(0);
