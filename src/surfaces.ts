@@ -3,6 +3,7 @@
  * its entry here. Assembly, limits, the malformed-path guard and connection accounting read this
  * list; nothing else names a surface.
  */
+import { a2aSurface } from '../adapters/a2a/index.js';
 import { beeosSurface } from '../adapters/beeos/index.js';
 import { durableStreamsSurface } from '../adapters/durable-streams/index.js';
 import { flueSurface } from '../adapters/flue/index.js';
@@ -12,7 +13,13 @@ import type { AdapterDeps } from './http/adapter-deps.js';
 import type { Surface } from './http/surface.js';
 
 export const createSurfaces = (deps: AdapterDeps): Surface[] => {
-  const surfaces = [murmurSurface(deps), beeosSurface(deps), flueSurface(deps), durableStreamsSurface(deps)];
+  const surfaces = [
+    murmurSurface(deps),
+    beeosSurface(deps),
+    flueSurface(deps),
+    durableStreamsSurface(deps),
+    a2aSurface(deps),
+  ];
   // `GET /v1/follow` holds the streams of every surface that offers some.
   const sources = surfaces.flatMap((s) => (s.follow ? [s.follow] : []));
   return [...surfaces, followSurface(deps, sources)];

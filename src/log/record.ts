@@ -101,7 +101,7 @@ export type FactEntry =
       receivedAt: number;
     };
 
-export type SurfaceName = 'murmur' | 'beeos' | 'flue';
+export type SurfaceName = 'murmur' | 'beeos' | 'flue' | 'a2a';
 
 /** A task submitted through the gateway, recorded before it is forwarded upstream. */
 export interface SubmissionEntry {

@@ -1,0 +1,141 @@
+/**
+ * The A2A surface against the real `@a2a-js/sdk` 1.3.0 client, unchanged, in front of the capsule
+ * simulator: discovery, send and stream, a busy capsule queueing, GetTask equal to what was
+ * streamed, ListTasks, cancel, and resuming from `id:` cursors.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { ClientFactory, type Client } from '@a2a-js/sdk/client';
+import { TaskState } from '@a2a-js/sdk';
+import { startSimulator, type SimulatedCapsule } from '../../../src/simulator/index.js';
+import { startTestGateway, type TestGateway } from '../../support/gateway.js';
+import { uniqueCapsule } from '../../support/redis.js';
+import { apply, emptyModel, fromTask, TERMINAL, userMessage } from './sdk-model.js';
+import { sseEvents } from './sse.js';
+
+let sims: SimulatedCapsule[] = [];
+let gateways: TestGateway[] = [];
+
+afterEach(async () => {
+  await Promise.all(gateways.map((g) => g.close()));
+  await Promise.all(sims.map((s) => s.stop()));
+  gateways = [];
+  sims = [];
+});
+
+const setup = async () => {
+  const sim = await startSimulator({ taskAcceptance: 'single' });
+  sims.push(sim);
+  const capsule = uniqueCapsule('a2a');
+  const gw = await startTestGateway({ capsules: { [capsule]: sim.url } });
+  gateways.push(gw);
+  const base = `${gw.baseUrl}/a2a/${capsule}/`;
+  return { sim, gw, capsule, base };
+};
+
+const clientFor = (base: string): Promise<Client> => new ClientFactory().createFromUrl(base);
+
+describe('A2A surface with @a2a-js/sdk 1.3.0', () => {
+  it('serves an A2A 1.0 card whose JSON-RPC interface is the gateway', async () => {
+    const { base, capsule } = await setup();
+    const res = await fetch(`${base}.well-known/agent-card.json`);
+    expect(res.status).toBe(200);
+    const card = (await res.json()) as Record<string, unknown>;
+    expect(card.supportedInterfaces).toEqual([
+      { url: base, protocolBinding: 'JSONRPC', protocolVersion: '1.0' },
+      { url: base, protocolBinding: 'JSONRPC', protocolVersion: '0.3' },
+    ]);
+    expect(card.capabilities).toEqual({
+      streaming: true,
+      pushNotifications: false,
+      extendedAgentCard: false,
+    });
+    expect(typeof card.name).toBe('string');
+    expect(String(card.description)).toContain(capsule);
+    expect((card.skills as unknown[]).length).toBe(1);
+    const client = await clientFor(base);
+    expect((await client.getAgentCard()).name).toBe(card.name);
+  });
+
+  it('streams a task to completion, and GetTask equals what was streamed', async () => {
+    const { base } = await setup();
+    const client = await clientFor(base);
+    const model = emptyModel();
+    for await (const ev of client.sendMessageStream(userMessage('#sim {"chunks":5,"tools":1,"thinking":1}')))
+      apply(model, ev);
+    expect(model.events[0]).toBe('task');
+    expect(model.state).toBe(TaskState.TASK_STATE_COMPLETED);
+    expect(model.artifacts.get('response')).toBe('chunk 1 chunk 2 chunk 3 chunk 4 chunk 5');
+    expect(model.artifacts.get('thinking')).toBe('thought 1');
+    expect([...model.artifacts.keys()].filter((k) => k.startsWith('tool-'))).toHaveLength(1);
+    const got = fromTask(await client.getTask({ id: model.id } as never));
+    expect(got.state).toBe(model.state);
+    expect(got.contextId).toBe(model.contextId);
+    expect(got.artifacts).toEqual(model.artifacts);
+    const task = await client.getTask({ id: model.id } as never);
+    expect(task.history).toHaveLength(1);
+    expect(task.history[0]?.parts[0]?.content).toEqual({
+      $case: 'text',
+      value: '#sim {"chunks":5,"tools":1,"thinking":1}',
+    });
+  });
+
+  it("SendMessage waits for the task and answers it; ListTasks lists the caller's own", async () => {
+    const { base } = await setup();
+    const client = await clientFor(base);
+    const sent = await client.sendMessage(userMessage('hello there', 'conv-1'));
+    const task = 'id' in sent ? sent : null;
+    expect(task).not.toBeNull();
+    expect(task?.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
+    expect(task?.contextId).toBe('conv-1');
+    expect(fromTask(task as never).artifacts.get('response')).toBe('Echo: hello there');
+    const list = await client.listTasks({} as never);
+    expect(list.tasks.map((t) => t.id)).toEqual([task?.id]);
+    const inContext = await client.listTasks({ contextId: 'other' } as never);
+    expect(inContext.tasks).toEqual([]);
+  });
+
+  it('a busy capsule queues the next message; cancelling the running one lets it run', async () => {
+    const { base, sim } = await setup();
+    const client = await clientFor(base);
+    const first = emptyModel();
+    const firstStream = client.sendMessageStream(userMessage('#sim {"hold":true}'));
+    for await (const ev of firstStream) {
+      apply(first, ev);
+      if (first.state === TaskState.TASK_STATE_WORKING) break;
+    }
+    const queued = emptyModel();
+    const second = client.sendMessageStream(userMessage('after the hold'));
+    const next = await second.next();
+    apply(queued, next.value as never);
+    expect(queued.state).toBe(TaskState.TASK_STATE_SUBMITTED);
+    expect(sim.runs.size).toBe(1);
+    const canceled = await client.cancelTask({ id: first.id } as never);
+    expect(canceled.status?.state).toBe(TaskState.TASK_STATE_CANCELED);
+    for await (const ev of second) apply(queued, ev);
+    expect(queued.state).toBe(TaskState.TASK_STATE_COMPLETED);
+    expect(queued.artifacts.get('response')).toBe('Echo: after the hold');
+    // Cancelling an ended task: -32002.
+    await expect(client.cancelTask({ id: first.id } as never)).rejects.toThrow(/-32002|cannot be canceled/i);
+  });
+
+  it('SubscribeToTask with Last-Event-ID replays exactly what followed that id', async () => {
+    const { base } = await setup();
+    const client = await clientFor(base);
+    const model = emptyModel();
+    for await (const ev of client.sendMessageStream(userMessage('#sim {"chunks":6}'))) apply(model, ev);
+    const call = (lastEventId: string) =>
+      fetch(base, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'a2a-version': '1.0', 'last-event-id': lastEventId },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'SubscribeToTask', params: { id: model.id } }),
+      });
+    const all = await sseEvents(await call('0'));
+    expect(all[0]?.data).toMatchObject({ jsonrpc: '2.0', id: 7, result: { task: { id: model.id } } });
+    const ids = all.map((e) => Number(e.id));
+    expect([...ids].sort((a, b) => a - b)).toEqual(ids);
+    const mid = all[3];
+    if (!mid) throw new Error('too few events');
+    const rest = await sseEvents(await call(mid.id ?? ''));
+    expect(rest).toEqual(all.slice(4));
+  });
+});
