@@ -26,7 +26,10 @@ const setup = async () => {
   const sim = await startSimulator({ taskAcceptance: 'single' });
   sims.push(sim);
   const capsule = uniqueCapsule('a2a');
-  const gw = await startTestGateway({ capsules: { [capsule]: sim.url } });
+  const gw = await startTestGateway({
+    capsules: { [capsule]: sim.url },
+    tuning: { queue: { orphanGraceMs: 100 } },
+  });
   gateways.push(gw);
   const base = `${gw.baseUrl}/a2a/${capsule}/`;
   return { sim, gw, capsule, base };
