@@ -52,7 +52,7 @@ describe('surfaces', () => {
 
   it('every route of a surface lives under its prefix, and no two surfaces share a prefix', () => {
     const list = surfaces();
-    expect(list.map((s) => s.name)).toEqual(['murmur', 'beeos', 'flue', 'durable-streams', 'follow']);
+    expect(list.map((s) => s.name)).toEqual(['murmur', 'beeos', 'flue', 'durable-streams', 'a2a', 'follow']);
     for (const s of list) {
       for (const r of s.routes.routes)
         expect(`${s.name} ${r.path}`).toMatch(new RegExp(`^${s.name} ${s.prefix}`));
@@ -82,5 +82,7 @@ describe('surfaces', () => {
     expect(capsuleOf('/flue/cap/conv')).toBe('cap');
     expect(capsuleOf('/v1/stream/murmur/cap')).toBe('cap');
     expect(capsuleOf('/v1/stream/team/notes')).toBeUndefined();
+    expect(capsuleOf('/a2a/cap/')).toBe('cap');
+    expect(capsuleOf('/a2a/cap/.well-known/agent-card.json')).toBe('cap');
   });
 });
