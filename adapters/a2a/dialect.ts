@@ -11,7 +11,16 @@ export type Dialect = '1.0' | '0.3';
 
 /** The operations, by their 1.0 name. */
 export type Operation =
-  'SendMessage' | 'SendStreamingMessage' | 'GetTask' | 'ListTasks' | 'CancelTask' | 'SubscribeToTask';
+  | 'SendMessage'
+  | 'SendStreamingMessage'
+  | 'GetTask'
+  | 'ListTasks'
+  | 'CancelTask'
+  | 'SubscribeToTask'
+  /** The four push-notification config methods: not offered (the card says so), -32003. */
+  | 'PushNotificationConfig'
+  /** The extended card: not configured, -32007. */
+  | 'GetExtendedAgentCard';
 
 const V03: Record<string, Operation> = {
   'message/send': 'SendMessage',
@@ -19,7 +28,18 @@ const V03: Record<string, Operation> = {
   'tasks/get': 'GetTask',
   'tasks/cancel': 'CancelTask',
   'tasks/resubscribe': 'SubscribeToTask',
+  'tasks/pushNotificationConfig/set': 'PushNotificationConfig',
+  'tasks/pushNotificationConfig/get': 'PushNotificationConfig',
+  'tasks/pushNotificationConfig/list': 'PushNotificationConfig',
+  'tasks/pushNotificationConfig/delete': 'PushNotificationConfig',
+  'agent/getAuthenticatedExtendedCard': 'GetExtendedAgentCard',
 };
+const PUSH_10: ReadonlySet<string> = new Set([
+  'CreateTaskPushNotificationConfig',
+  'GetTaskPushNotificationConfig',
+  'ListTaskPushNotificationConfigs',
+  'DeleteTaskPushNotificationConfig',
+]);
 const V10: ReadonlySet<string> = new Set([
   'SendMessage',
   'SendStreamingMessage',
@@ -27,11 +47,18 @@ const V10: ReadonlySet<string> = new Set([
   'ListTasks',
   'CancelTask',
   'SubscribeToTask',
+  'GetExtendedAgentCard',
 ]);
 
 /** The operation a method names in this dialect, or null (-32601). */
 export const operationOf = (dialect: Dialect, method: string): Operation | null =>
-  dialect === '1.0' ? (V10.has(method) ? (method as Operation) : null) : (V03[method] ?? null);
+  dialect === '1.0'
+    ? V10.has(method)
+      ? (method as Operation)
+      : PUSH_10.has(method)
+        ? 'PushNotificationConfig'
+        : null
+    : (V03[method] ?? null);
 
 /** The dialect of an `A2A-Version` header (absent or empty = 0.3), or null: not offered (-32009). */
 export const dialectOf = (header: string | undefined): Dialect | null => {

@@ -17,8 +17,10 @@ export const CODE = {
   server: -32000,
   taskNotFound: -32001,
   taskNotCancelable: -32002,
+  pushNotificationNotSupported: -32003,
   unsupportedOperation: -32004,
   contentTypeNotSupported: -32005,
+  extendedAgentCardNotConfigured: -32007,
   versionNotSupported: -32009,
 } as const;
 
@@ -50,6 +52,8 @@ export const errorResponse = (id: RpcId, e: A2aError): Response =>
 
 export const taskNotFound = (): A2aError => new A2aError(CODE.taskNotFound, 'Task not found');
 export const capsuleNotFound = (): A2aError => new A2aError(CODE.server, 'capsule not found', 404);
+export const pushNotSupported = (): A2aError =>
+  new A2aError(CODE.pushNotificationNotSupported, 'Push notifications are not supported');
 export const invalidParams = (message: string): A2aError => new A2aError(CODE.invalidParams, message);
 
 /** A core error in this grammar. */
@@ -63,7 +67,7 @@ export const fromCoreError = (err: unknown): A2aError => {
         const after = Number(err.details?.retryAfterSeconds ?? 1);
         return new A2aError(
           CODE.server,
-          'the submission queue is full',
+          err.message,
           429,
           {
             'retry-after': String(after),

@@ -1,7 +1,7 @@
 /** The params of the methods, checked (notes A3: 1.0 ProtoJSON, or 0.3 `kind`-tagged objects). */
 import { z } from 'zod';
 import type { Dialect } from './dialect.js';
-import { A2aError, CODE, invalidParams } from './errors.js';
+import { A2aError, CODE, invalidParams, pushNotSupported } from './errors.js';
 import { CONTEXT_ID } from './task-ids.js';
 
 /** Longest user message text accepted (the body limit bounds it first). */
@@ -47,6 +47,10 @@ const issueText = (error: z.ZodError): string => {
 export const parseMessage = (params: Record<string, unknown>, dialect: Dialect): UserMessage => {
   const parsed = sendParams.safeParse(params);
   if (!parsed.success) throw invalidParams(issueText(parsed.error));
+  const cfg = parsed.data.configuration ?? {};
+  // A webhook for the task (1.0 `taskPushNotificationConfig`, 0.3 `pushNotificationConfig`) would
+  // silently never be called: refused as the card says, before anything is queued.
+  if (cfg.taskPushNotificationConfig != null || cfg.pushNotificationConfig != null) throw pushNotSupported();
   const m = parsed.data.message;
   const userRole = dialect === '1.0' ? 'ROLE_USER' : 'user';
   if (m.role !== userRole) throw invalidParams(`message.role must be ${userRole}`);

@@ -21,6 +21,7 @@ import {
   errorResponse,
   fromCoreError,
   invalidParams,
+  pushNotSupported,
   taskNotFound,
   type RpcId,
 } from './errors.js';
@@ -89,7 +90,7 @@ export const createRoutes = (deps: AdapterDeps): Hono => {
       return errorResponse(null, failure(err, c));
     }
   });
-  app.all(CARD, (c) =>
+  app.all(CARD, () =>
     errorResponse(null, new A2aError(CODE.invalidRequest, 'method not allowed', 405, { allow: 'GET' })),
   );
 
@@ -108,7 +109,7 @@ export const createRoutes = (deps: AdapterDeps): Hono => {
 
   app.post(
     RPC,
-    bodyLimit({ maxSize: config.bodyLimitBytes, onError: (c) => Promise.resolve(tooLarge()) }),
+    bodyLimit({ maxSize: config.bodyLimitBytes, onError: () => Promise.resolve(tooLarge()) }),
     async (c) => {
       let id: RpcId = null;
       try {
@@ -151,7 +152,7 @@ export const createRoutes = (deps: AdapterDeps): Hono => {
       }
     },
   );
-  app.all(RPC, (c) =>
+  app.all(RPC, () =>
     errorResponse(null, new A2aError(CODE.invalidRequest, 'method not allowed', 405, { allow: 'POST' })),
   );
 
@@ -169,6 +170,12 @@ export const createRoutes = (deps: AdapterDeps): Hono => {
         return cancelTask(call);
       case 'SubscribeToTask':
         return subscribe(call);
+      case 'PushNotificationConfig':
+        return Promise.reject(pushNotSupported());
+      case 'GetExtendedAgentCard':
+        return Promise.reject(
+          new A2aError(CODE.extendedAgentCardNotConfigured, 'Extended agent card is not configured'),
+        );
     }
   };
 

@@ -137,6 +137,42 @@ describe('A2A bad input', () => {
     );
   });
 
+  it('push notifications and the extended card are not offered (the card says so)', async () => {
+    const config = { taskId: 'x', url: 'https://example.test/hook' };
+    for (const method of [
+      'CreateTaskPushNotificationConfig',
+      'GetTaskPushNotificationConfig',
+      'ListTaskPushNotificationConfigs',
+      'DeleteTaskPushNotificationConfig',
+    ])
+      await refused(
+        () => post(rpc(method, config)),
+        200,
+        err(1, -32003, 'Push notifications are not supported'),
+      );
+    await refused(
+      () => post(rpc('tasks/pushNotificationConfig/set', config), { 'a2a-version': '0.3' }),
+      200,
+      err(1, -32003, 'Push notifications are not supported'),
+    );
+    await refused(
+      () =>
+        post(
+          rpc('SendMessage', {
+            ...userMessage('x'),
+            configuration: { taskPushNotificationConfig: config },
+          }),
+        ),
+      200,
+      err(1, -32003, 'Push notifications are not supported'),
+    );
+    await refused(
+      () => post(rpc('GetExtendedAgentCard', {})),
+      200,
+      err(1, -32007, 'Extended agent card is not configured'),
+    );
+  });
+
   it('bad params', async () => {
     await refused(
       () => post(rpc('SendMessage', {})),
@@ -236,6 +272,19 @@ describe('A2A bad input', () => {
       () => post(rpc('SubscribeToTask', { id: task.id })),
       200,
       err(1, -32004, 'the task has ended: read it with GetTask'),
+    );
+  });
+
+  it('an oversized body and a path that does not percent-decode', async () => {
+    await refused(
+      () => post(rpc('SendMessage', userMessage('x'.repeat(1_100_000)))),
+      413,
+      err(null, -32600, 'request body too large'),
+    );
+    await refused(
+      () => post(rpc('GetTask', { id: 'x' }), {}, KEY_A, `${gw.baseUrl}/a2a/%E0%A4%A/`),
+      400,
+      err(null, -32600, 'malformed path: a segment does not percent-decode'),
     );
   });
 

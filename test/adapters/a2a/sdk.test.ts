@@ -9,7 +9,7 @@ import { TaskState } from '@a2a-js/sdk';
 import { startSimulator, type SimulatedCapsule } from '../../../src/simulator/index.js';
 import { startTestGateway, type TestGateway } from '../../support/gateway.js';
 import { uniqueCapsule } from '../../support/redis.js';
-import { apply, emptyModel, fromTask, TERMINAL, userMessage } from './sdk-model.js';
+import { apply, emptyModel, fromTask, userMessage } from './sdk-model.js';
 import { sseEvents } from './sse.js';
 
 let sims: SimulatedCapsule[] = [];
@@ -140,5 +140,58 @@ describe('A2A surface with @a2a-js/sdk 1.3.0', () => {
     if (!mid) throw new Error('too few events');
     const rest = await sseEvents(await call(mid.id ?? ''));
     expect(rest).toEqual(all.slice(4));
+  });
+});
+
+describe('A2A queue bounds', () => {
+  it('past the capsule queue bound a send is 429 with Retry-After, and nothing is queued', async () => {
+    const sim = await startSimulator({ taskAcceptance: 'single' });
+    sims.push(sim);
+    const capsule = uniqueCapsule('a2a');
+    const gw = await startTestGateway({
+      capsules: { [capsule]: sim.url },
+      tuning: { queue: { orphanGraceMs: 100 } },
+      extra: { queue: { maxPerCapsule: 1 } },
+    });
+    gateways.push(gw);
+    const base = `${gw.baseUrl}/a2a/${capsule}/`;
+    const client = await clientFor(base);
+    const running = emptyModel();
+    for await (const ev of client.sendMessageStream(userMessage('#sim {"hold":true}'))) {
+      apply(running, ev);
+      if (running.state === TaskState.TASK_STATE_WORKING) break;
+    }
+    const waiting = await client.sendMessage({
+      ...userMessage('queued'),
+      configuration: { returnImmediately: true },
+    } as never);
+    expect('id' in waiting && waiting.status?.state).toBe(TaskState.TASK_STATE_SUBMITTED);
+    const before = await gw.core.status(capsule);
+    const res = await fetch(base, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'a2a-version': '1.0' },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 3,
+        method: 'SendMessage',
+        params: { message: { messageId: 'm-3', role: 'ROLE_USER', parts: [{ text: 'one too many' }] } },
+      }),
+    });
+    expect(res.status).toBe(429);
+    expect(res.headers.get('retry-after')).toMatch(/^\d+$/);
+    const retryAfterSeconds = Number(res.headers.get('retry-after'));
+    expect(await res.json()).toEqual({
+      jsonrpc: '2.0',
+      id: 3,
+      error: {
+        code: -32000,
+        message: 'the capsule has too many queued submissions',
+        data: { retryAfterSeconds },
+      },
+    });
+    const after = await gw.core.status(capsule);
+    expect(after.position).toEqual(before.position);
+    expect(after.queue.depth).toBe(1);
+    await client.cancelTask({ id: running.id } as never);
   });
 });
