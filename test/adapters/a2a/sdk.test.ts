@@ -4,7 +4,12 @@
  * streamed, ListTasks, cancel, and resuming from `id:` cursors.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { ClientFactory, type Client } from '@a2a-js/sdk/client';
+import {
+  ClientFactory,
+  DefaultAgentCardResolver,
+  JsonRpcTransportFactory,
+  type Client,
+} from '@a2a-js/sdk/client';
 import { TaskState } from '@a2a-js/sdk';
 import { startSimulator, type SimulatedCapsule } from '../../../src/simulator/index.js';
 import { startTestGateway, type TestGateway } from '../../support/gateway.js';
@@ -193,5 +198,42 @@ describe('A2A queue bounds', () => {
     expect(after.position).toEqual(before.position);
     expect(after.queue.depth).toBe(1);
     await client.cancelTask({ id: running.id } as never);
+  });
+});
+
+describe('A2A 0.3 through the SDK legacy transport', () => {
+  it("the card's 0.3 interface, used by the 0.3 JSON-RPC transport, streams and reads a task", async () => {
+    const { base } = await setup();
+    const card = (await (await fetch(`${base}.well-known/agent-card.json`)).json()) as {
+      supportedInterfaces: { protocolVersion: string }[];
+    };
+    // A client that speaks only 0.3: the card's 0.3 interface alone.
+    card.supportedInterfaces = card.supportedInterfaces.filter((i) => i.protocolVersion === '0.3');
+    const legacy = { legacyCompat: { enabled: true } };
+    // What goes on the wire: method names and the A2A-Version header.
+    const sent: string[] = [];
+    const fetchImpl: typeof fetch = (input, init) => {
+      const headers = new Headers(init?.headers);
+      const body = typeof init?.body === 'string' ? (JSON.parse(init.body) as { method?: string }) : {};
+      sent.push(`${body.method ?? '?'} ${headers.get('a2a-version') ?? '-'}`);
+      return fetch(input, init);
+    };
+    const client = await new ClientFactory({
+      transports: [new JsonRpcTransportFactory({ ...legacy, fetchImpl })],
+      cardResolver: new DefaultAgentCardResolver(legacy),
+    }).createFromAgentCard(card as never);
+    const seen: string[] = [];
+    const model = emptyModel();
+    for await (const ev of client.sendMessageStream(userMessage('#sim {"chunks":3}'))) {
+      seen.push(ev.payload?.$case ?? '');
+      apply(model, ev);
+    }
+    expect(seen[0]).toBe('task');
+    expect(model.state).toBe(TaskState.TASK_STATE_COMPLETED);
+    expect(model.artifacts.get('response')).toBe('chunk 1 chunk 2 chunk 3');
+    const got = fromTask(await client.getTask({ id: model.id } as never));
+    expect(got.artifacts).toEqual(model.artifacts);
+    expect(got.state).toBe(TaskState.TASK_STATE_COMPLETED);
+    expect(sent).toEqual(['message/stream 0.3', 'tasks/get 0.3']);
   });
 });
