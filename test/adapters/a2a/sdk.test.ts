@@ -237,3 +237,28 @@ describe('A2A 0.3 through the SDK legacy transport', () => {
     expect(sent).toEqual(['message/stream 0.3', 'tasks/get 0.3']);
   });
 });
+
+describe('A2A streams on drain', () => {
+  it('a live task stream ends cleanly when the gateway drains', async () => {
+    const { base, gw } = await setup();
+    const client = await clientFor(base);
+    const model = emptyModel();
+    const stream = client.sendMessageStream(userMessage('#sim {"hold":true}'));
+    for await (const ev of stream) {
+      apply(model, ev);
+      if (model.state === TaskState.TASK_STATE_WORKING) break;
+    }
+    const live = emptyModel();
+    const resubscribed = client.resubscribeTask({ id: model.id } as never);
+    const first = await resubscribed.next();
+    apply(live, first.value as never);
+    expect(live.state).toBe(TaskState.TASK_STATE_WORKING);
+    const rest = (async () => {
+      for await (const ev of resubscribed) apply(live, ev);
+    })();
+    await gw.close();
+    await rest;
+    expect(live.events).toEqual(['task']);
+    gateways = gateways.filter((g) => g !== gw);
+  });
+});
