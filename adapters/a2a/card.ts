@@ -1,6 +1,6 @@
 /**
- * The capsule as an A2A 1.0 agent (spec §8; notes A2): its name and version from the capsule's own
- * card as the upstream read it, one JSON-RPC interface at the gateway. The interface is listed for
+ * The capsule as an A2A 1.0 agent (spec §8; notes A2): its name, version, description and skills
+ * from the capsule's own card as the upstream read it (a default skill when it lists none), one JSON-RPC interface at the gateway. The interface is listed for
  * 1.0 and again for 0.3, and the 0.3 card's top-level `url`/`preferredTransport` are kept, so a
  * 0.3 client finds the same door.
  */
@@ -21,7 +21,10 @@ export const agentCard = async (
 ): Promise<Record<string, unknown>> => {
   const card = (await core.status(capsule)).card;
   const name = card?.name ?? capsule;
-  const description = `Murmur capsule ${name} (${capsule}), served by murmur-gateway: tasks queue while it is busy, and every stream resumes from its id: cursor.`;
+  const gateway = `Served by murmur-gateway as capsule ${capsule}: tasks queue while it is busy, and every stream resumes from its id: cursor.`;
+  const description = card?.description
+    ? `${card.description}\n\n${gateway}`
+    : `Murmur capsule ${name}. ${gateway}`;
   return {
     name,
     description,
@@ -34,7 +37,11 @@ export const agentCard = async (
     capabilities: { streaming: true, pushNotifications: false, extendedAgentCard: false },
     defaultInputModes: ['text/plain'],
     defaultOutputModes: ['text/plain'],
-    skills: [
+    skills: card?.skills?.map((s) => ({
+      ...s,
+      inputModes: ['text/plain'],
+      outputModes: ['text/plain'],
+    })) ?? [
       {
         id: 'message',
         name: 'Message the capsule',

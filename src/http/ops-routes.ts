@@ -57,7 +57,8 @@ export const createOpsRoutes = (deps: OpsDeps): Hono => {
         conversation_mode: s.conversationMode,
         release: s.release,
         session_id: s.sessionId,
-        card: s.card,
+        // Name and version: `/capsules` is an operator's table; the A2A card shows the rest.
+        card: s.card ? { name: s.card.name, version: s.card.version } : null,
         head_offset: s.position.head,
         first_offset: s.position.first,
         epoch: s.position.epoch,

@@ -14,6 +14,7 @@ import { TaskState } from '@a2a-js/sdk';
 import { startSimulator, type SimulatedCapsule } from '../../../src/simulator/index.js';
 import { startTestGateway, type TestGateway } from '../../support/gateway.js';
 import { uniqueCapsule } from '../../support/redis.js';
+import { until } from '../../support/deadlines.js';
 import { apply, emptyModel, fromTask, userMessage } from './sdk-model.js';
 import { sseEvents } from './sse.js';
 
@@ -62,6 +63,29 @@ describe('A2A surface with @a2a-js/sdk 1.3.0', () => {
     expect((card.skills as unknown[]).length).toBe(1);
     const client = await clientFor(base);
     expect((await client.getAgentCard()).name).toBe(card.name);
+  });
+
+  it('a capsule whose card has a description and skills: the A2A card shows them', async () => {
+    const sim = await startSimulator({ taskAcceptance: 'single', release: '1.0' });
+    sims.push(sim);
+    const capsule = uniqueCapsule('a2a');
+    const gw = await startTestGateway({ capsules: { [capsule]: sim.url } });
+    gateways.push(gw);
+    await until(async () => ((await gw.core.status(capsule)).card ? true : undefined), 10_000);
+    const client = await clientFor(`${gw.baseUrl}/a2a/${capsule}/`);
+    const card = await client.getAgentCard();
+    expect(card.name).toBe('murmur-simulator');
+    expect(card.description).toMatch(
+      /^A simulated Murmur capsule: it echoes each message back in chunks\.\n\n/,
+    );
+    expect(card.skills.map((s) => [s.id, s.name, s.description, s.tags])).toEqual([
+      ['echo', 'Echo', 'Answers every message with "Echo: " and the message, in chunks.', ['simulator']],
+    ]);
+    // The capsule speaks A2A 1.0 itself; the gateway's door serves it the same way.
+    const model = emptyModel();
+    for await (const ev of client.sendMessageStream(userMessage('on the 1.0 line'))) apply(model, ev);
+    expect(model.state).toBe(TaskState.TASK_STATE_COMPLETED);
+    expect(model.artifacts.get('response')).toBe('Echo: on the 1.0 line');
   });
 
   it('streams a task to completion, and GetTask equals what was streamed', async () => {
