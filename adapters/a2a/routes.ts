@@ -26,10 +26,9 @@ import {
   type RpcId,
 } from './errors.js';
 import { parseMessage, parseTaskQuery } from './params.js';
-import type { A2aMeta, TaskEvent, TaskProjector } from './projection.js';
+import { TaskProjector, type A2aMeta, type TaskEvent } from './projection.js';
 import { catchUp, follow, ownerTasks, readTask } from './task-reader.js';
 import { contextOfTask, mintTaskId } from './task-ids.js';
-import { TaskProjector as Projector } from './projection.js';
 import { randomUUID } from 'node:crypto';
 
 const CARD = '/a2a/:capsule/.well-known/agent-card.json';
@@ -38,6 +37,11 @@ const RPC = '/a2a/:capsule/';
 const LIST_SCAN = 100_000;
 const LIST_PAGE = 50;
 const LIST_PAGE_MAX = 100;
+/**
+ * Bytes a stream may hold unread for a slow client before it is ended: the client resumes from its
+ * last `id:` (or a new snapshot), as on every surface, instead of the gateway buffering without bound.
+ */
+const STREAM_BACKLOG_BYTES = 4 * 1024 * 1024;
 /** How long CancelTask waits for the capsule's `canceled` status before answering the task as it is. */
 const CANCEL_WAIT_MS = 10_000;
 
@@ -215,7 +219,7 @@ export const createRoutes = (deps: AdapterDeps): Hono => {
       });
     if (outcome.kind === 'rejected' || outcome.kind === 'invalid')
       throw new A2aError(CODE.internal, 'the capsule refused the message');
-    const task = new Projector(taskId);
+    const task = new TaskProjector(taskId);
     await catchUp(core, call.capsule, logContext, task);
     // Sent at once (no queue): this request knows the capsule's task id, the log links its frames.
     if (outcome.kind === 'accepted') task.capsuleTaskId ??= outcome.taskId;
@@ -336,7 +340,7 @@ export const createRoutes = (deps: AdapterDeps): Hono => {
         if (ctx === null) throw taskNotFound();
         const logContext = ownerContext(call.principal, ctx);
         // Fold up to the cursor silently, then stream what came after it.
-        const task = new Projector(q.id);
+        const task = new TaskProjector(q.id);
         const early: { e: TaskEvent; offset: number }[] = [];
         await catchUp(core, call.capsule, logContext, task, (e, offset) => {
           if (offset > cursor) early.push({ e, offset });
@@ -371,40 +375,41 @@ export const createRoutes = (deps: AdapterDeps): Hono => {
       enc.encode(
         `id: ${offset}\ndata: ${JSON.stringify({ jsonrpc: '2.0', id: call.id, result: call.render.event(task, e) })}\n\n`,
       );
-    const body = new ReadableStream<Uint8Array>({
-      start: (controller) => {
-        const send = (bytes: Uint8Array): void => {
-          if (!abort.signal.aborted) controller.enqueue(bytes);
-        };
-        if (replay === null) send(frame({ type: 'task' }, task.cursor));
-        else for (const { e, offset } of replay) send(frame(e, offset));
-        void follow(core, call.capsule, logContext, task, (e, offset) => send(frame(e, offset)), {
-          waitMs: config.heartbeatMs,
-          signal: abort.signal,
-          idle: () => send(enc.encode(': keepalive\n\n')),
-        })
-          .catch((err: unknown) => {
+    const body = new ReadableStream<Uint8Array>(
+      {
+        start: (controller) => {
+          const send = (bytes: Uint8Array): void => {
             if (abort.signal.aborted) return;
-            const e = fromCoreError(err);
-            logger.warn({ err, capsule: call.capsule }, 'a2a: a task stream ended on an error');
-            send(enc.encode(`data: ${errorBody(call.id, e)}\n\n`));
+            controller.enqueue(bytes);
+            if ((controller.desiredSize ?? 0) < -STREAM_BACKLOG_BYTES) abort.abort();
+          };
+          if (replay === null) send(frame({ type: 'task' }, task.cursor));
+          else for (const { e, offset } of replay) send(frame(e, offset));
+          void follow(core, call.capsule, logContext, task, (e, offset) => send(frame(e, offset)), {
+            waitMs: config.heartbeatMs,
+            signal: abort.signal,
+            idle: () => send(enc.encode(': keepalive\n\n')),
           })
-          .finally(() => {
-            core.shutdownSignal.removeEventListener('abort', onShutdown);
-            if (!abort.signal.aborted) {
+            .catch((err: unknown) => {
+              if (abort.signal.aborted) return;
+              const e = fromCoreError(err);
+              logger.warn({ err, capsule: call.capsule }, 'a2a: a task stream ended on an error');
+              send(enc.encode(`data: ${errorBody(call.id, e)}\n\n`));
+            })
+            .finally(() => {
+              core.shutdownSignal.removeEventListener('abort', onShutdown);
               abort.abort();
-              controller.close();
-            } else {
               try {
                 controller.close();
               } catch {
-                // already cancelled by the client
+                // the client cancelled it already
               }
-            }
-          });
+            });
+        },
+        cancel: () => abort.abort(),
       },
-      cancel: () => abort.abort(),
-    });
+      new ByteLengthQueuingStrategy({ highWaterMark: 64 * 1024 }),
+    );
     return new Response(body, {
       status: 200,
       headers: {

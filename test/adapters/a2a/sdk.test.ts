@@ -3,6 +3,7 @@
  * simulator: discovery, send and stream, a busy capsule queueing, GetTask equal to what was
  * streamed, ListTasks, cancel, and resuming from `id:` cursors.
  */
+import { request, type IncomingMessage } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   ClientFactory,
@@ -285,4 +286,84 @@ describe('A2A streams on drain', () => {
     expect(live.events).toEqual(['task']);
     gateways = gateways.filter((g) => g !== gw);
   });
+});
+
+describe('A2A slow clients', () => {
+  it('a stream a client does not read is ended past its bound; Last-Event-ID then resumes it exactly', async () => {
+    const { base } = await setup();
+    const chunks = 300;
+    const text = `#sim {"chunks":${chunks},"chunkBytes":20000,"burst":true}`;
+    const body = JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'SendStreamingMessage',
+      params: { message: { messageId: 'm-slow', role: 'ROLE_USER', parts: [{ text }] } },
+    });
+    const url = new URL(base);
+    // A client that stops reading at once: node:http with its response paused.
+    const res = await new Promise<IncomingMessage>((resolve, reject) => {
+      const req = request(
+        {
+          host: url.hostname,
+          port: url.port,
+          path: url.pathname,
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'a2a-version': '1.0' },
+        },
+        resolve,
+      );
+      req.on('error', reject);
+      req.end(body);
+    });
+    res.pause();
+    const client = await clientFor(base);
+    // The task ends meanwhile (read on another connection).
+    const taskId = await until(async () => {
+      const list = await client.listTasks({} as never);
+      const t = list.tasks[0];
+      return t && t.status?.state === TaskState.TASK_STATE_COMPLETED ? t.id : undefined;
+    }, 30_000);
+    const raw: Buffer[] = [];
+    res.on('data', (b: Buffer) => raw.push(b));
+    res.resume();
+    await new Promise<void>((resolve) => res.on('end', () => resolve()).on('close', () => resolve()));
+    const events = Buffer.concat(raw)
+      .toString('utf8')
+      .split('\n\n')
+      .filter((b) => b.includes('data: '))
+      .map((b) => ({
+        id: /^id: (\d+)$/m.exec(b)?.[1] ?? '',
+        result: (JSON.parse(/^data: (.*)$/m.exec(b)![1]!) as { result: Record<string, unknown> }).result,
+      }));
+    // Ended before the task's end: the backlog passed the bound.
+    const last = events[events.length - 1]!;
+    expect(last.result.statusUpdate).toBeUndefined();
+    const rest = await sseEvents(
+      await fetch(base, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'a2a-version': '1.0', 'last-event-id': last.id },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'SubscribeToTask', params: { id: taskId } }),
+      }),
+    );
+    const responseText = [
+      ...events,
+      ...rest.map((e) => ({ result: (e.data as { result: Record<string, unknown> }).result })),
+    ]
+      .map(
+        (e) =>
+          e.result.artifactUpdate as
+            { artifact: { artifactId: string; parts: { text: string }[] } } | undefined,
+      )
+      .filter((u) => u?.artifact.artifactId === 'response')
+      .map((u) => u!.artifact.parts[0]!.text)
+      .join('');
+    const expected = Array.from({ length: chunks }, (_, i) => {
+      const base = `chunk ${i + 1}${i < chunks - 1 ? ' ' : ''}`;
+      return base + 'x'.repeat(20000 - base.length);
+    }).join('');
+    expect(responseText.length).toBe(expected.length);
+    expect(responseText === expected).toBe(true);
+    const end = rest[rest.length - 1]?.data as { result: { statusUpdate: { status: { state: string } } } };
+    expect(end.result.statusUpdate.status.state).toBe('TASK_STATE_COMPLETED');
+  }, 60_000);
 });
