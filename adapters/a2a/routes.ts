@@ -38,10 +38,10 @@ const LIST_SCAN = 100_000;
 const LIST_PAGE = 50;
 const LIST_PAGE_MAX = 100;
 /**
- * Bytes a stream may hold unread for a slow client before it is ended: the client resumes from its
- * last `id:` (or a new snapshot), as on every surface, instead of the gateway buffering without bound.
+ * What a stream holds unsent for its client: past it, it reads no more of the log until the client
+ * takes some (its cursor waits in the log, not in memory).
  */
-const STREAM_BACKLOG_BYTES = 4 * 1024 * 1024;
+const STREAM_BUFFER_BYTES = 64 * 1024;
 /** How long CancelTask waits for the capsule's `canceled` status before answering the task as it is. */
 const CANCEL_WAIT_MS = 10_000;
 
@@ -375,26 +375,35 @@ export const createRoutes = (deps: AdapterDeps): Hono => {
       enc.encode(
         `id: ${offset}\ndata: ${JSON.stringify({ jsonrpc: '2.0', id: call.id, result: call.render.event(task, e) })}\n\n`,
       );
+    let wake: (() => void) | null = null;
+    const woken = (): void => {
+      wake?.();
+      wake = null;
+    };
+    abort.signal.addEventListener('abort', woken);
     const body = new ReadableStream<Uint8Array>(
       {
         start: (controller) => {
-          const send = (bytes: Uint8Array): void => {
-            if (abort.signal.aborted) return;
-            controller.enqueue(bytes);
-            if ((controller.desiredSize ?? 0) < -STREAM_BACKLOG_BYTES) abort.abort();
+          /** Enqueue once the client has room: a slow client holds back its own stream, nothing more. */
+          const send = async (bytes: Uint8Array): Promise<void> => {
+            while (!abort.signal.aborted && (controller.desiredSize ?? 1) <= 0)
+              await new Promise<void>((resolve) => (wake = resolve));
+            if (!abort.signal.aborted) controller.enqueue(bytes);
           };
-          if (replay === null) send(frame({ type: 'task' }, task.cursor));
-          else for (const { e, offset } of replay) send(frame(e, offset));
-          void follow(core, call.capsule, logContext, task, (e, offset) => send(frame(e, offset)), {
-            waitMs: config.heartbeatMs,
-            signal: abort.signal,
-            idle: () => send(enc.encode(': keepalive\n\n')),
-          })
-            .catch((err: unknown) => {
+          const produce = async (): Promise<void> => {
+            if (replay === null) await send(frame({ type: 'task' }, task.cursor));
+            else for (const { e, offset } of replay) await send(frame(e, offset));
+            await follow(core, call.capsule, logContext, task, (e, offset) => send(frame(e, offset)), {
+              waitMs: config.heartbeatMs,
+              signal: abort.signal,
+              idle: () => send(enc.encode(': keepalive\n\n')),
+            });
+          };
+          void produce()
+            .catch(async (err: unknown) => {
               if (abort.signal.aborted) return;
-              const e = fromCoreError(err);
               logger.warn({ err, capsule: call.capsule }, 'a2a: a task stream ended on an error');
-              send(enc.encode(`data: ${errorBody(call.id, e)}\n\n`));
+              await send(enc.encode(`data: ${errorBody(call.id, fromCoreError(err))}\n\n`));
             })
             .finally(() => {
               core.shutdownSignal.removeEventListener('abort', onShutdown);
@@ -406,9 +415,10 @@ export const createRoutes = (deps: AdapterDeps): Hono => {
               }
             });
         },
+        pull: woken,
         cancel: () => abort.abort(),
       },
-      new ByteLengthQueuingStrategy({ highWaterMark: 64 * 1024 }),
+      new ByteLengthQueuingStrategy({ highWaterMark: STREAM_BUFFER_BYTES }),
     );
     return new Response(body, {
       status: 200,

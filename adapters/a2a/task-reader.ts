@@ -15,14 +15,15 @@ export const catchUp = async (
   capsule: string,
   logContext: string,
   task: TaskProjector,
-  onEvent?: (e: TaskEvent, offset: number) => void,
+  /** Awaited when it returns a promise: a stream waits for its client's room before it reads on. */
+  onEvent?: (e: TaskEvent, offset: number) => void | Promise<void>,
 ): Promise<void> => {
   for (;;) {
     const tasks = task.capsuleTaskId ? [task.capsuleTaskId] : [];
     const page = await core.readContext(capsule, logContext, task.cursor, PAGE, tasks);
     for (const r of page.records) {
       const e = task.apply(r);
-      if (e && onEvent) onEvent(e, r.offset);
+      if (e && onEvent) await onEvent(e, r.offset);
     }
     if (page.next > task.cursor) task.cursor = page.next;
     if (page.records.length < PAGE) return;
@@ -50,14 +51,14 @@ export const follow = async (
   capsule: string,
   logContext: string,
   task: TaskProjector,
-  onEvent: (e: TaskEvent, offset: number) => void,
-  options: { waitMs: number; signal: AbortSignal; idle?: () => void },
+  onEvent: (e: TaskEvent, offset: number) => void | Promise<void>,
+  options: { waitMs: number; signal: AbortSignal; idle?: () => void | Promise<void> },
 ): Promise<void> => {
   while (!task.terminal && !options.signal.aborted) {
     const woke = await core.waitAfter(capsule, task.cursor, 1, options.waitMs, options.signal);
     if (options.signal.aborted) return;
     if (woke.timedOut && woke.records.length === 0) {
-      options.idle?.();
+      await options.idle?.();
       continue;
     }
     await catchUp(core, capsule, logContext, task, onEvent);
