@@ -125,6 +125,16 @@ describe('A2A surface with @a2a-js/sdk 1.3.0', () => {
     expect(list.tasks.map((t) => t.id)).toEqual([task?.id]);
     const inContext = await client.listTasks({ contextId: 'other' } as never);
     expect(inContext.tasks).toEqual([]);
+    // Pages, newest first.
+    const second = await client.sendMessage(userMessage('second', 'conv-2'));
+    const third = await client.sendMessage(userMessage('third', 'conv-1'));
+    const ids = [third, second, sent].map((t) => ('id' in t ? t.id : ''));
+    const page1 = await client.listTasks({ pageSize: 2 } as never);
+    expect([page1.tasks.map((t) => t.id), page1.pageSize, page1.totalSize]).toEqual([ids.slice(0, 2), 2, 3]);
+    const page2 = await client.listTasks({ pageSize: 2, pageToken: page1.nextPageToken } as never);
+    expect([page2.tasks.map((t) => t.id), page2.nextPageToken]).toEqual([ids.slice(2), '']);
+    const conv1 = await client.listTasks({ contextId: 'conv-1' } as never);
+    expect(conv1.tasks.map((t) => t.id)).toEqual([ids[0], ids[2]]);
   });
 
   it('a busy capsule queues the next message; cancelling the running one lets it run', async () => {
