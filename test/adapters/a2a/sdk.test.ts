@@ -161,6 +161,32 @@ describe('A2A surface with @a2a-js/sdk 1.3.0', () => {
     await expect(client.cancelTask({ id: first.id } as never)).rejects.toThrow(/-32002|cannot be canceled/i);
   });
 
+  it('cancelling a queued task withdraws it before it reaches the capsule', async () => {
+    const { base, sim } = await setup();
+    const client = await clientFor(base);
+    const running = emptyModel();
+    for await (const ev of client.sendMessageStream(userMessage('#sim {"hold":true}'))) {
+      apply(running, ev);
+      if (running.state === TaskState.TASK_STATE_WORKING) break;
+    }
+    const queued = await client.sendMessage({
+      ...userMessage('never runs', 'queued-ctx'),
+      configuration: { returnImmediately: true },
+    } as never);
+    const queuedId = 'id' in queued ? queued.id : '';
+    expect('id' in queued && queued.status?.state).toBe(TaskState.TASK_STATE_SUBMITTED);
+    const canceled = await client.cancelTask({ id: queuedId } as never);
+    expect(canceled.status?.state).toBe(TaskState.TASK_STATE_CANCELED);
+    await client.cancelTask({ id: running.id } as never);
+    // The capsule is free again and ran only the first task.
+    const after = await client.sendMessage(userMessage('then this'));
+    expect('id' in after && after.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
+    expect(sim.runs.size).toBe(2);
+    expect((await client.getTask({ id: queuedId } as never)).status?.state).toBe(
+      TaskState.TASK_STATE_CANCELED,
+    );
+  });
+
   it('SubscribeToTask with Last-Event-ID replays exactly what followed that id', async () => {
     const { base } = await setup();
     const client = await clientFor(base);
