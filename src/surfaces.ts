@@ -3,6 +3,7 @@
  * its entry here. Assembly, limits, the malformed-path guard and connection accounting read this
  * list; nothing else names a surface.
  */
+import { a2aSurface } from '../adapters/a2a/index.js';
 import { aiSdkSurface } from '../adapters/ai-sdk/index.js';
 import { beeosSurface } from '../adapters/beeos/index.js';
 import { durableStreamsSurface } from '../adapters/durable-streams/index.js';
@@ -19,6 +20,7 @@ export const createSurfaces = (deps: AdapterDeps): Surface[] => {
     flueSurface(deps),
     durableStreamsSurface(deps),
     aiSdkSurface(deps),
+    a2aSurface(deps),
   ];
   // `GET /v1/follow` holds the streams of every surface that offers some.
   const sources = surfaces.flatMap((s) => (s.follow ? [s.follow] : []));

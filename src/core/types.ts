@@ -4,7 +4,7 @@
  * Implemented by `src/core/gateway-core.ts`.
  */
 import type { LogPosition } from '../log/store.js';
-import type { LogEntry, LogRecord, ReleaseLine, SubmissionEntry } from '../log/record.js';
+import type { CardSummary, LogEntry, LogRecord, ReleaseLine, SubmissionEntry } from '../log/record.js';
 import type { HeldClaim } from '../fleet/claims.js';
 
 export type { HeldClaim } from '../fleet/claims.js';
@@ -111,7 +111,7 @@ export type UpstreamStateName = 'connecting' | 'connected' | 'backoff' | 'closed
 export interface UpstreamConnection {
   release: ReleaseLine;
   sessionId: string | null;
-  card: { name: string | null; version: string | null } | null;
+  card: CardSummary | null;
 }
 
 export interface CapsuleStatus {
@@ -127,7 +127,7 @@ export interface CapsuleStatus {
   /** The capsule's release line, session and agent card as last connected (null: not known yet). */
   release: ReleaseLine | null;
   sessionId: string | null;
-  card: { name: string | null; version: string | null } | null;
+  card: CardSummary | null;
   /** Null when the store could not be read (unreachable from this replica): a degraded answer. */
   position: LogPosition | null;
   /** frames-possibly-missing facts the capsule's log has recorded, ever (null: store unreadable). */

@@ -57,7 +57,8 @@ export const createOpsRoutes = (deps: OpsDeps): Hono => {
         conversation_mode: s.conversationMode,
         release: s.release,
         session_id: s.sessionId,
-        card: s.card,
+        // Name and version: `/capsules` is an operator's table; the A2A card shows the rest.
+        card: s.card ? { name: s.card.name, version: s.card.version } : null,
         // null: the store is out of reach from this replica (`store` says so above).
         head_offset: s.position?.head ?? null,
         first_offset: s.position?.first ?? null,

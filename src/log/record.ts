@@ -34,6 +34,22 @@ export type MissingReason =
   | 'store-unavailable' // the store was down longer than the writer's queue could hold
   | 'store-reset'; // the store lost records (older snapshot, lagging replica, data loss): a new epoch starts here
 
+/** A skill a capsule's agent card lists, as kept (bounded by the upstream room). */
+export interface CardSkill {
+  id: string;
+  name: string;
+  description: string;
+  tags: string[];
+}
+
+/** What is kept of a capsule's agent card: name and version, description and skills when it has them. */
+export interface CardSummary {
+  name: string | null;
+  version: string | null;
+  description?: string;
+  skills?: CardSkill[];
+}
+
 export type FactEntry =
   | {
       kind: 'fact';
@@ -47,7 +63,7 @@ export type FactEntry =
       /** The capsule session (`ses_…`) the connection watches, when its card says. */
       sessionId?: string;
       /** The agent card's name and version, when it has them. */
-      card?: { name: string | null; version: string | null };
+      card?: CardSummary;
       receivedAt: number;
     }
   | { kind: 'fact'; fact: 'upstream-lost'; reason: string; receivedAt: number }
@@ -101,7 +117,7 @@ export type FactEntry =
       receivedAt: number;
     };
 
-export type SurfaceName = 'murmur' | 'beeos' | 'flue' | 'ai-sdk';
+export type SurfaceName = 'murmur' | 'beeos' | 'flue' | 'ai-sdk' | 'a2a';
 
 /** A task submitted through the gateway, recorded before it is forwarded upstream. */
 export interface SubmissionEntry {

@@ -67,7 +67,16 @@ export const agentCard = (ctx: CardContext, extended = false): Record<string, un
     extensions.push({ uri: STREAM_EXTENSION, params: { frames: [...STREAM_FRAMES] } });
   return {
     name: NAME,
+    description: 'A simulated Murmur capsule: it echoes each message back in chunks.',
     version: rules.version,
+    skills: [
+      {
+        id: 'echo',
+        name: 'Echo',
+        description: 'Answers every message with "Echo: " and the message, in chunks.',
+        tags: ['simulator'],
+      },
+    ],
     supportedInterfaces: [
       { url: ctx.url, protocolBinding: 'JSONRPC', protocolVersion: rules.a2a1 ? '1.0' : '0.3' },
     ],

@@ -12,14 +12,43 @@
 import http from 'node:http';
 import https from 'node:https';
 import { speaksA2a1 } from '../core/release-lines.js';
-import type { ReleaseLine } from '../log/record.js';
+import type { CardSkill, CardSummary, ReleaseLine } from '../log/record.js';
 
 export interface CapsuleCard {
   line: ReleaseLine;
   sessionId: string | null;
   name: string | null;
   version: string | null;
+  /** The card's own description and skills (A2A-shaped cards, 0.5 and later), when it has them. */
+  description?: string;
+  skills?: CardSkill[];
 }
+
+/** Bounds on what is kept of a card's description and skills: they travel in every connection's fact. */
+const MAX_TEXT = 1024;
+const MAX_SKILLS = 16;
+const MAX_TAGS = 8;
+
+const bounded = (v: unknown): string | null =>
+  typeof v === 'string' && v !== '' ? v.slice(0, MAX_TEXT) : null;
+
+const aboutOf = (card: Record<string, unknown>): Pick<CapsuleCard, 'description' | 'skills'> => {
+  const description = bounded(card.description);
+  const skills: CardSkill[] = [];
+  for (const s of Array.isArray(card.skills) ? card.skills.slice(0, MAX_SKILLS) : []) {
+    const o = record(s);
+    const id = bounded(o?.id);
+    if (!o || id === null) continue;
+    const tags = Array.isArray(o.tags) ? o.tags.map(bounded).filter((t): t is string => t !== null) : [];
+    skills.push({
+      id,
+      name: bounded(o.name) ?? id,
+      description: bounded(o.description) ?? '',
+      tags: tags.slice(0, MAX_TAGS),
+    });
+  }
+  return { ...(description !== null ? { description } : {}), ...(skills.length > 0 ? { skills } : {}) };
+};
 
 const STREAM_EXTENSION = '#murmur-stream-v1';
 
@@ -49,13 +78,21 @@ export const cardLine = (value: unknown): CapsuleCard => {
       : extensions.some((e) => str(e.uri)?.endsWith(STREAM_EXTENSION))
         ? '0.6'
         : '0.5';
-    return { line, sessionId, name, version };
+    return { line, sessionId, name, version, ...aboutOf(card) };
   }
   const sessionId = str(card.session_id) ?? str(record(card.metadata)?.session_id);
   if (record(card.serves)) return { line: '0.4', sessionId, name, version };
   // A session id anywhere (the simulator's `metadata.session_id` too) is 0.3's; none at all is 0.1/0.2.
   return { line: sessionId ? 'spec' : '0.2', sessionId, name, version };
 };
+
+/** What the log and `/capsules`' readers keep of a card: name, version, and description and skills when it has them. */
+export const cardSummary = (card: CapsuleCard): CardSummary => ({
+  name: card.name,
+  version: card.version,
+  ...(card.description !== undefined ? { description: card.description } : {}),
+  ...(card.skills !== undefined ? { skills: card.skills } : {}),
+});
 
 export interface CardReadOptions {
   agent?: http.Agent;

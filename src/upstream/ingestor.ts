@@ -11,7 +11,13 @@ import http from 'node:http';
 import type { FactEntry, FrameEntry, LogEntry, LogRecord, ReleaseLine } from '../log/record.js';
 import type { UpstreamStateName } from '../core/types.js';
 import { speaksA2a1 } from '../core/release-lines.js';
-import { extendedCardSessionId, readAgentCard, resumesById, type CapsuleCard } from './agent-card.js';
+import {
+  cardSummary,
+  extendedCardSessionId,
+  readAgentCard,
+  resumesById,
+  type CapsuleCard,
+} from './agent-card.js';
 import { AlignedTail, isBufferedFrame } from './aligned-tail.js';
 import { IdResume, resumeFrom, type IdResumeOutput } from './id-resume.js';
 import type { IngestorOptions, IngestorState } from './ingestor-options.js';
@@ -261,14 +267,14 @@ export class CapsuleIngestor {
       attempt: this.connections,
       release: plan.line,
       ...(card?.sessionId ? { sessionId: card.sessionId } : {}),
-      ...(card ? { card: { name: card.name, version: card.version } } : {}),
+      ...(card ? { card: cardSummary(card) } : {}),
     });
     this.tail.release = plan.line;
     if (card?.sessionId) this.tail.session = card.sessionId;
     this.current.connection = {
       release: plan.line,
       sessionId: card?.sessionId ?? null,
-      card: card ? { name: card.name, version: card.version } : null,
+      card: card ? cardSummary(card) : null,
     };
     if (resumesById(plan.line)) {
       const lagged = this.lagged;

@@ -80,6 +80,16 @@ const EXPECT: [string, (out: string) => void | Promise<void>][] = [
     },
   ],
   [
+    'an A2A agent',
+    (out) => {
+      // The card names the gateway's JSON-RPC interface; the stream starts with the Task snapshot.
+      expect(out).toMatch(/"protocolBinding":"JSONRPC","protocolVersion":"1\.0"/);
+      expect(out).toMatch(
+        /id: \d+\ndata: \{"jsonrpc":"2\.0","id":1,"result":\{"task":\{"id":"[^"]+","contextId":"ctx-/m,
+      );
+    },
+  ],
+  [
     'a BeeOS task',
     (out) => {
       const body = JSON.parse(out);

@@ -58,6 +58,7 @@ describe('surfaces', () => {
       'flue',
       'durable-streams',
       'ai-sdk',
+      'a2a',
       'follow',
     ]);
     for (const s of list) {
@@ -90,5 +91,7 @@ describe('surfaces', () => {
     expect(capsuleOf('/flue/cap/conv')).toBe('cap');
     expect(capsuleOf('/v1/stream/murmur/cap')).toBe('cap');
     expect(capsuleOf('/v1/stream/team/notes')).toBeUndefined();
+    expect(capsuleOf('/a2a/cap/')).toBe('cap');
+    expect(capsuleOf('/a2a/cap/.well-known/agent-card.json')).toBe('cap');
   });
 });

@@ -82,3 +82,35 @@ describe('readAgentCard', () => {
     await expect(readAgentCard('http://127.0.0.1:1/')).rejects.toThrow('agent card: ECONNREFUSED');
   });
 });
+
+describe('the card a front door shows', () => {
+  it("keeps an A2A-shaped card's description and skills, bounded", () => {
+    const skills = Array.from({ length: 20 }, (_, i) => ({
+      id: `s${i}`,
+      name: i === 0 ? undefined : `Skill ${i}`,
+      description: 'd'.repeat(2000),
+      tags: ['a', 7, 'b'],
+    }));
+    const card = cardLine({
+      name: 'cap',
+      version: '1.2.0',
+      description: 'What it does',
+      skills: [...skills, { name: 'no id' }],
+      supportedInterfaces: [{ url: 'http://x/', protocolBinding: 'JSONRPC', protocolVersion: '1.0' }],
+    });
+    expect(card.description).toBe('What it does');
+    expect(card.skills).toHaveLength(16);
+    expect(card.skills?.[0]).toEqual({
+      id: 's0',
+      name: 's0',
+      description: 'd'.repeat(1024),
+      tags: ['a', 'b'],
+    });
+    expect(cardLine({ name: 'old', session_id: 'ses_1', description: 'ignored' })).toEqual({
+      line: 'spec',
+      sessionId: 'ses_1',
+      name: 'old',
+      version: null,
+    });
+  });
+});
