@@ -27,7 +27,8 @@ interface LongPollBody {
 
 export const followMany = (options: FollowManyOptions): FollowManySubscription => {
   // Tabs of one origin share one connection where the browser lets them (follow-shared.ts).
-  if (options.share && canShare()) return followManyShared({ ...options, share: undefined }, options.share);
+  if (options.share && canShare())
+    return followManyShared({ ...options, share: undefined }, options.share, followMany);
   const tuning = { ...DEFAULT_TUNING, ...options.tuning };
   const policy = new TransportPolicy(options.transport ?? 'auto', tuning);
   const base = `${options.gateway.replace(/\/+$/, '')}/v1/follow`;

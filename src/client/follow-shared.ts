@@ -12,7 +12,6 @@
  *   its own.
  * So a tab never gets an event twice or misses one, whichever way it is served.
  */
-import { followMany } from './follow-many.js';
 import type {
   FollowManyEvent,
   FollowManyOptions,
@@ -55,7 +54,15 @@ const page = globalThis as unknown as {
 export const canShare = (): boolean =>
   typeof BroadcastChannel !== 'undefined' && page.navigator?.locks !== undefined;
 
-export const followManyShared = (options: FollowManyOptions, share: string): FollowManySubscription => {
+/**
+ * `follow` is `followMany` itself, handed in (it hands the shared case here): each tab's own
+ * connection and the leader's are plain followMany subscriptions.
+ */
+export const followManyShared = (
+  options: FollowManyOptions,
+  share: string,
+  follow: (options: FollowManyOptions) => FollowManySubscription,
+): FollowManySubscription => {
   const tab = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`;
   const channel = new BroadcastChannel(`murmur-gateway.follow.${share}`);
   const cursors = new Map<string, string>(Object.entries(options.streams));
@@ -88,7 +95,7 @@ export const followManyShared = (options: FollowManyOptions, share: string): Fol
     if (cursor === undefined) return;
     if (own) own.add(key, cursor);
     else
-      own = followMany({
+      own = follow({
         ...options,
         streams: { [key]: cursor },
         onEvent: deliver,
@@ -146,7 +153,7 @@ export const followManyShared = (options: FollowManyOptions, share: string): Fol
       if (closed) return resolve();
       leading = true;
       stepDown = resolve;
-      engine = followMany({
+      engine = follow({
         ...options,
         streams: {},
         onEvent: (ev) => {
