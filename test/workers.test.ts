@@ -87,8 +87,20 @@ describe.skipIf(!redisUrl)('--workers', () => {
 
     // The worker that ingests the capsule dies hard while the capsule works: it is started again, the
     // other takes the capsule over, nothing is lost. (A replica's id ends with its pid.)
-    const status = (await (await fetch(`${base}/capsules`)).json()) as { capsules: { owner: string }[] };
-    const workerPid = Number(/-(\d+)$/.exec(status.capsules[0]!.owner)![1]);
+    // The lease is taken by one worker (it may still be settling right after start).
+    let workerPid = 0;
+    await expect
+      .poll(
+        async () => {
+          const status = (await (await fetch(`${base}/capsules`)).json()) as {
+            capsules: { owner: string | null }[];
+          };
+          workerPid = Number(/-(\d+)$/.exec(status.capsules[0]?.owner ?? '')?.[1] ?? 0);
+          return workerPid;
+        },
+        { timeout: 30_000, interval: 50 },
+      )
+      .toBeGreaterThan(0);
     expect(workerPid).not.toBe(child.pid);
     const work = (async () => {
       for (let i = 0; i < 6; i++) await sim!.submit(`#sim {"chunks":20,"delayMs":10}`).done;
