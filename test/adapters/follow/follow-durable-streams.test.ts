@@ -65,9 +65,11 @@ describe('ds:{path} on GET /v1/follow', () => {
       fetch: quickRetryFetch(READER),
     });
     es.onmessage = (e) => got.push(JSON.parse(e.data) as FollowEventJson);
-    const batches = 40;
+    let batches = 0;
     try {
-      for (let i = 0; i < batches; i++) {
+      // At least 40 batches, and on until the proxy has cut the follower a few times (bounded).
+      for (; batches < 1000 && (batches < 40 || proxy.kills < 3); batches++) {
+        const i = batches;
         await write('POST', 'room/a', 'application/json', JSON.stringify([{ n: 2 * i }, { n: 2 * i + 1 }]));
         await write('POST', 'logs/b', 'text/plain', `line ${i}\n`);
         await new Promise((r) => setTimeout(r, 10));

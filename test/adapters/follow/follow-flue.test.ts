@@ -85,7 +85,8 @@ describe('flue:{capsule}/{conversation} on GET /v1/follow', () => {
     });
     es.onmessage = (e) => got.push(JSON.parse(e.data) as FollowEventJson<unknown[]>);
     try {
-      for (let i = 0; i < 3; i++) await say('chat', ALICE, 40);
+      // Three turns at least, and on until the proxy has cut the follower a few times (bounded).
+      for (let i = 0; i < 30 && (i < 3 || proxy.kills < 3); i++) await say('chat', ALICE, 40);
       const expected = await allUpdates('chat', ALICE);
       await expect
         .poll(() => got.flatMap((e) => e.data).length, { timeout: 30_000, interval: 50 })
