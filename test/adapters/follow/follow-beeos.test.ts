@@ -7,41 +7,25 @@
  */
 import { EventSource } from 'eventsource';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSimulator, type SimulatedCapsule } from '../../../src/simulator/index.js';
 import { startCuttingProxy } from '../../client/cutting-proxy.js';
-import { startTestGateway, type TestGateway } from '../../support/gateway.js';
+import type { TestGateway } from '../../support/gateway.js';
 import { collectSse, type SseEvent } from '../beeos/support/sse-client.js';
 import {
   followError,
   getJson,
   quickRetryFetch,
-  sha256,
+  startTwoOwners,
   type FollowEventJson,
   type LongPoll,
 } from './follow-support.js';
 
 const ALICE = 'follow-beeos-alice-key-0123456789';
 const BOB = 'follow-beeos-bob-key-0123456789';
-let sim: SimulatedCapsule;
 let gw: TestGateway;
+let close: () => Promise<void>;
 
-beforeAll(async () => {
-  sim = await startSimulator({ heartbeatMs: 200, taskAcceptance: 'queue' });
-  gw = await startTestGateway({
-    capsules: { cap0: sim.url },
-    config: {
-      longPollMaxMs: 2_000,
-      apiKeys: [
-        { sha256: sha256(ALICE), owner: 'alice' },
-        { sha256: sha256(BOB), owner: 'bob' },
-      ],
-    },
-  });
-});
-afterAll(async () => {
-  await gw.close();
-  await sim.stop();
-});
+beforeAll(async () => ({ gw, close } = await startTwoOwners(ALICE, BOB)));
+afterAll(() => close());
 
 const agent = () => `${gw.baseUrl}/api/v1/agents/cap0`;
 const auth = (token: string) => ({ authorization: `Bearer ${token}` });

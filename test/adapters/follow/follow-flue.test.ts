@@ -8,40 +8,25 @@
 import { createFlueClient } from '@flue/sdk';
 import { EventSource } from 'eventsource';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { startSimulator, type SimulatedCapsule } from '../../../src/simulator/index.js';
 import { startCuttingProxy } from '../../client/cutting-proxy.js';
+import { startSimulator } from '../../../src/simulator/index.js';
 import { startTestGateway, type TestGateway } from '../../support/gateway.js';
 import {
   followError,
   getJson,
   quickRetryFetch,
-  sha256,
+  startTwoOwners,
   type FollowEventJson,
   type LongPoll,
 } from './follow-support.js';
 
 const ALICE = 'follow-flue-alice-key-0123456789';
 const BOB = 'follow-flue-bob-key-0123456789';
-let sim: SimulatedCapsule;
 let gw: TestGateway;
+let close: () => Promise<void>;
 
-beforeAll(async () => {
-  sim = await startSimulator({ heartbeatMs: 200, taskAcceptance: 'queue' });
-  gw = await startTestGateway({
-    capsules: { cap0: sim.url },
-    config: {
-      longPollMaxMs: 2_000,
-      apiKeys: [
-        { sha256: sha256(ALICE), owner: 'alice' },
-        { sha256: sha256(BOB), owner: 'bob' },
-      ],
-    },
-  });
-});
-afterAll(async () => {
-  await gw.close();
-  await sim.stop();
-});
+beforeAll(async () => ({ gw, close } = await startTwoOwners(ALICE, BOB)));
+afterAll(() => close());
 
 const client = (conv: string, token: string) =>
   createFlueClient({ url: `${gw.baseUrl}/flue/cap0/${conv}`, headers: { authorization: `Bearer ${token}` } });

@@ -3,6 +3,8 @@
  * carries a bearer token), a JSON GET, and the event shape every follow event has.
  */
 import { createHash } from 'node:crypto';
+import { startSimulator } from '../../../src/simulator/index.js';
+import { startTestGateway, type TestGateway } from '../../support/gateway.js';
 
 export interface FollowEventJson<T = unknown> {
   stream: string;
@@ -42,3 +44,28 @@ export interface LongPoll<T = unknown> {
   events: FollowEventJson<T>[];
   cursors: Record<string, string>;
 }
+
+/** One simulated capsule `cap0` behind a gateway with two owners' keys (alice, bob) and a 2 s long-poll. */
+export const startTwoOwners = async (
+  alice: string,
+  bob: string,
+): Promise<{ gw: TestGateway; close(): Promise<void> }> => {
+  const sim = await startSimulator({ heartbeatMs: 200, taskAcceptance: 'queue' });
+  const gw = await startTestGateway({
+    capsules: { cap0: sim.url },
+    config: {
+      longPollMaxMs: 2_000,
+      apiKeys: [
+        { sha256: sha256(alice), owner: 'alice' },
+        { sha256: sha256(bob), owner: 'bob' },
+      ],
+    },
+  });
+  return {
+    gw,
+    close: async () => {
+      await gw.close();
+      await sim.stop();
+    },
+  };
+};

@@ -5,7 +5,6 @@
  * answers what is there, holds until a stream gets something, and hands back every cursor. Every
  * bad request is refused whole, with the exact error.
  */
-import { createHash } from 'node:crypto';
 import { EventSource } from 'eventsource';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startSimulator, type SimulatedCapsule } from '../../../src/simulator/index.js';
@@ -13,6 +12,7 @@ import { runBusy } from '../../client/busy-capsule.js';
 import { startCuttingProxy, type CuttingProxy } from '../../client/cutting-proxy.js';
 import { loggedRecords } from '../../client/log-frames.js';
 import { startTestGateway, type TestGateway } from '../../support/gateway.js';
+import { quickRetryFetch, sha256 } from './follow-support.js';
 
 const sims: SimulatedCapsule[] = [];
 let gw: TestGateway | null = null;
@@ -36,17 +36,6 @@ const start = async (n: number, config: Parameters<typeof startTestGateway>[0]['
   return gw;
 };
 
-/** The EventSource client's fetch, prepending `retry: 5` so its reconnects come quickly. */
-const quickRetryFetch: typeof fetch = async (input, init) => {
-  const res = await fetch(input, init);
-  if (!res.body) return res;
-  const prefix = new TextEncoder().encode('retry: 5\n\n');
-  const body = res.body.pipeThrough(
-    new TransformStream<Uint8Array, Uint8Array>({ start: (c) => c.enqueue(prefix) }),
-  );
-  return new Response(body, { status: res.status, headers: res.headers });
-};
-
 interface Delivered {
   stream: string;
   cursor: string;
@@ -65,7 +54,7 @@ describe('GET /v1/follow', () => {
     proxy = await startCuttingProxy(g.baseUrl, { lifetimeMs: 400 });
     const got: Delivered[] = [];
     const es = new EventSource(`${proxy.url}/v1/follow?stream=murmur:cap0@-1&stream=murmur:cap1@-1`, {
-      fetch: quickRetryFetch,
+      fetch: quickRetryFetch(),
     });
     es.onmessage = (e) => got.push(JSON.parse(e.data) as Delivered);
     const [last0, last1] = await Promise.all([runBusy(sims[0]!, 6, 20, 15), runBusy(sims[1]!, 6, 20, 15)]);
@@ -163,15 +152,14 @@ describe('GET /v1/follow', () => {
   it('auth: no credential is 401; a stream outside the key is 404 as an unknown one; a ticket works', async () => {
     const key = 'follow-observer-key-0123456789';
     const submitOnly = 'follow-submit-key-0123456789';
-    const sha = (k: string) => createHash('sha256').update(k).digest('hex');
     const sim = await startSimulator({ heartbeatMs: 200 });
     sims.push(sim);
     gw = await startTestGateway({
       capsules: { cap0: sim.url },
       extra: {
         apiKeys: [
-          { sha256: sha(key), owner: 'ops-person', scopes: ['observe'] },
-          { sha256: sha(submitOnly), owner: 'alice', scopes: ['submit'] },
+          { sha256: sha256(key), owner: 'ops-person', scopes: ['observe'] },
+          { sha256: sha256(submitOnly), owner: 'alice', scopes: ['submit'] },
         ],
       },
     });
