@@ -1,17 +1,41 @@
 /**
- * The BeeOS live feeds of this process (channel-feed.ts), one per capsule with live channel streams,
- * and every open channel stream, which the drain ends with `end stream_closed`.
+ * The BeeOS live feeds of this process (src/hub/live-feeds.ts, channel-feed.ts), one per capsule
+ * with live channel streams, and every open channel stream, which the drain ends with `end
+ * stream_closed`.
  */
 import type { Logger } from 'pino';
 import type { GatewayCore } from '../../src/core/types.js';
+import { LiveFeeds } from '../../src/hub/live-feeds.js';
+import type { FeedPolicy } from '../../src/hub/live-feed.js';
 import type { LogRecord } from '../../src/log/record.js';
-import { CapsuleFeed, feedCounters } from './channel-feed.js';
+import { ChannelFeed } from './channel-feed.js';
 import type { ChannelListener } from './channel-listener.js';
+import type { SharedProjection } from './shared-projection.js';
+import { beeosMeta } from './records.js';
 
-/** The feeds of this process's BeeOS surface, one per capsule with live channel streams. */
+/** Recent records kept so a listener can reach the feed's position without another read. */
+const RING = 4096;
+
+/** Process-wide counts of feed resumes and resets (beeosFeedStats). */
+const feedCounters = { resumes: 0, resets: 0 };
+
+const POLICY: FeedPolicy = {
+  surface: 'beeos',
+  // A store reset is shown to each stream in order (`backfill_truncated`); the feed goes on.
+  storeReset: 'follow',
+  ring: RING,
+  // An accepted submission names the task it became: the task's frames belong to its context.
+  link: (record) => {
+    if (record.kind !== 'submission') return null;
+    const meta = beeosMeta(record);
+    return meta?.op === 'outcome' && meta.outcome === 'accepted' && meta.taskId
+      ? { taskId: meta.taskId, contextId: record.contextId }
+      : null;
+  },
+};
+
 /** Every feed of the process that has not closed (beeosFeedStats). */
-const liveFeeds = new Set<CapsuleFeed>();
-
+const liveFeeds = new Set<ChannelFeed>();
 export interface BeeosFeedStats {
   /** Live feeds (of `capsule` when given). */
   feeds: number;
@@ -44,7 +68,7 @@ export const beeosFeedStats = (capsule?: string): BeeosFeedStats => {
 };
 
 export class ChannelFeeds {
-  private readonly feeds = new Map<string, CapsuleFeed>();
+  private readonly feeds: LiveFeeds<SharedProjection, ChannelFeed>;
   /** Every open channel stream, for the drain (one signal listener, not one per stream). */
   private readonly listeners = new Set<ChannelListener>();
   private readonly observers: ((capsule: string, records: readonly LogRecord[], before: number) => void)[] =
@@ -52,13 +76,28 @@ export class ChannelFeeds {
 
   constructor(
     private readonly core: GatewayCore,
-    private readonly logger: Logger,
+    logger: Logger,
   ) {
     const drain = (): void => {
       for (const l of [...this.listeners]) l.end('stream_closed', l.latest());
     };
     if (core.shutdownSignal.aborted) queueMicrotask(drain);
     else core.shutdownSignal.addEventListener('abort', drain, { once: true });
+    this.feeds = new LiveFeeds<SharedProjection, ChannelFeed>(
+      core,
+      logger,
+      POLICY,
+      (feed) => {
+        const sink: ChannelFeed = new ChannelFeed(
+          feed,
+          this.observers.map((fn) => (records, before) => fn(feed.capsule, records, before)),
+          () => liveFeeds.delete(sink),
+        );
+        liveFeeds.add(sink);
+        return sink;
+      },
+      feedCounters,
+    );
   }
 
   /** A stream opened: the drain ends it with `end stream_closed`. */
@@ -77,27 +116,11 @@ export class ChannelFeeds {
   }
 
   /** The capsule's feed, started after `head` (of log `epoch`) when none runs. */
-  feed(capsule: string, head: number, epoch: number): CapsuleFeed {
-    const running = this.feeds.get(capsule);
-    if (running && !running.closed) return running;
-    const feed: CapsuleFeed = new CapsuleFeed(
-      this.core,
-      capsule,
-      head,
-      epoch,
-      this.logger,
-      () => {
-        liveFeeds.delete(feed);
-        if (this.feeds.get(capsule) === feed) this.feeds.delete(capsule);
-      },
-      this.observers.map((fn) => (records, before) => fn(capsule, records, before)),
-    );
-    this.feeds.set(capsule, feed);
-    if (!feed.closed) liveFeeds.add(feed);
-    return feed;
+  feed(capsule: string, head: number, epoch: number): ChannelFeed {
+    return this.feeds.open(capsule, head, epoch).sink;
   }
 
-  get(capsule: string): CapsuleFeed | undefined {
-    return this.feeds.get(capsule);
+  get(capsule: string): ChannelFeed | undefined {
+    return this.feeds.running(capsule)?.sink;
   }
 }
