@@ -1,23 +1,21 @@
 /**
- * One live feed per capsule for the Flue surface in this process: a single hub subscription whose
- * records are dispatched to the shared projection of the conversation they belong to (an index
- * from context → projection; frames of tasks not yet attributed and facts go to every
+ * The Flue side of a capsule's live feed (src/hub/live-feed.ts: one hub subscription per capsule in
+ * this process, its resumes and cursor checks): records are dispatched to the shared projection of
+ * the conversation they belong to (frames of tasks not yet attributed and facts go to every
  * projection). Each hub batch is cut into read cycles of at most one updates page, and each
- * cycle's `event: control` is encoded once for all conversations. A subscription that ends as
- * slow or on a store error resumes from the feed's cursor; a lost or trimmed cursor, or a new
- * store generation, ends every follower as 'gone'.
+ * cycle's `event: control` is encoded once for all conversations. A lost or trimmed cursor, or a new
+ * store generation, ends every follower as 'gone' (the feed ends `gone`).
  */
 import type { Logger } from 'pino';
-import { isStoreReset } from '../../src/core/store-reset.js';
-import { storeUnreachable } from '../../src/errors.js';
-import type { GatewayCore, Subscription, SubscriptionEnd } from '../../src/core/types.js';
-import { ContextTracker, viewFrame } from '../../src/log/frame-view.js';
+import type { GatewayCore } from '../../src/core/types.js';
+import type { FeedEnd, FeedSink, LiveFeed } from '../../src/hub/live-feed.js';
+import { viewFrame } from '../../src/log/frame-view.js';
 import type { LogRecord } from '../../src/log/record.js';
 import type { FlueChunk } from './chunks.js';
 import { encodeControlEvent, formatOffset } from './codec.js';
 import { UPDATES_PAGE } from './constants.js';
 import type { ConversationProjector } from './projection.js';
-import { SharedProjection, Slice, type FollowEnd } from './shared-projection.js';
+import { SharedProjection, Slice } from './shared-projection.js';
 
 /** Bound on the tasks remembered as owned by no followed conversation (then forgotten at once). */
 const MAX_UNOWNED = 10_000;
@@ -36,14 +34,12 @@ export interface FeedDeps {
   observe?: (capsule: string, epoch: number, after: number, records: readonly LogRecord[]) => void;
   /** A projection nobody follows is kept this long (a long-poll loop comes back within it). */
   lingerMs: number;
-  retryMs: number;
 }
 
-export class CapsuleFeed {
-  /** Offset of the last record dispatched. */
-  cursor: number;
+export type FlueLiveFeed = LiveFeed<SharedProjection, CapsuleFeed>;
+
+export class CapsuleFeed implements FeedSink {
   private readonly projections = new Map<string, SharedProjection>();
-  private readonly tracker = new ContextTracker();
   /**
    * Tasks whose frames every current projection judged not its own (tasks of conversations nobody
    * follows that began before this feed): their frames skip the broadcast. Forgotten whenever a
@@ -57,19 +53,32 @@ export class CapsuleFeed {
    * conversations, not every conversation followed.
    */
   private readonly behind = new Set<SharedProjection>();
-  private subscription: Subscription | null = null;
-  private retry: NodeJS.Timeout | null = null;
-  ended: FollowEnd | null = null;
+  /** The store generation the feed follows (a store reset ends it). */
+  readonly epoch: number;
 
   constructor(
     private readonly deps: FeedDeps,
-    readonly capsule: string,
-    readonly epoch: number,
-    head: number,
-    private readonly onEnded: (feed: CapsuleFeed) => void,
+    private readonly feed: FlueLiveFeed,
+    epoch: number,
   ) {
-    this.cursor = head;
-    this.subscribe();
+    this.epoch = epoch;
+  }
+
+  get capsule(): string {
+    return this.feed.capsule;
+  }
+
+  /** Offset of the last record dispatched. */
+  get cursor(): number {
+    return this.feed.cursor;
+  }
+
+  get ended(): FeedEnd | null {
+    return this.feed.ended;
+  }
+
+  get closed(): boolean {
+    return this.feed.closed;
   }
 
   /** The conversation's shared projection, created (and rebuilt from the log) on first use. */
@@ -82,6 +91,7 @@ export class CapsuleFeed {
         .then((projector) => ({ projector, through }));
       projection = new SharedProjection(conversationId, seed, () => this.cursor);
       this.projections.set(conversationId, projection);
+      this.feed.add(projection, conversationId);
       this.behind.add(projection);
       this.unowned.clear();
       const created = projection;
@@ -90,6 +100,7 @@ export class CapsuleFeed {
         if (this.projections.get(conversationId) !== created) return;
         this.projections.delete(conversationId);
         this.behind.delete(created);
+        this.feed.remove(created);
       });
     }
     projection.lastUsed = Date.now();
@@ -102,68 +113,30 @@ export class CapsuleFeed {
     return projection?.projector && projection.through === offset ? projection.projector : null;
   }
 
-  /** Drop projections nobody followed for `lingerMs`; true when none is left. */
-  sweep(now: number): boolean {
+  /** Drop projections nobody followed for `lingerMs`; the feed closes with the last one. */
+  sweep(now: number): void {
     for (const [id, projection] of this.projections)
       if (!projection.followed && now - projection.lastUsed >= this.deps.lingerMs) {
         this.projections.delete(id);
         this.behind.delete(projection);
         projection.end('shutdown');
+        this.feed.remove(projection);
       }
-    return this.projections.size === 0;
   }
 
-  end(reason: FollowEnd): void {
-    if (this.ended) return;
-    this.ended = reason;
-    if (this.retry) clearTimeout(this.retry);
-    this.subscription?.close();
-    this.subscription = null;
+  /** End every follower ('gone': the store lost or trimmed what follows; 416 on reconnect). */
+  end(reason: FeedEnd): void {
+    this.feed.end(reason);
+  }
+
+  onEnd(reason: FeedEnd): void {
     for (const projection of this.projections.values()) projection.end(reason);
     this.projections.clear();
     this.behind.clear();
-    this.onEnded(this);
   }
 
-  private subscribe(): void {
-    if (this.ended) return;
-    this.subscription = this.deps.core.subscribe(this.capsule, {
-      after: this.cursor,
-      surface: 'flue',
-      onRecords: (records) => this.dispatch(records),
-      onEnd: (reason) => this.onSubscriptionEnd(reason),
-    });
-  }
-
-  private onSubscriptionEnd(reason: SubscriptionEnd): void {
-    this.subscription = null;
-    if (this.ended || reason === 'closed') return;
-    // Cut from the store: followers end as on a drain and resume on another replica.
-    if (reason === 'shutdown' || reason === 'store_unreachable') return this.end('shutdown');
-    // Slow or a store error: resume from the cursor unless what follows it is gone meanwhile.
-    const resume = async (): Promise<void> => {
-      this.retry = null;
-      if (this.ended) return;
-      try {
-        const { status, position } = await this.deps.core.cursorStatus(this.capsule, this.cursor);
-        if (this.ended) return;
-        if (status === 'gone' || position.epoch !== this.epoch) return this.end('gone');
-        this.subscribe();
-      } catch (err) {
-        // Cut from the store: followers end as on a drain and resume on another replica.
-        if (storeUnreachable(err)) return this.end('shutdown');
-        this.deps.logger.warn({ err, capsule: this.capsule }, 'flue: live feed cannot resume yet');
-        this.retry = setTimeout(() => void resume(), this.deps.retryMs);
-      }
-    };
-    void resume();
-  }
-
-  private dispatch(records: readonly LogRecord[]): void {
-    if (this.ended) return;
-    // A new store generation: every state and offset of this feed belongs to the old one.
-    if (records.some(isStoreReset)) return this.end('gone');
-    this.deps.observe?.(this.capsule, this.epoch, this.cursor, records);
+  onRecords(records: readonly LogRecord[], before: number): void {
+    this.deps.observe?.(this.capsule, this.epoch, before, records);
     for (let i = 0; i < records.length; i += UPDATES_PAGE) {
       const page = records.slice(i, i + UPDATES_PAGE);
       const last = i + UPDATES_PAGE >= records.length;
@@ -185,35 +158,13 @@ export class CapsuleFeed {
       if (list) list.push(...chunks);
       else produced.set(projection, chunks);
     };
-    for (const record of records) {
-      const context = this.tracker.contextOf(record);
-      if (context !== null) {
-        const projection = this.projections.get(context);
-        if (projection) add(projection, projection.project(record));
-        continue;
-      }
-      const taskId = viewFrame(record)?.taskId ?? null;
-      if (record.kind !== 'fact' && !taskId) continue;
-      if (taskId && this.unowned.has(taskId)) continue;
-      // A fact, or a frame of a task whose attributing frame came before this feed: every
-      // projection judges it with its own attribution, and the feed learns from the one that owns it.
-      let judged = true;
-      let owned = false;
-      for (const projection of this.projections.values()) {
-        add(projection, projection.project(record));
-        if (!projection.projector) judged = false;
-        const owner = projection.projector?.lastContext;
-        if (taskId && owner === projection.conversationId) {
-          this.tracker.link(taskId, owner);
-          owned = true;
-        }
-      }
-      if (taskId && judged && !owned) {
-        if (this.unowned.size >= MAX_UNOWNED) this.unowned.clear();
-        this.unowned.add(taskId);
-      }
-    }
-    this.cursor = end;
+    // One projection per conversation: the feed's index of this context holds at most it.
+    this.feed.dispatch(
+      records,
+      (projection, record) => add(projection, projection.project(record)),
+      (record) => this.broadcast(record, add),
+    );
+    this.feed.passed(end);
     const controlText = encodeControlEvent(formatOffset(this.epoch, end), upToDate);
     const control = Buffer.from(controlText);
     // Most conversations of a busy capsule have nothing in a given cycle: those visited share one
@@ -231,6 +182,32 @@ export class CapsuleFeed {
     // The end of a delivery: whoever was told "behind" hears it is up to date again.
     for (const projection of this.behind)
       if (!produced.has(projection)) this.advance(projection, sliceOf(undefined), more);
+  }
+
+  /**
+   * A record the feed cannot attribute: a fact, or a frame of a task whose attributing frame came
+   * before this feed. Every projection judges it with its own attribution, and the feed learns
+   * from the one that owns it.
+   */
+  private broadcast(record: LogRecord, add: (projection: SharedProjection, chunks: FlueChunk[]) => void): void {
+    const taskId = viewFrame(record)?.taskId ?? null;
+    if (record.kind !== 'fact' && !taskId) return;
+    if (taskId && this.unowned.has(taskId)) return;
+    let judged = true;
+    let owned = false;
+    for (const projection of this.projections.values()) {
+      add(projection, projection.project(record));
+      if (!projection.projector) judged = false;
+      const owner = projection.projector?.lastContext;
+      if (taskId && owner === projection.conversationId) {
+        this.feed.link(taskId, owner);
+        owned = true;
+      }
+    }
+    if (taskId && judged && !owned) {
+      if (this.unowned.size >= MAX_UNOWNED) this.unowned.clear();
+      this.unowned.add(taskId);
+    }
   }
 
   /** Hand a projection its slice; keep `behind` to what its followers were last told. */

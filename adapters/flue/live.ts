@@ -55,6 +55,8 @@ const joinFeed = async (
   read: LiveRead,
 ): Promise<{ feed: CapsuleFeed; projection: SharedProjection }> => {
   let feed = await deps.feeds.feed(read.capsule);
+  // Closed while this reader waited for it (its only projection failed to rebuild): start afresh.
+  if (feed.closed) feed = await deps.feeds.feed(read.capsule);
   if (feed.epoch < read.epoch) {
     // The store started a new generation the feed has not met yet: its states are all stale.
     feed.end('gone');

@@ -23,7 +23,6 @@ import { countUnexpected } from '../../src/http/unexpected-errors.js';
 
 /** How long a conversation's shared projection outlives its last live reader. */
 const LINGER_MS = 5_000;
-const FEED_RETRY_MS = 1_000;
 
 const BASE = '/flue/:capsule/:conversationId';
 
@@ -100,7 +99,6 @@ export const createRoutes = (deps: AdapterDeps, shared: FlueShared = flueShared(
       rebuild(reader, capsule, conversationId, epoch, through),
     observe: (capsule, epoch, after, records) => index.observe(capsule, epoch, after, records),
     lingerMs: LINGER_MS,
-    retryMs: FEED_RETRY_MS,
   });
   /** The state through an offset: a copy of the live shared one when it is exactly there, else read. */
   const stateAt = async (

@@ -263,6 +263,12 @@ export class LiveFeed<T, S extends FeedSink = FeedSink> {
     this.onClosed(this);
   }
 
+  /** Close when no projector is left and nobody holds the feed (true when it is closed). */
+  closeIfUnused(): boolean {
+    this.maybeIdle();
+    return this.closed;
+  }
+
   private maybeIdle(): void {
     if (this.contexts.size === 0 && this.holds === 0) this.close();
   }

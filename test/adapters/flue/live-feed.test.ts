@@ -13,7 +13,8 @@ import pino from 'pino';
 import type { FlueChunk } from '../../../adapters/flue/chunks.js';
 import { encodeDataEvent } from '../../../adapters/flue/codec.js';
 import { rebuild } from '../../../adapters/flue/conversation-reader.js';
-import { CapsuleFeed } from '../../../adapters/flue/live-feed.js';
+import { FeedRegistry } from '../../../adapters/flue/feed-registry.js';
+import type { CapsuleFeed } from '../../../adapters/flue/live-feed.js';
 import { ConversationProjector } from '../../../adapters/flue/projection.js';
 import { SnapshotCache } from '../../../adapters/flue/snapshot-cache.js';
 import type { LogRecord } from '../../../src/log/record.js';
@@ -41,20 +42,12 @@ const oracle = (
 /** A feed over `log` from `head`, each conversation's state rebuilt from the log on first use. */
 const feedOver = (log: ReturnType<typeof logCore>, head: number): CapsuleFeed => {
   const cache = new SnapshotCache();
-  return new CapsuleFeed(
-    {
-      core: log.core,
-      logger: pino({ level: 'silent' }),
-      seed: (capsule, conv, epoch, through) =>
-        rebuild({ core: log.core, cache }, capsule, conv, epoch, through),
-      lingerMs: 60_000,
-      retryMs: 1_000,
-    },
-    'cap',
-    EPOCH,
-    head,
-    () => undefined,
-  );
+  return new FeedRegistry({
+    core: log.core,
+    logger: pino({ level: 'silent' }),
+    seed: (capsule, conv, epoch, through) => rebuild({ core: log.core, cache }, capsule, conv, epoch, through),
+    lingerMs: 60_000,
+  }).openAt('cap', EPOCH, head);
 };
 
 describe('live feed projections = whole-capsule projection', () => {
