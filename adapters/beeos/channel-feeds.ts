@@ -6,15 +6,12 @@
 import type { Logger } from 'pino';
 import type { GatewayCore } from '../../src/core/types.js';
 import { LiveFeeds } from '../../src/hub/live-feeds.js';
-import type { FeedPolicy } from '../../src/hub/live-feed.js';
+import { FEED_RING, type FeedPolicy } from '../../src/hub/live-feed.js';
 import type { LogRecord } from '../../src/log/record.js';
 import { ChannelFeed } from './channel-feed.js';
 import type { ChannelListener } from './channel-listener.js';
 import type { SharedProjection } from './shared-projection.js';
 import { beeosMeta } from './records.js';
-
-/** Recent records kept so a listener can reach the feed's position without another read. */
-const RING = 4096;
 
 /** Process-wide counts of feed resumes and resets (beeosFeedStats). */
 const feedCounters = { resumes: 0, resets: 0 };
@@ -23,7 +20,8 @@ const POLICY: FeedPolicy = {
   surface: 'beeos',
   // A store reset is shown to each stream in order (`backfill_truncated`); the feed goes on.
   storeReset: 'follow',
-  ring: RING,
+  // Recent records, so a listener reaches the feed's position without another read.
+  ring: FEED_RING,
   // An accepted submission names the task it became: the task's frames belong to its context.
   link: (record) => {
     if (record.kind !== 'submission') return null;

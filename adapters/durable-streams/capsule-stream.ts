@@ -2,7 +2,7 @@
  * `GET|HEAD /v1/stream/murmur/{capsule}`: a capsule's log as a read-only Durable Stream in JSON mode
  * (PROTOCOL.md). Each message is the record object `GET /murmur/{c}/poll` returns; loss facts are
  * messages like any other, so a reader meets them in order. Offsets are `EPOCH_OFFSET` (two 16-digit
- * components, the Flue surface's format): an offset of another epoch or below retention is 410, never
+ * components, src/http/epoch-offset.ts): an offset of another epoch or below retention is 410, never
  * a silent skip. Catch-up, `live=long-poll` and `live=sse` (capsule-sse.ts); writes are 405 with
  * `Allow`. Readers need the `observe` scope (access.ts).
  */
@@ -11,12 +11,11 @@ import { principalOf } from '../../src/auth/principal.js';
 import { linkSignals } from '../../src/core/linked-signal.js';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import type { LogRecord } from '../../src/log/record.js';
-import { formatOffset } from '../flue/codec.js';
-import { pollFailure } from '../murmur/poll.js';
-import { recordText } from '../murmur/poll-json.js';
+import { formatEpochOffset as formatOffset } from '../../src/http/epoch-offset.js';
+import { recordText } from '../../src/http/record-json.js';
 import { capsuleStreamAccess } from './capsule-access.js';
-import { capsuleSseResponse } from './capsule-sse.js';
-import { problem, STREAM_MESSAGES } from './capsule-errors.js';
+import { capsuleSseResponse, capsuleStreamFeeds } from './capsule-sse.js';
+import { problem, readFailure, STREAM_MESSAGES } from './capsule-errors.js';
 import { nextCursor, SSE_LIFETIME_MS, startOf } from './offsets.js';
 
 export const CAPSULE_STREAM_ROUTE = '/v1/stream/murmur/:capsule';
@@ -38,6 +37,7 @@ export interface CapsuleStreamOptions {
 export const createCapsuleStreamRoutes = (deps: AdapterDeps, options: CapsuleStreamOptions = {}): Hono => {
   const { core, config, logger } = deps;
   const lifetimeMs = options.sseLifetimeMs ?? SSE_LIFETIME_MS;
+  const feeds = capsuleStreamFeeds(deps);
   const app = new Hono();
   app.use(CAPSULE_STREAM_ROUTE, capsuleStreamAccess);
 
@@ -52,7 +52,7 @@ export const createCapsuleStreamRoutes = (deps: AdapterDeps, options: CapsuleStr
       if ('status' in start) return problem(start.status, start.message);
       if (live === 'sse' && c.req.method === 'GET') {
         const cursor = c.req.query('cursor');
-        return capsuleSseResponse(deps, c, { capsule, after: start.after, position, cursor, lifetimeMs });
+        return capsuleSseResponse(deps, feeds, c, { capsule, after: start.after, position, cursor, lifetimeMs });
       }
       let records: readonly LogRecord[] = [];
       if (c.req.method !== 'HEAD') {
@@ -96,7 +96,7 @@ export const createCapsuleStreamRoutes = (deps: AdapterDeps, options: CapsuleStr
       if (c.req.header('if-none-match') === etag) return c.body(null, 304, headers);
       return c.body(`[${records.map(recordText).join(',')}]`, 200, headers);
     } catch (err) {
-      return pollFailure(err, logger, capsule);
+      return readFailure(err, logger, capsule);
     }
   });
 

@@ -1,10 +1,10 @@
 /**
  * Where a capsule stream read begins and the cursor it hands out, shared by catch-up, long-poll and
- * SSE so the three answer one offset alike (PROTOCOL.md §6, §8.1). Offsets are `EPOCH_OFFSET`, the
- * Flue surface's format: an offset of another epoch is 410, never a silent skip.
+ * SSE so the three answer one offset alike (PROTOCOL.md §6, §8.1). Offsets are `EPOCH_OFFSET`
+ * (src/http/epoch-offset.ts): an offset of another epoch is 410, never a silent skip.
  */
 import type { LogPosition } from '../../src/log/store.js';
-import { parseOffset } from '../flue/codec.js';
+import { parseEpochOffset } from '../../src/http/epoch-offset.js';
 
 /** §8.2: the server closes each SSE connection after about a minute, so CDNs can collapse readers. */
 export const SSE_LIFETIME_MS = 60_000;
@@ -33,8 +33,8 @@ export const OFFSET_MESSAGES = {
 export const startOf = (raw: string | undefined, position: LogPosition): Start => {
   if (raw === undefined || raw === '-1') return { after: 0 };
   if (raw === 'now') return { after: position.head };
-  const parsed = parseOffset(raw);
-  if (!parsed || parsed.kind !== 'at') return { status: 400, message: OFFSET_MESSAGES.malformed };
+  const parsed = parseEpochOffset(raw);
+  if (!parsed) return { status: 400, message: OFFSET_MESSAGES.malformed };
   if (parsed.epoch !== position.epoch) return { status: 410, message: OFFSET_MESSAGES.otherEpoch };
   if (parsed.offset > position.head) return { status: 400, message: OFFSET_MESSAGES.beyondTail };
   if (parsed.offset > 0 && parsed.offset < position.first - 1)

@@ -1,6 +1,6 @@
 /** Response headers every general stream answer shares: offsets, closure, expiry (PROTOCOL.md §5.4). */
 import type { StreamMeta } from '../../src/streams/types.js';
-import { formatOffset } from '../flue/codec.js';
+import { formatEpochOffset as formatOffset } from '../../src/http/epoch-offset.js';
 import { SECURITY_HEADERS } from './stream-errors.js';
 
 /** `Stream-Next-Offset` of `position` in the stream's current epoch. */

@@ -2,26 +2,22 @@
  * Pure encodings of the Flue wire: offsets (§Offsets, with the store epoch as the first component,
  * see docs/surfaces/flue.md) and SSE frames (§live=sse). Decisions about what to send live in live.ts/routes.ts.
  */
+import { formatEpochOffset, parseEpochOffset } from '../../src/http/epoch-offset.js';
 import { encodeComment, encodeSse } from '../../src/http/sse.js';
 import type { FlueChunk } from './chunks.js';
 import { HEARTBEAT_COMMENT, ORIGIN_OFFSET, SSE_EVENT } from './constants.js';
 
-const pad16 = (n: number): string => String(n).padStart(16, '0');
-
 /** `EEEEEEEEEEEEEEEE_OOOOOOOOOOOOOOOO`: store epoch, then log offset. */
-export const formatOffset = (epoch: number, offset: number): string => `${pad16(epoch)}_${pad16(offset)}`;
+export const formatOffset = formatEpochOffset;
 
 export type ParsedOffset = { kind: 'origin' } | { kind: 'at'; epoch: number; offset: number };
-
-const OFFSET_RE = /^(\d{16})_(\d{16})$/;
 
 /** Parse a client offset; null when malformed (→ 400 invalid_request). */
 export const parseOffset = (raw: string): ParsedOffset | null => {
   if (raw === ORIGIN_OFFSET) return { kind: 'origin' };
-  const m = OFFSET_RE.exec(raw);
-  if (!m || !m[1] || !m[2]) return null;
   // Well-formed but huge values stay numbers that compare beyond any head/epoch (→ 416, not 400).
-  return { kind: 'at', epoch: Number(m[1]), offset: Number(m[2]) };
+  const at = parseEpochOffset(raw);
+  return at && { kind: 'at', ...at };
 };
 
 /** `event: data` with the cycle's chunk array; Flue writes `data:` with no space. */

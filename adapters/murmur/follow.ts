@@ -9,7 +9,8 @@ import type { GatewayCore } from '../../src/core/types.js';
 import type { FollowEvent, FollowOpen, FollowSource } from '../../src/http/surface.js';
 import type { LogRecord } from '../../src/log/record.js';
 import type { LogPosition } from '../../src/log/store.js';
-import { pollGap, recordJson } from './poll-json.js';
+import { recordJson } from '../../src/http/record-json.js';
+import { pollGap } from './poll-json.js';
 
 const OFFSET = /^(0|[1-9][0-9]{0,15})$/;
 

@@ -3,7 +3,8 @@
  * Each record is serialised once and cached, since one batch answers every parked poller.
  */
 import { isStoreReset } from '../../src/core/store-reset.js';
-import { receivedIso as iso, type LogRecord } from '../../src/log/record.js';
+import type { LogRecord } from '../../src/log/record.js';
+import { recordText } from '../../src/http/record-json.js';
 import type { LogPosition } from '../../src/log/store.js';
 
 export type PollGap =
@@ -30,59 +31,6 @@ export interface PollBody {
   epoch: number;
   gap: PollGap | null;
 }
-
-const snake = (key: string): string => key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
-
-/** One record as the long-poll shows it (see poll.ts for the documented shape). */
-export const recordJson = (record: LogRecord): Record<string, unknown> => {
-  switch (record.kind) {
-    case 'frame':
-      return {
-        offset: record.offset,
-        kind: 'frame',
-        event: record.event,
-        id: record.upstreamId,
-        data: record.data,
-        received_at: iso(record.receivedAt),
-      };
-    case 'submission': {
-      const json: Record<string, unknown> = {
-        offset: record.offset,
-        kind: 'submission',
-        protocol: record.protocol,
-        owner: record.owner,
-        context_id: record.contextId,
-        message_id: record.messageId,
-        text: record.text,
-      };
-      if (record.meta !== undefined) json.meta = record.meta;
-      json.received_at = iso(record.receivedAt);
-      return json;
-    }
-    case 'fact': {
-      // Facts differ in their fields (ack, attempt, reason, count, firstAvailableId): all in snake_case.
-      const json: Record<string, unknown> = { offset: record.offset, kind: 'fact' };
-      for (const [key, value] of Object.entries(record)) {
-        if (key === 'offset' || key === 'kind' || key === 'receivedAt' || value === undefined) continue;
-        json[snake(key)] = value;
-      }
-      json.received_at = iso(record.receivedAt);
-      return json;
-    }
-  }
-};
-
-const encoded = new WeakMap<LogRecord, string>();
-
-/** A record's JSON text, computed once per record object. */
-export const recordText = (record: LogRecord): string => {
-  let text = encoded.get(record);
-  if (text === undefined) {
-    text = JSON.stringify(recordJson(record));
-    encoded.set(record, text);
-  }
-  return text;
-};
 
 /** The `possibly_missing` gap a frames-possibly-missing fact stands for (null for any other record). */
 export const possiblyMissingGap = (record: LogRecord): PollGap | null => {

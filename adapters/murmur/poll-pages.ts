@@ -7,7 +7,8 @@
 import { isStoreReset } from '../../src/core/store-reset.js';
 import type { LogRecord } from '../../src/log/record.js';
 import type { LogPosition } from '../../src/log/store.js';
-import { earliestMissing, pollBodyRest, pollBodyText, recordText, type PollGap } from './poll-json.js';
+import { recordText } from '../../src/http/record-json.js';
+import { earliestMissing, pollBodyRest, pollBodyText, type PollGap } from './poll-json.js';
 
 /** Smaller pages are cheap to build per answer; caching them would only churn the cache. */
 const MIN_RECORDS = 32;

@@ -8,7 +8,8 @@ import { encodeSse } from '../../src/http/sse.js';
 import type { LogPosition } from '../../src/log/store.js';
 import type { LogRecord } from '../../src/log/record.js';
 import type { FeedFormat } from './feed.js';
-import { possiblyMissingGap, recordText, type PollGap } from './poll-json.js';
+import { recordText } from '../../src/http/record-json.js';
+import { possiblyMissingGap, type PollGap } from './poll-json.js';
 
 export const RECORDS_EVENT = {
   /** `id: <offset>`, data: the poll's record object. */

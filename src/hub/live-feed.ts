@@ -35,6 +35,9 @@ import type { LogRecord } from '../log/record.js';
  */
 export type FeedEnd = 'shutdown' | 'gone';
 
+/** Recent records a feed keeps when a surface asks for a ring (a reader joins from it). */
+export const FEED_RING = 4096;
+
 /** Pauses before each resume of a feed whose subscription ended, reset once records flow again. */
 export const FEED_RETRY_MS: readonly number[] = [100, 500, 1_000, 2_000, 5_000];
 

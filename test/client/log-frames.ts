@@ -1,5 +1,5 @@
 /** What a follower must deliver: every record of the log, as the long-poll shows it, in offset order. */
-import { recordJson } from '../../adapters/murmur/poll-json.js';
+import { recordJson } from '../../src/http/record-json.js';
 import type { GatewayCore } from '../../src/core/types.js';
 
 export interface LoggedFrame {

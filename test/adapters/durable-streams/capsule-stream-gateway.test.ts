@@ -1,7 +1,7 @@
 /** The capsule stream through the real gateway over a simulated capsule: the log, byte for byte. */
 import { describe, expect, it } from 'vitest';
-import { formatOffset } from '../../../adapters/flue/codec.js';
-import { recordJson } from '../../../adapters/murmur/poll-json.js';
+import { formatEpochOffset as formatOffset } from '../../../src/http/epoch-offset.js';
+import { recordJson } from '../../../src/http/record-json.js';
 import { readSse } from '../beeos/support/sse-client.js';
 import { useGateways } from '../murmur/fixtures.js';
 

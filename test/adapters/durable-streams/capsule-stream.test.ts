@@ -2,8 +2,8 @@
 import { Hono } from 'hono';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createCapsuleStreamRoutes } from '../../../adapters/durable-streams/capsule-stream.js';
-import { formatOffset } from '../../../adapters/flue/codec.js';
-import { recordJson } from '../../../adapters/murmur/poll-json.js';
+import { formatEpochOffset as formatOffset } from '../../../src/http/epoch-offset.js';
+import { recordJson } from '../../../src/http/record-json.js';
 import { setPrincipal, type Principal } from '../../../src/auth/principal.js';
 import type { AdapterDeps } from '../../../src/http/adapter-deps.js';
 import { frames } from '../../hub/helpers.js';
