@@ -72,7 +72,8 @@ export class ChannelFeed implements FeedSink {
     const projections = [...this.feed.targets];
     if (reason === 'shutdown') {
       // Every stream ends with `stream_closed` at its offset (clients resume with since).
-      for (const p of projections) for (const l of p.listeners) l.end('stream_closed', p.projector.latestOffset);
+      for (const p of projections)
+        for (const l of p.listeners) l.end('stream_closed', p.projector.latestOffset);
       return;
     }
     // Drop every stream of the feed (they reconnect with since) and its projections with it.

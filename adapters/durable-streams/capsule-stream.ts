@@ -52,7 +52,13 @@ export const createCapsuleStreamRoutes = (deps: AdapterDeps, options: CapsuleStr
       if ('status' in start) return problem(start.status, start.message);
       if (live === 'sse' && c.req.method === 'GET') {
         const cursor = c.req.query('cursor');
-        return capsuleSseResponse(deps, feeds, c, { capsule, after: start.after, position, cursor, lifetimeMs });
+        return capsuleSseResponse(deps, feeds, c, {
+          capsule,
+          after: start.after,
+          position,
+          cursor,
+          lifetimeMs,
+        });
       }
       let records: readonly LogRecord[] = [];
       if (c.req.method !== 'HEAD') {

@@ -189,7 +189,10 @@ export class CapsuleFeed implements FeedSink {
    * before this feed. Every projection judges it with its own attribution, and the feed learns
    * from the one that owns it.
    */
-  private broadcast(record: LogRecord, add: (projection: SharedProjection, chunks: FlueChunk[]) => void): void {
+  private broadcast(
+    record: LogRecord,
+    add: (projection: SharedProjection, chunks: FlueChunk[]) => void,
+  ): void {
     const taskId = viewFrame(record)?.taskId ?? null;
     if (record.kind !== 'fact' && !taskId) return;
     if (taskId && this.unowned.has(taskId)) return;

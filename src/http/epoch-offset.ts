@@ -6,7 +6,8 @@
  */
 const pad16 = (n: number): string => String(n).padStart(16, '0');
 
-export const formatEpochOffset = (epoch: number, offset: number): string => `${pad16(epoch)}_${pad16(offset)}`;
+export const formatEpochOffset = (epoch: number, offset: number): string =>
+  `${pad16(epoch)}_${pad16(offset)}`;
 
 const EPOCH_OFFSET_RE = /^(\d{16})_(\d{16})$/;
 

@@ -45,7 +45,8 @@ const feedOver = (log: ReturnType<typeof logCore>, head: number): CapsuleFeed =>
   return new FeedRegistry({
     core: log.core,
     logger: pino({ level: 'silent' }),
-    seed: (capsule, conv, epoch, through) => rebuild({ core: log.core, cache }, capsule, conv, epoch, through),
+    seed: (capsule, conv, epoch, through) =>
+      rebuild({ core: log.core, cache }, capsule, conv, epoch, through),
     lingerMs: 60_000,
   }).openAt('cap', EPOCH, head);
 };
