@@ -254,9 +254,9 @@ export class LiveFeed<T, S extends FeedSink = FeedSink> {
     this.closed = true;
     if (this.retry) clearTimeout(this.retry);
     this.retry = null;
-    const sub = this.subscription;
+    // Closed first: the subscription's own end ('closed') finds the feed closed and is ignored.
+    this.subscription?.close();
     this.subscription = null;
-    sub?.close();
   }
 
   private forget(): void {

@@ -110,6 +110,13 @@ const rig = (store: LogStore, policy: Partial<FeedPolicy> = {}, hubOptions = {})
 
 const probe = (name: string): Probe => ({ name, offsets: [] });
 
+/** A feed of a new capsule, from its head now. */
+const openAtHead = async (store: LogStore, feeds: LiveFeeds<Probe, ProbeSink>) => {
+  const capsule = uniqueCapsule();
+  const start = await store.position(capsule);
+  return { capsule, start, feed: feeds.open(capsule, start.head, start.epoch) };
+};
+
 const stores: [string, (() => LogStore) | null][] = [
   ['memory', () => new MemoryStore()],
   [
@@ -125,14 +132,17 @@ const stores: [string, (() => LogStore) | null][] = [
 ];
 
 describe.each(stores)('live feed over the %s store', (_name, makeStore) => {
+  /** A store, a hub and a feed of a new capsule from its head. */
+  const fresh = async () => {
+    const store = makeStore!();
+    const { hub, feeds } = rig(store);
+    return { store, hub, feeds, ...(await openAtHead(store, feeds)) };
+  };
+
   it.skipIf(!makeStore)(
     'dispatches each record by its context, with one subscription per capsule',
     async () => {
-      const store = makeStore!();
-      const { hub, feeds } = rig(store);
-      const capsule = uniqueCapsule();
-      const start = await store.position(capsule);
-      const feed = feeds.open(capsule, start.head, start.epoch);
+      const { store, hub, feeds, capsule, start, feed } = await fresh();
       expect(feeds.open(capsule, start.head, start.epoch)).toBe(feed);
       const [a1, a2, b] = [probe('a1'), probe('a2'), probe('b')];
       feed.add(a1, 'ctx-a');
@@ -163,11 +173,7 @@ describe.each(stores)('live feed over the %s store', (_name, makeStore) => {
   it.skipIf(!makeStore)(
     'closes its subscription when the last projector leaves and nobody holds it',
     async () => {
-      const store = makeStore!();
-      const { hub, feeds } = rig(store);
-      const capsule = uniqueCapsule();
-      const start = await store.position(capsule);
-      const feed = feeds.open(capsule, start.head, start.epoch);
+      const { store, hub, feeds, capsule, start, feed } = await fresh();
       const [a, b] = [probe('a'), probe('b')];
       feed.add(a, 'ctx-a');
       feed.add(b, 'ctx-b');
@@ -248,9 +254,7 @@ describe('live feed resumes and ends', () => {
     for (const storeReset of ['follow', 'end'] as const) {
       const store = new MemoryStore();
       const { feeds } = rig(store, { storeReset });
-      const capsule = uniqueCapsule();
-      const start = await store.position(capsule);
-      const feed = feeds.open(capsule, start.head, start.epoch);
+      const { capsule, start, feed } = await openAtHead(store, feeds);
       feed.add(probe('a'), 'ctx-a');
       const old = (await store.append(capsule, frames(0, 3))).offsets;
       await vi.waitFor(() => expect(feed.cursor).toBe(old[2]));
