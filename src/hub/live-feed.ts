@@ -128,7 +128,7 @@ export class LiveFeed<T, S extends FeedSink = FeedSink> {
 
   // ---- projectors, by context ----
 
-  /** Index a projector under its context: records of that context go to it (`targetsOf`). */
+  /** Index a projector under its context: records of that context go to it (`dispatch`). */
   add(target: T, context: string): void {
     this.contexts.set(target, context);
     let set = this.byContext.get(context);
@@ -156,16 +156,11 @@ export class LiveFeed<T, S extends FeedSink = FeedSink> {
     return this.contexts.size;
   }
 
-  /** The projectors of one context. */
-  targetsOf(context: string): ReadonlySet<T> | undefined {
-    return this.byContext.get(context);
-  }
-
   /**
    * The context a record belongs to, or null when it cannot be attributed (facts, tasks whose
-   * attributing frame came before the feed). Call once per record, in order: it learns as it goes.
+   * attributing frame came before the feed). Once per record, in order: it learns as it goes.
    */
-  contextOf(record: LogRecord): string | null {
+  private contextOf(record: LogRecord): string | null {
     const link = this.deps.policy.link?.(record);
     if (link) this.tracker.link(link.taskId, link.contextId);
     return this.tracker.contextOf(record);
@@ -194,7 +189,8 @@ export class LiveFeed<T, S extends FeedSink = FeedSink> {
         continue;
       }
       const targets = this.byContext.get(context);
-      if (targets) for (const target of [...targets]) deliver(target, record);
+      // A copy, as a projector may leave while it is handed the record (one alone needs none).
+      if (targets) for (const target of targets.size === 1 ? targets : [...targets]) deliver(target, record);
     }
   }
 
