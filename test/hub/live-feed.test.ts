@@ -81,8 +81,8 @@ const POLICY: FeedPolicy = {
   storeReset: 'follow',
   // A submission naming the task it became attributes that task's frames to its context.
   link: (record) => {
-    const task =
-      record.kind === 'submission' ? (record.meta as { acceptedTask?: string }).acceptedTask : null;
+    if (record.kind !== 'submission') return null;
+    const task = (record.meta as { acceptedTask?: string } | undefined)?.acceptedTask;
     return task ? { taskId: task, contextId: record.contextId } : null;
   },
   // Quick resumes: the test waits on the store, not on the backoff.
