@@ -1,5 +1,5 @@
 /** `live=sse` on the capsule stream over a real Hub and MemoryStore: events, resume, `now`, lifetime, refusals. */
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createCapsuleStreamRoutes } from '../../../adapters/durable-streams/capsule-stream.js';
 import { formatEpochOffset as formatOffset } from '../../../src/http/epoch-offset.js';
 import { recordJson } from '../../../src/http/record-json.js';
@@ -135,6 +135,52 @@ describe('capsule stream, live=sse', () => {
     // Cursors never go backwards within a connection.
     const cursors = controls.map((c) => Number(c.streamCursor));
     expect([...cursors].sort((a, b) => a - b)).toEqual(cursors);
+  });
+
+  it('connections of one capsule share one hub subscription, which closes with the last of them', async () => {
+    let opened = 0;
+    let closed = 0;
+    const { app, store } = setup(undefined, {}, (deps) => ({
+      ...deps,
+      core: {
+        ...deps.core,
+        subscribe: (capsule, options) => {
+          opened++;
+          const sub = deps.core.subscribe(capsule, options);
+          return { close: () => (closed++, sub.close()) };
+        },
+      },
+    }));
+    await store.append(CAPSULE, frames(1, 3));
+    const { epoch, first, head } = await store.position(CAPSULE);
+    const offsetsOf = (events: SseEvent[]): number[] =>
+      events
+        .filter((e) => e.event === 'data')
+        .flatMap((e) => JSON.parse(e.data) as { offset: number }[])
+        .map((m) => m.offset);
+    // Three readers from three points: each catches up on its own, then follows the one feed; the
+    // log moves on once all three are up to date.
+    let upToDate = 0;
+    const readers = ['-1', formatOffset(epoch, first), 'now'].map(async (offset) => {
+      let counted = false;
+      const res = await app.request(`${URL_}?offset=${offset}&live=sse`);
+      return follow(res, (events) => {
+        if (!counted && lastIsUpToDate(events)) {
+          counted = true;
+          if (++upToDate === 3) void store.append(CAPSULE, frames(4, 2));
+        }
+        return offsetsOf(events).includes(head + 2);
+      });
+    });
+    const results = await Promise.all(readers);
+    const range = (from: number): number[] => Array.from({ length: head + 3 - from }, (_, i) => from + i);
+    expect(results.map((r) => offsetsOf(r.events))).toEqual([
+      range(first),
+      range(first + 1),
+      range(head + 1),
+    ]);
+    expect(opened).toBe(1);
+    await vi.waitFor(() => expect(closed).toBe(1));
   });
 
   it('offset=now: the first control names the tail, up to date, and only later records follow', async () => {
