@@ -5,7 +5,13 @@
 import type { SubmissionEntry } from '../../src/log/record.js';
 
 export type AiSdkMeta =
-  | { op: 'message'; userMessageId: string; assistantMessageId: string }
+  | {
+      op: 'message';
+      userMessageId: string;
+      assistantMessageId: string;
+      /** The chat id as the client chose it (the context is it, namespaced by owner): BeeOS names the chat's conversation by it. */
+      chatId?: string;
+    }
   /** A submission the capsule will never run (refused outright): ends its turn with the reason. */
   | { op: 'failed'; inReplyTo: string; error: string };
 

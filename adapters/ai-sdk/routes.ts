@@ -120,7 +120,12 @@ export const createRoutes = (deps: AdapterDeps): Hono => {
       );
     const assistantMessageId = `msg-${randomUUID()}`;
     const messageId = randomUUID();
-    const meta: AiSdkMeta = { op: 'message', userMessageId: request.userMessageId, assistantMessageId };
+    const meta: AiSdkMeta = {
+      op: 'message',
+      userMessageId: request.userMessageId,
+      assistantMessageId,
+      chatId: request.chatId,
+    };
     const result = await core.submit(capsule, {
       text: request.text,
       contextId,
