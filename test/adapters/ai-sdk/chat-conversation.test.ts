@@ -294,6 +294,16 @@ describe.each(['memory', 'redis'] as const)('an AI SDK chat as a BeeOS conversat
       }),
     );
     await notFound(await fetch(base, { method: 'DELETE', headers: BOB }));
+    // `GET /v1/follow` knows the conversation too: the owner's, and for another owner the 404 of
+    // a stream that does not exist.
+    const key = `beeos:${capsule}/conversations/chat_same-id`;
+    const follow = (headers: Record<string, string>) =>
+      fetch(`${gw.baseUrl}/v1/follow?stream=${encodeURIComponent(`${key}@-1`)}&live=long-poll`, { headers });
+    const followed = (await (await follow(ALICE)).json()) as { events: { event: string; data: Envelope }[] };
+    expect(followed.events.filter((e) => e.event === 'message').map((e) => e.data)).toEqual(before.messages);
+    const foreign = await follow(BOB);
+    expect(foreign.status).toBe(404);
+    expect(await foreign.json()).toEqual({ error: { code: 'not_found', message: `no such stream: ${key}` } });
     // The same answer as an id no one has.
     const unknown = await fetch(`${agent}/conversations/chat_nobody`, { headers: ALICE });
     expect(unknown.status).toBe(404);
@@ -369,6 +379,16 @@ describe.each(['memory', 'redis'] as const)('an AI SDK chat as a BeeOS conversat
     expect(await ids('?state=open')).toEqual(['chat_listed']);
     expect(await ids('?state=closed')).toEqual([minted]);
     expect(await ids('?state=all')).toEqual([minted, 'chat_listed']);
+
+    // A chat id is any string the AI SDK takes: its conversation's id is percent-encoded in a path.
+    await gatewayChat(api, 'a chat/with ünïcode', { headers: ALICE }).sendMessage({ text: 'odd id' });
+    const odd = `${agent}/conversations/${encodeURIComponent('chat_a chat/with ünïcode')}`;
+    expect(await getData(odd, ALICE)).toMatchObject({
+      conversation_id: 'chat_a chat/with ünïcode',
+      context_id: 'a chat/with ünïcode',
+    });
+    const oddRead = await getData<Messages>(`${odd}/messages`, ALICE);
+    expect(turnsOf(oddRead.messages).map((t) => [t.user, t.reply])).toEqual([['odd id', 'Echo: odd id']]);
 
     for (const [q, message] of [
       ['?state=gone', 'state must be active, open, closed or all'],
