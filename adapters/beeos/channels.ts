@@ -38,6 +38,13 @@ export interface Channel {
   pending?: Promise<unknown>;
   /** An AI SDK chat's conversation: the chat id. It lives as long as the chat: never closed here. */
   chatId?: string;
+  /**
+   * A chat's conversation: the log offset of the chat's first message, its place in listings (its
+   * `startOffset` moves back to its context's first record once that is looked up).
+   */
+  chatStart?: number;
+  /** A chat's conversation: `startOffset` is its context's first retained record. */
+  contextStartFound?: boolean;
 }
 
 interface CapsuleChannels {
@@ -55,6 +62,9 @@ interface CapsuleChannels {
 }
 
 const keyOf = (owner: string, key: string): string => `${owner}\u0000${key}`;
+
+/** Where a conversation is listed (and the list's cursor): its creation record, a chat's first message. */
+export const listedAt = (channel: Channel): number => channel.chatStart ?? channel.startOffset;
 
 const emptyState = (epoch: number): CapsuleChannels => ({
   epoch,
@@ -184,6 +194,7 @@ export class ChannelRegistry {
         createdAt: record.receivedAt,
         closed: false,
         chatId,
+        chatStart: record.offset,
       };
       state.chats.set(keyOf(owner, id), channel);
     }
@@ -220,7 +231,16 @@ export class ChannelRegistry {
   /** The channel `id` as `owner` names it: a chat's conversation id is the owner's own chat. */
   async get(capsule: string, id: string, owner: string): Promise<Channel | undefined> {
     const state = await this.load(capsule);
-    return isChatConversationId(id) ? state.chats.get(keyOf(owner, id)) : state.byId.get(id);
+    if (!isChatConversationId(id)) return state.byId.get(id);
+    const chat = state.chats.get(keyOf(owner, id));
+    if (chat && !chat.contextStartFound) {
+      // The chat's context may hold messages from before its first AI SDK one (a Flue message, a
+      // task with its `context_id`): the chat's own history shows them, so the conversation does.
+      const first = await this.core.contextFirst(capsule, chat.contextId);
+      if (first !== null && first < chat.startOffset) chat.startOffset = first;
+      chat.contextStartFound = true;
+    }
+    return chat;
   }
 
   /** `owner`'s conversations of the capsule (minted and chats'), oldest first. */
@@ -229,7 +249,7 @@ export class ChannelRegistry {
     const out: Channel[] = [];
     for (const c of state.byId.values()) if (c.kind === 'conversation' && c.owner === owner) out.push(c);
     for (const c of state.chats.values()) if (c.owner === owner) out.push(c);
-    return out.sort((a, b) => a.startOffset - b.startOffset);
+    return out.sort((a, b) => listedAt(a) - listedAt(b));
   }
 
   async byIdempotencyKey(capsule: string, owner: string, key: string): Promise<Channel | undefined> {

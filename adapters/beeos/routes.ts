@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type { Hono } from 'hono';
 import type { Context } from 'hono';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
-import { ChannelRegistry } from './channels.js';
+import { ChannelRegistry, listedAt } from './channels.js';
 import type { Channel } from './channels.js';
 import { openChannelStream, projectChannel } from './channel-stream.js';
 import { ChannelFeeds } from './channel-feeds.js';
@@ -227,13 +227,13 @@ export const registerBeeosRoutes = (app: Hono<Env>, deps: AdapterDeps, options: 
       const { state, after, limit } = parseConversationList(c);
       // Cursor: the creation offset of the last one listed (conversations are listed oldest first).
       const listed = (await registry.conversations(agent, owner)).filter(
-        (ch) => ch.startOffset > after && (state === 'all' || (state === 'closed') === ch.closed),
+        (ch) => listedAt(ch) > after && (state === 'all' || (state === 'closed') === ch.closed),
       );
       const page = listed.slice(0, limit);
       const last = page.at(-1);
       return ok(c, {
         conversations: page.map(conversationData),
-        ...(listed.length > limit && last ? { next_since: String(last.startOffset) } : {}),
+        ...(listed.length > limit && last ? { next_since: String(listedAt(last)) } : {}),
       });
     }),
   );

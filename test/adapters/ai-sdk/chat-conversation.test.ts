@@ -262,6 +262,33 @@ describe.each(['memory', 'redis'] as const)('an AI SDK chat as a BeeOS conversat
     ).toBeDefined();
   });
 
+  it('a context used before the chat’s first message: the conversation shows what the chat shows', async () => {
+    const { api, gw, capsule } = await rig();
+    const agent = `${gw.baseUrl}/api/v1/agents/${capsule}`;
+    // A Flue message to the conversation the chat then joins (the chat's history holds it too).
+    const admitted = await fetch(`${gw.baseUrl}/flue/${capsule}/joined`, {
+      method: 'POST',
+      headers: { ...ALICE, 'content-type': 'application/json' },
+      body: JSON.stringify({ kind: 'user', body: 'from Flue first' }),
+    });
+    expect(admitted.status).toBe(202);
+    const chat = gatewayChat(api, 'joined', { headers: ALICE });
+    await chat.sendMessage({ text: 'then useChat' });
+    await until(async () => chatTurns(await history(api, 'joined', ALICE)).length === 2);
+    const expected = chatTurns(await history(api, 'joined', ALICE));
+    expect(expected).toEqual([
+      { user: 'from Flue first', reply: 'Echo: from Flue first' },
+      { user: 'then useChat', reply: 'Echo: then useChat' },
+    ]);
+    const read = await getData<Messages>(`${agent}/conversations/chat_joined/messages`, ALICE);
+    expect(turnsOf(read.messages).map(({ user, reply }) => ({ user, reply }))).toEqual(expected);
+    const replay = await openEvents(`${agent}/conversations/chat_joined/events`, ALICE);
+    await replay.waitFor((e) => e.event === 'replay_complete');
+    await replay.close();
+    expect(replay.envelopes()).toEqual(read.messages);
+    expect(replay.events.some((e) => e.event === 'backfill_truncated')).toBe(false);
+  });
+
   it('another owner gets BeeOS’s exact not-found; its own chat of the same id is its own', async () => {
     const { api, gw, capsule } = await rig();
     const agent = `${gw.baseUrl}/api/v1/agents/${capsule}`;
