@@ -12,7 +12,7 @@ import { endOnShutdown } from '../../src/http/sse-ends.js';
 import { startSse } from '../../src/http/sse-transport.js';
 import type { UiChunk } from './chunks.js';
 import type { ChatProjector } from './projection.js';
-import { type Turn } from './projection.js';
+import type { Turn } from './turn.js';
 
 /** Records per context read. */
 const PAGE = 1000;

@@ -16,7 +16,8 @@ import { countUnexpected } from '../../src/http/unexpected-errors.js';
 import type { SubmissionEntry } from '../../src/log/record.js';
 import { readChat, streamTurn } from './chat-stream.js';
 import { AiSdkError, errorResponse, fromCoreError } from './errors.js';
-import { ChatProjector, type AiSdkMeta } from './projection.js';
+import { ChatProjector } from './projection.js';
+import type { AiSdkMeta } from './records.js';
 import { checkId, parseSendBody } from './request.js';
 
 export const PREFIX = '/ai-sdk/';
@@ -119,7 +120,12 @@ export const createRoutes = (deps: AdapterDeps): Hono => {
       );
     const assistantMessageId = `msg-${randomUUID()}`;
     const messageId = randomUUID();
-    const meta: AiSdkMeta = { op: 'message', userMessageId: request.userMessageId, assistantMessageId };
+    const meta: AiSdkMeta = {
+      op: 'message',
+      userMessageId: request.userMessageId,
+      assistantMessageId,
+      chatId: request.chatId,
+    };
     const result = await core.submit(capsule, {
       text: request.text,
       contextId,

@@ -49,6 +49,12 @@ const step = (
   listener.onRecord(record, s, encoded, before, projector.latestOffset);
 };
 
+/**
+ * What streams of the same channel share (encodings, a live projection) under: its id and context,
+ * since two owners' chats may have the same conversation id (`chat_<chatId>`) and never one context.
+ */
+const shareId = (channel: Channel): string => `${channel.id}\u0000${channel.contextId}`;
+
 /** Open the SSE stream of a channel. Resolves once the first checks are done; frames follow. */
 export const openChannelStream = async (
   c: Context,
@@ -151,7 +157,7 @@ const replayThenJoin = async (
       // stretch is tried again from where it got.
       let paused = false;
       for (const record of recent) {
-        step(listener, projector, record, channel.id);
+        step(listener, projector, record, shareId(channel));
         if (!listener.live) return;
         after = record.offset;
         if (listener.stream.backedUp) {
@@ -166,7 +172,7 @@ const replayThenJoin = async (
       after = feed.cursor;
       listener.passed(after, projector.latestOffset);
       if (!listener.live) return;
-      feed.join(listener, channel.id, channel.contextId, projector);
+      feed.join(listener, shareId(channel), channel.contextId, projector);
       return;
     }
     const page = await readChannelPage(
@@ -190,7 +196,7 @@ const replayThenJoin = async (
         reached = true;
         break;
       }
-      step(listener, projector, record, channel.id);
+      step(listener, projector, record, shareId(channel));
       if (!listener.live) return;
       after = record.offset;
       if (listener.stream.backedUp) await listener.stream.waitDrain();

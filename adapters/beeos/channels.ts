@@ -6,11 +6,14 @@
  * restart) is seen here at once, as soon as its record is durable: one position call per access,
  * and a read only of what neither an earlier access nor the live feed (observe) has applied.
  * Rebuilt when the store epoch changes. Channels this process is creating are indexed before their record is durable.
+ * An AI SDK chat is a conversation too (other-surface-records.ts): indexed from its first message
+ * record by its owner and `chat_<chatId>`, since two owners' chats may share an id.
  */
 import type { GatewayCore } from '../../src/core/types.js';
 import type { LogRecord } from '../../src/log/record.js';
 import { READ_PAGE } from './constants.js';
 import { beeosMeta } from './records.js';
+import { chatConversationId, chatIdOf, isChatConversationId } from './other-surface-records.js';
 
 export interface Channel {
   id: string;
@@ -33,6 +36,15 @@ export interface Channel {
   upstreamTaskIds?: string[];
   /** Settles when a task's submission has its outcome (idempotent retries wait on it). */
   pending?: Promise<unknown>;
+  /** An AI SDK chat's conversation: the chat id. It lives as long as the chat: never closed here. */
+  chatId?: string;
+  /**
+   * A chat's conversation: the log offset of the chat's first message, its place in listings (its
+   * `startOffset` moves back to its context's first record once that is looked up).
+   */
+  chatStart?: number;
+  /** A chat's conversation: `startOffset` is its context's first retained record. */
+  contextStartFound?: boolean;
 }
 
 interface CapsuleChannels {
@@ -41,6 +53,8 @@ interface CapsuleChannels {
   through: number;
   byId: Map<string, Channel>;
   byKey: Map<string, Channel>;
+  /** AI SDK chats' conversations by owner and id (`chat_<chatId>`). */
+  chats: Map<string, Channel>;
   /** A task's submission messageId → its channel: a failed submission made no task. */
   taskOf: Map<string, Channel>;
   /** A task's or conversation turn's messageId → its channel (a queued one's task id comes later). */
@@ -49,11 +63,15 @@ interface CapsuleChannels {
 
 const keyOf = (owner: string, key: string): string => `${owner}\u0000${key}`;
 
+/** Where a conversation is listed (and the list's cursor): its creation record, a chat's first message. */
+export const listedAt = (channel: Channel): number => channel.chatStart ?? channel.startOffset;
+
 const emptyState = (epoch: number): CapsuleChannels => ({
   epoch,
   through: 0,
   byId: new Map(),
   byKey: new Map(),
+  chats: new Map(),
   taskOf: new Map(),
   submittedBy: new Map(),
 });
@@ -116,6 +134,10 @@ export class ChannelRegistry {
       if (failed) this.unindex(state, failed);
       return;
     }
+    if (record.kind === 'submission') {
+      const chatId = chatIdOf(record);
+      if (chatId !== null) return this.applyChatMessage(state, capsule, record, chatId);
+    }
     const meta = beeosMeta(record);
     if (!meta || record.kind !== 'submission' || !meta.channelId) return;
     if (meta.op === 'task' || meta.op === 'conversation-open') {
@@ -139,7 +161,9 @@ export class ChannelRegistry {
       if (meta.op === 'task') state.submittedBy.set(record.messageId, channel);
       return;
     }
-    const channel = state.byId.get(meta.channelId);
+    const channel = isChatConversationId(meta.channelId)
+      ? state.chats.get(keyOf(record.owner ?? '', meta.channelId))
+      : state.byId.get(meta.channelId);
     if (!channel) return;
     if (meta.op === 'message') state.submittedBy.set(record.messageId, channel);
     if (meta.op === 'close') channel.closed = true;
@@ -147,6 +171,35 @@ export class ChannelRegistry {
       const ids = (channel.upstreamTaskIds ??= []);
       if (!ids.includes(meta.taskId)) ids.push(meta.taskId);
     }
+  }
+
+  /** An AI SDK chat's message: the chat's conversation starts with its first one. */
+  private applyChatMessage(
+    state: CapsuleChannels,
+    capsule: string,
+    record: LogRecord & { kind: 'submission' },
+    chatId: string,
+  ): void {
+    const owner = record.owner ?? '';
+    const id = chatConversationId(chatId);
+    let channel = state.chats.get(keyOf(owner, id));
+    if (!channel) {
+      channel = {
+        id,
+        kind: 'conversation',
+        capsule,
+        owner,
+        contextId: record.contextId,
+        startOffset: record.offset,
+        createdAt: record.receivedAt,
+        closed: false,
+        chatId,
+        chatStart: record.offset,
+      };
+      state.chats.set(keyOf(owner, id), channel);
+    }
+    // Its task, once the queue hands it over, is the conversation's (cancel, attribution).
+    state.submittedBy.set(record.messageId, channel);
   }
 
   private index(state: CapsuleChannels, channel: Channel): void {
@@ -175,8 +228,28 @@ export class ChannelRegistry {
     }
   }
 
-  async get(capsule: string, id: string): Promise<Channel | undefined> {
-    return (await this.load(capsule)).byId.get(id);
+  /** The channel `id` as `owner` names it: a chat's conversation id is the owner's own chat. */
+  async get(capsule: string, id: string, owner: string): Promise<Channel | undefined> {
+    const state = await this.load(capsule);
+    if (!isChatConversationId(id)) return state.byId.get(id);
+    const chat = state.chats.get(keyOf(owner, id));
+    if (chat && !chat.contextStartFound) {
+      // The chat's context may hold messages from before its first AI SDK one (a Flue message, a
+      // task with its `context_id`): the chat's own history shows them, so the conversation does.
+      const first = await this.core.contextFirst(capsule, chat.contextId);
+      if (first !== null && first < chat.startOffset) chat.startOffset = first;
+      chat.contextStartFound = true;
+    }
+    return chat;
+  }
+
+  /** `owner`'s conversations of the capsule (minted and chats'), oldest first. */
+  async conversations(capsule: string, owner: string): Promise<Channel[]> {
+    const state = await this.load(capsule);
+    const out: Channel[] = [];
+    for (const c of state.byId.values()) if (c.kind === 'conversation' && c.owner === owner) out.push(c);
+    for (const c of state.chats.values()) if (c.owner === owner) out.push(c);
+    return out.sort((a, b) => listedAt(a) - listedAt(b));
   }
 
   async byIdempotencyKey(capsule: string, owner: string, key: string): Promise<Channel | undefined> {

@@ -57,7 +57,7 @@ export const beeosFollow = (deps: BeeosFollowDeps): FollowSource => ({
       return none;
     if (cursor !== '-1' && cursor !== 'now' && !(SINCE.test(cursor) && Number.isSafeInteger(Number(cursor))))
       return { ok: false, status: 400, message: 'the cursor must be -1, now or a since offset' };
-    const channel = await registry.get(agent, m[3]!);
+    const channel = await registry.get(agent, m[3]!, principal.owner);
     if (!channel || channel.kind !== kind || channel.owner !== principal.owner) return none;
     if (channel.pending) await channel.pending.catch(() => undefined);
     const start =

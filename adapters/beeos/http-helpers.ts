@@ -136,6 +136,37 @@ export const parseLimit = (c: Context): number => {
   return Math.min(r.data, MESSAGES_MAX_LIMIT);
 };
 
+/** `GET …/conversations` page size (the BeeOS OpenAPI: 1 to 100). */
+const CONVERSATIONS_DEFAULT_LIMIT = 50;
+const CONVERSATIONS_MAX_LIMIT = 100;
+const CONVERSATION_STATES = ['active', 'open', 'closed', 'all'] as const;
+
+/**
+ * `GET …/conversations` query: `state` (`active`, its alias `open`, `closed`, `all`; default
+ * active), `since` (a previous page's `next_since`), `limit` (1 to 100).
+ */
+export const parseConversationList = (
+  c: Context,
+): { state: 'active' | 'closed' | 'all'; after: number; limit: number } => {
+  const rawState = c.req.query('state') ?? 'active';
+  const state = CONVERSATION_STATES.find((s) => s === rawState);
+  if (!state) throw new BeeosError('invalid_param', 'state must be active, open, closed or all');
+  const rawSince = c.req.query(QUERY_SINCE);
+  const since =
+    rawSince === undefined || rawSince === ''
+      ? { success: true as const, data: 0 }
+      : uint.safeParse(rawSince);
+  if (!since.success) throw new BeeosError('invalid_param', 'since must be a next_since of a previous page');
+  const rawLimit = c.req.query(QUERY_LIMIT);
+  const limit =
+    rawLimit === undefined
+      ? { success: true as const, data: CONVERSATIONS_DEFAULT_LIMIT }
+      : uint.safeParse(rawLimit);
+  if (!limit.success || limit.data < 1 || limit.data > CONVERSATIONS_MAX_LIMIT)
+    throw new BeeosError('invalid_param', `limit must be an integer from 1 to ${CONVERSATIONS_MAX_LIMIT}`);
+  return { state: state === 'open' ? 'active' : state, after: since.data, limit: limit.data };
+};
+
 export const parseIncludeDeltas = (c: Context): boolean => {
   const raw = c.req.query(QUERY_INCLUDE_DELTAS);
   if (raw === undefined || raw === 'false' || raw === '0') return false;
@@ -177,7 +208,7 @@ export const guardChannel = async (
   kind: Channel['kind'],
   owner: string,
 ): Promise<Channel> => {
-  const channel = await registry.get(agent, id);
+  const channel = await registry.get(agent, id, owner);
   if (!channel || channel.kind !== kind) throw new BeeosError('agent_not_found', `${kind} not found: ${id}`);
   if (channel.owner !== owner) throw new BeeosError('agent_not_found', `${kind} not found: ${id}`);
   if (channel.pending) await channel.pending.catch(() => undefined);

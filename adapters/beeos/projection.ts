@@ -26,6 +26,7 @@ import type {
   TaskStatus,
 } from './envelope.js';
 import { beeosMeta } from './records.js';
+import { isOtherSurfaceBookkeeping, refusalOf } from './other-surface-records.js';
 import {
   cancelEnvelope,
   NEVER_MADE_MESSAGE,
@@ -249,7 +250,14 @@ export class ChannelProjector {
       const envelope = outcomeEnvelope(base, record.messageId, meta, refused, this.spec.agentId);
       return this.finish([projected(envelope)]);
     }
-    // Any other submission in this context is a caller message (task, conversation turn, invoke).
+    if (record.protocol !== 'beeos') {
+      // Another surface's record in a shared context (an AI SDK chat, a Flue conversation).
+      const refusal = refusalOf(record);
+      if (refusal) return this.refusedElsewhere(record, refusal);
+      if (isOtherSurfaceBookkeeping(record)) return { envelopes: [] };
+    }
+    // Any other submission in this context is a caller message (task, conversation turn, invoke,
+    // a chat's message, a Flue message).
     this.unpaired.push(record.messageId);
     return this.out([
       projected({
@@ -292,6 +300,23 @@ export class ChannelProjector {
     this.status = 'failed';
     this.error = record.reason;
     return this.finish([projected(neverMadeEnvelope(this.spec, record, record.reason))]);
+  }
+
+  /**
+   * Another surface refused a message of the context outright (an AI SDK `failed` record, a Flue
+   * failed settlement): it answers no task, and the channel says why, as for an unreachable agent.
+   */
+  private refusedElsewhere(
+    record: LogRecord & { kind: 'submission' },
+    refusal: { inReplyTo: string; error: string },
+  ): ProjectionStep {
+    const at = this.unpaired.indexOf(refusal.inReplyTo);
+    if (at < 0) return { envelopes: [] };
+    this.unpaired.splice(at, 1);
+    this.status = 'failed';
+    this.error = refusal.error;
+    const refused = { offset: record.offset, receivedAt: record.receivedAt, messageId: refusal.inReplyTo };
+    return this.finish([projected(neverMadeEnvelope(this.spec, refused, refusal.error))]);
   }
 
   /** A terminal envelope: tasks end here (BeeOS "Streaming" §3 `task_terminal`). */

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type { Hono } from 'hono';
 import type { Context } from 'hono';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
-import { ChannelRegistry } from './channels.js';
+import { ChannelRegistry, listedAt } from './channels.js';
 import type { Channel } from './channels.js';
 import { openChannelStream, projectChannel } from './channel-stream.js';
 import { ChannelFeeds } from './channel-feeds.js';
@@ -21,6 +21,7 @@ import {
   messageBodySchema,
   parseBody,
   parseIncludeDeltas,
+  parseConversationList,
   parseLimit,
   parseSince,
 } from './http-helpers.js';
@@ -211,18 +212,38 @@ export const registerBeeosRoutes = (app: Hono<Env>, deps: AdapterDeps, options: 
     }),
   );
 
+  const conversationData = (channel: Channel) => ({
+    conversation_id: channel.id,
+    agent_id: channel.capsule,
+    context_id: clientContext(channel.contextId),
+    state: channel.closed ? 'closed' : 'active',
+    created_at: iso(channel.createdAt),
+  });
+
+  app.get(
+    `${A}/conversations`,
+    handle(async (c) => {
+      const { owner, agent } = guardAgent(deps, c);
+      const { state, after, limit } = parseConversationList(c);
+      // Cursor: the creation offset of the last one listed (conversations are listed oldest first).
+      const listed = (await registry.conversations(agent, owner)).filter(
+        (ch) => listedAt(ch) > after && (state === 'all' || (state === 'closed') === ch.closed),
+      );
+      const page = listed.slice(0, limit);
+      const last = page.at(-1);
+      return ok(c, {
+        conversations: page.map(conversationData),
+        ...(listed.length > limit && last ? { next_since: String(listedAt(last)) } : {}),
+      });
+    }),
+  );
+
   app.get(
     `${A}/conversations/:id`,
     handle(async (c) => {
       const { owner, agent } = guardAgent(deps, c);
       const channel = await guardChannel(registry, agent, c.req.param('id') ?? '', 'conversation', owner);
-      return ok(c, {
-        conversation_id: channel.id,
-        agent_id: agent,
-        context_id: clientContext(channel.contextId),
-        state: channel.closed ? 'closed' : 'active',
-        created_at: iso(channel.createdAt),
-      });
+      return ok(c, conversationData(channel));
     }),
   );
 
@@ -231,6 +252,10 @@ export const registerBeeosRoutes = (app: Hono<Env>, deps: AdapterDeps, options: 
     handle(async (c) => {
       const { owner, agent } = guardAgent(deps, c);
       const channel = await guardChannel(registry, agent, c.req.param('id') ?? '', 'conversation', owner);
+      // A chat lives on its own surface, which has no close: closing it here would leave later
+      // turns of the chat outside a conversation that said it ended.
+      if (channel.chatId !== undefined)
+        throw new BeeosError('conflict', 'this conversation is an AI SDK chat: it cannot be deleted');
       if (!channel.closed) {
         channel.closed = true;
         await core.append(

@@ -29,7 +29,7 @@ export interface SettlementMeta {
 }
 
 /**
- * The AI SDK surface's records (adapters/ai-sdk/projection.ts `AiSdkMeta`): a chat is a capsule
+ * The AI SDK surface's records (adapters/ai-sdk/records.ts `AiSdkMeta`): a chat is a capsule
  * context like a conversation, so its messages and refusals read here as Flue's own would.
  */
 const aiSdkOp = (record: SubmissionEntry): Record<string, unknown> | null => {

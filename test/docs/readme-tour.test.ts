@@ -107,6 +107,19 @@ const EXPECT: [string, (out: string) => void | Promise<void>][] = [
       expect(deltas.map((m) => JSON.parse(m[1]!) as string).join('')).toBe('Echo: hello');
     },
   ],
+  [
+    'the chat on BeeOS',
+    (out) => {
+      // The tour's Flue conversation and its chat are one context: both messages, both replies.
+      const { data } = JSON.parse(out) as {
+        data: { messages: { type: string; state: string; body?: string; payload?: { text?: string } }[] };
+      };
+      const users = data.messages.filter((m) => m.type === 'chat_message').map((m) => m.payload?.text);
+      expect(users).toEqual(['hello', 'hello']);
+      const replies = data.messages.filter((m) => m.type === 'agent_reply' && m.state === 'completed');
+      expect(replies.map((m) => m.body)).toEqual(['Echo: hello', 'Echo: hello']);
+    },
+  ],
 ];
 
 const DEMO_IDS = ['demo-alpha', 'demo-beta', 'demo-v04', 'demo-v05', 'demo-v06', 'demo-v10'];
