@@ -12,7 +12,7 @@ import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import { principalOf } from '../../src/auth/principal.js';
-import { checkReceiverUrl } from '../../src/subscriptions/receiver-url.js';
+import { checkReceiverUrl } from '../../src/webhooks/receiver-url.js';
 import type { Outcome, SubscriptionError, Subscriptions } from '../../src/subscriptions/manager.js';
 import { SECURITY_HEADERS } from './stream-errors.js';
 import { streamRefusal } from './stream-access.js';

@@ -18,8 +18,9 @@ import type { Logger } from 'pino';
 import type { StreamStore } from '../streams/types.js';
 import { globMatches } from './glob.js';
 import { formatStreamOffset, parseStreamOffset } from './offsets.js';
-import { receiverReachable, type ReceiverPolicy } from './receiver-url.js';
-import { retryDelayMs } from './retry.js';
+import { postWebhook } from '../webhooks/delivery.js';
+import type { ReceiverPolicy } from '../webhooks/receiver-url.js';
+import { retryDelayMs } from '../webhooks/retry.js';
 import {
   callbackToken,
   currentKey,
@@ -742,28 +743,21 @@ export class Subscriptions {
     body: string,
     ring: KeyRing,
   ): Promise<{ ok: boolean; done: boolean; why?: string }> {
+    const verdict = await postWebhook({
+      url,
+      body,
+      headers: { 'content-type': 'application/json', 'webhook-signature': signatureHeader(ring, body) },
+      policy: this.settings.receivers,
+      timeoutMs: this.settings.deliveryTimeoutMs,
+      signal: this.stopping.signal,
+    });
+    if (!verdict.ok) return { ok: false, done: false, why: verdict.why };
+    let done = false;
     try {
-      const reachable = await receiverReachable(new URL(url), this.settings.receivers);
-      if (!reachable.ok) return { ok: false, done: false, why: reachable.reason };
-      const res = await fetch(url, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'webhook-signature': signatureHeader(ring, body) },
-        body,
-        redirect: 'manual',
-        signal: AbortSignal.any([AbortSignal.timeout(this.settings.deliveryTimeoutMs), this.stopping.signal]),
-      });
-      const text = (await res.text()).slice(0, 64 * 1024);
-      if (res.status < 200 || res.status > 299)
-        return { ok: false, done: false, why: `status ${res.status}` };
-      let done = false;
-      try {
-        done = (JSON.parse(text) as { done?: unknown } | null)?.done === true;
-      } catch {
-        // A 2xx without JSON is taken as received, not done.
-      }
-      return { ok: true, done };
-    } catch (err) {
-      return { ok: false, done: false, why: String(err) };
+      done = (JSON.parse(verdict.text) as { done?: unknown } | null)?.done === true;
+    } catch {
+      // A 2xx without JSON is taken as received, not done.
     }
+    return { ok: true, done };
   }
 }
