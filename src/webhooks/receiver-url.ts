@@ -83,7 +83,8 @@ export const checkReceiverUrl = (
         : 'public';
   if (cls === 'loopback' && !policy.allowLoopback)
     return { ok: false, reason: `${field} is a loopback address (${names.loopbackSetting} is off)` };
-  if (cls === 'internal') return { ok: false, reason: `${field} is a private, link-local or internal address` };
+  if (cls === 'internal')
+    return { ok: false, reason: `${field} is a private, link-local or internal address` };
   return { ok: true, url };
 };
 
