@@ -25,18 +25,34 @@ export type WebhookVerdict = { ok: true; status: number; text: string } | { ok: 
 /** Answers are read this far: a receiver's reply is an acknowledgement, not a payload. */
 const MAX_ANSWER_CHARS = 64 * 1024;
 
+/** `work`, or a rejection as soon as `signal` aborts (its listener removed either way). */
+const untilAborted = <T>(work: Promise<T>, signal: AbortSignal): Promise<T> => {
+  if (signal.aborted) return Promise.reject(signal.reason as Error);
+  let onAbort = (): void => undefined;
+  const aborted = new Promise<never>((_resolve, reject) => {
+    onAbort = () => reject(signal.reason as Error);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  return Promise.race([work, aborted]).finally(() => signal.removeEventListener('abort', onAbort));
+};
+
 /** POST `body` to `url`; never throws. */
 export const postWebhook = async (post: WebhookPost): Promise<WebhookVerdict> => {
+  const timeout = AbortSignal.timeout(post.timeoutMs);
+  const signal = post.signal ? AbortSignal.any([timeout, post.signal]) : timeout;
   try {
-    const reachable = await receiverReachable(new URL(post.url), post.policy, post.names);
+    // The name is resolved within the same bound: a resolver that does not answer is a failed attempt.
+    const reachable = await untilAborted(
+      receiverReachable(new URL(post.url), post.policy, post.names),
+      signal,
+    );
     if (!reachable.ok) return { ok: false, why: reachable.reason };
-    const timeout = AbortSignal.timeout(post.timeoutMs);
     const res = await fetch(post.url, {
       method: 'POST',
       headers: post.headers,
       body: post.body,
       redirect: 'manual',
-      signal: post.signal ? AbortSignal.any([timeout, post.signal]) : timeout,
+      signal,
     });
     const text = (await res.text()).slice(0, MAX_ANSWER_CHARS);
     if (res.status < 200 || res.status > 299) return { ok: false, why: `status ${res.status}` };
