@@ -422,7 +422,11 @@ export const startGateway = async (
     logger: logger.child({ room: 'http' }),
     ...(streams ? { streams } : {}),
     ...(subscriptions ? { subscriptions } : {}),
-    a2aPush: a2aPushOf(config, store, ownership, tuning.a2aPush),
+    // A fleet kept apart by its key prefix (tests sharing one Redis) keeps its push configs apart too.
+    a2aPush: a2aPushOf(config, store, ownership, {
+      ...(tuning.fleet?.keyPrefix ? { keyPrefix: `${tuning.fleet.keyPrefix}:a2a` } : {}),
+      ...tuning.a2aPush,
+    }),
   };
   const tickets = createTicketAuthority(
     ticketSecretSource(config.auth.ticketSecret, store),
