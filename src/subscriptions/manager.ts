@@ -31,12 +31,21 @@ import {
   verifyCallbackToken,
 } from './signing.js';
 import {
+  configHashOf,
+  fail,
+  type AckInput,
+  type Claimed,
+  type Outcome,
+  type Resolve,
+  type StreamView,
+  type SubscriptionRequest,
+} from './control.js';
+import {
   subscriptionKey,
   type KeyRing,
   type SubscriptionDoc,
   type SubscriptionLink,
   type SubscriptionStore,
-  type SubscriptionType,
 } from './types.js';
 
 export interface SubscriptionSettings {
@@ -57,77 +66,6 @@ export interface SubscriptionSettings {
   tokenTtlSeconds: number;
   /** The signing key is rotated when it is this old (0: never). */
   keyRotationMs: number;
-}
-
-/** A validated create request (the adapter checked every field). */
-export interface SubscriptionRequest {
-  type: SubscriptionType;
-  pattern: string | null;
-  streams: string[];
-  webhookUrl: string | null;
-  wakeStream: string | null;
-  leaseTtlMs: number;
-  description: string | null;
-}
-
-/** Where a path the subscriber names lives in the stream store. */
-export type Resolve = (path: string) => string;
-
-export interface StreamView {
-  path: string;
-  link_type: 'pattern' | 'explicit';
-  acked_offset: string;
-  tail_offset: string;
-  has_pending: boolean;
-}
-
-export type SubscriptionError =
-  | 'SUBSCRIPTION_NOT_FOUND'
-  | 'SUBSCRIPTION_ALREADY_EXISTS'
-  | 'TOO_MANY_SUBSCRIPTIONS'
-  | 'TOO_MANY_WAKES'
-  | 'NO_PENDING_WORK'
-  | 'ALREADY_CLAIMED'
-  | 'FENCED'
-  | 'INVALID_OFFSET'
-  | 'TOKEN_INVALID'
-  | 'TOKEN_EXPIRED';
-
-export type Outcome<T> =
-  { ok: true; value: T } | { ok: false; code: SubscriptionError; message: string; holder?: string };
-
-const fail = <T>(code: SubscriptionError, message: string, holder?: string): Outcome<T> => ({
-  ok: false,
-  code,
-  message,
-  ...(holder !== undefined ? { holder } : {}),
-});
-
-/** The normalised configuration a re-confirming PUT must match. */
-const configHashOf = (r: SubscriptionRequest): string =>
-  JSON.stringify([
-    r.type,
-    r.pattern,
-    [...r.streams].sort(),
-    r.webhookUrl,
-    r.wakeStream,
-    r.leaseTtlMs,
-    r.description,
-  ]);
-
-export interface AckInput {
-  wakeId: string;
-  generation: number;
-  acks: { stream: string; offset: string }[];
-  done: boolean;
-}
-
-export interface Claimed {
-  wake_id: string;
-  generation: number;
-  token: string;
-  streams: StreamView[];
-  lease_ttl_ms: number;
 }
 
 /** A mutation: the new document, null to delete it, or a refusal to write anything. */
