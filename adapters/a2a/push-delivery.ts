@@ -64,7 +64,7 @@ export class PushDelivery {
     private readonly logger: Logger,
   ) {}
 
-  /** Sweeps every `sweepMs` until the gateway drains. */
+  /** Sweeps every `sweepMs` (the first after one period: the store may still be connecting) until the gateway drains. */
   start(): void {
     const stop = (): void => this.close();
     if (this.core.shutdownSignal.aborted) return;
@@ -79,7 +79,8 @@ export class PushDelivery {
           this.timer.unref();
         });
     };
-    tick();
+    this.timer = setTimeout(tick, this.deps.sweepMs);
+    this.timer.unref();
   }
 
   close(): void {
@@ -106,7 +107,8 @@ export class PushDelivery {
     this.running.add(worker);
     void this.run(key, hookId)
       .catch((err: unknown) => {
-        if (!(err instanceof Stopped))
+        // Closing cuts workers mid-call (the store may be closing too): that is no failure.
+        if (!(err instanceof Stopped) && !this.stopping.signal.aborted)
           this.logger.warn(
             { err: String(err), key, config: hookId },
             'a2a push: delivery stopped on an error',
