@@ -31,7 +31,7 @@ const LOOPBACK = {
   a2a: { pushNotifications: { webhooks: { allowLoopback: true, allowHosts: [], timeoutSeconds: 5 } } },
 };
 
-const setup = async (statuses: number[] = []) => {
+const setup = async (statuses: number[] = [], extra: object = LOOPBACK) => {
   const sim = await startSimulator({ taskAcceptance: 'single' });
   sims.push(sim);
   const receiver = await startPushReceiver(statuses);
@@ -39,7 +39,7 @@ const setup = async (statuses: number[] = []) => {
   const capsule = uniqueCapsule('a2a-push');
   const gw = await startTestGateway({
     capsules: { [capsule]: sim.url },
-    extra: LOOPBACK,
+    extra,
     tuning: { queue: { orphanGraceMs: 100 }, a2aPush: { sweepMs: 100, retryFirstMs: 20 } },
   });
   gateways.push(gw);
@@ -84,6 +84,19 @@ describe('A2A push notifications', () => {
       expect(d.headers['x-a2a-notification-token']).toBe('tok-1');
       expect(d.headers.authorization).toBe('Bearer cred-1');
     }
+  });
+
+  it('without an a2a webhooks key the policy is durableStreams.webhooks', async () => {
+    const { base, receiver } = await setup([], {
+      durableStreams: { webhooks: { allowLoopback: true, allowHosts: [], timeoutSeconds: 5 } },
+    });
+    const res = await rpc(base, 'SendStreamingMessage', {
+      message: message('#sim {"chunks":2}'),
+      configuration: { taskPushNotificationConfig: { url: receiver.url } },
+    });
+    const streamed = await updatesOf(res);
+    await receiver.until((d) => d.some(isTerminalUpdate));
+    expect(receiver.deliveries.map(({ eventId, body }) => ({ eventId, body }))).toEqual(streamed);
   });
 
   it('a receiver answering 500 is retried until it takes each event: nothing lost, order kept', async () => {
