@@ -34,6 +34,8 @@ import type { StreamStore } from './streams/types.js';
 import { Subscriptions } from './subscriptions/manager.js';
 import { MemorySubscriptionStore } from './subscriptions/memory-subscription-store.js';
 import { RedisSubscriptionStore } from './subscriptions/redis-subscription-store.js';
+import { MemoryTaskWebhookStore } from './webhooks/memory-task-webhooks.js';
+import { RedisTaskWebhookStore } from './webhooks/redis-task-webhooks.js';
 import { CapsuleUpstream } from './upstream/capsule-upstream.js';
 import { LocalOwnership } from './fleet/local-ownership.js';
 import { FleetOwnership } from './fleet/ownership.js';
@@ -130,6 +132,30 @@ const createSubscriptions = (
   );
 };
 
+/** A2A push notifications keep their configs and cursors where the log is (Redis: a new owner continues). */
+const a2aPushOf = (
+  config: GatewayConfig,
+  store: LogStore,
+  ownership: CapsuleOwnership,
+  tuning: GatewayTuning['a2aPush'],
+): NonNullable<AdapterDeps['a2aPush']> => {
+  const push = config.a2a.pushNotifications;
+  const webhooks = push.webhooks ?? config.durableStreams.webhooks;
+  return {
+    store:
+      store instanceof RedisStore
+        ? new RedisTaskWebhookStore(store.connection.client, tuning?.keyPrefix)
+        : new MemoryTaskWebhookStore(),
+    owns: (capsule) => ownership.owns(capsule),
+    receivers: { allowLoopback: webhooks.allowLoopback, allowHosts: webhooks.allowHosts },
+    maxConfigsPerTask: push.maxConfigsPerTask,
+    maxTasksPerOwner: push.maxTasksPerOwner,
+    timeoutMs: webhooks.timeoutSeconds * 1000,
+    sweepMs: tuning?.sweepMs ?? 1000,
+    retryFirstMs: tuning?.retryFirstMs ?? 1000,
+  };
+};
+
 /** The general streams live where the capsule logs do: on the same Redis, or in memory. */
 const createStreamStore = (
   config: GatewayConfig,
@@ -189,6 +215,8 @@ export interface GatewayTuning {
   queue?: DispatchTuning;
   /** The general streams' Redis key prefix (tests sharing one Redis keep their bounds apart). */
   streams?: { keyPrefix?: string };
+  /** A2A push notifications: their Redis key prefix, sweep and first retry wait (tests shorten them). */
+  a2aPush?: { keyPrefix?: string; sweepMs?: number; retryFirstMs?: number };
 }
 
 export const startGateway = async (
@@ -394,6 +422,11 @@ export const startGateway = async (
     logger: logger.child({ room: 'http' }),
     ...(streams ? { streams } : {}),
     ...(subscriptions ? { subscriptions } : {}),
+    // A fleet kept apart by its key prefix (tests sharing one Redis) keeps its push configs apart too.
+    a2aPush: a2aPushOf(config, store, ownership, {
+      ...(tuning.fleet?.keyPrefix ? { keyPrefix: `${tuning.fleet.keyPrefix}:a2a` } : {}),
+      ...tuning.a2aPush,
+    }),
   };
   const tickets = createTicketAuthority(
     ticketSecretSource(config.auth.ticketSecret, store),

@@ -3,7 +3,7 @@
  * stored: a refused request changes nothing. Messages name the field that is wrong.
  */
 import { z } from 'zod';
-import type { AckInput, SubscriptionRequest } from '../../src/subscriptions/manager.js';
+import type { AckInput, SubscriptionRequest } from '../../src/subscriptions/control.js';
 import { validStreamPath } from './stream-path.js';
 
 /** 1 s to 10 min, 30 s when absent (§6). */

@@ -108,6 +108,43 @@ const durableStreamsSchema = z
   })
   .strict();
 
+/** Who A2A push notifications may be sent to: the shape of `durableStreams.webhooks` (receiver-url.ts). */
+const a2aWebhooksSchema = z
+  .object({
+    allowLoopback: z.boolean().default(false),
+    allowHosts: z
+      .array(
+        z
+          .string()
+          .min(1)
+          .max(253)
+          .transform((h) => h.toLowerCase()),
+      )
+      .max(1000)
+      .default([]),
+    /** How long a receiver may take to answer one delivery. */
+    timeoutSeconds: z.number().positive().max(120).default(10),
+  })
+  .strict();
+
+/** The A2A surface (docs/surfaces/a2a.md). */
+const a2aSchema = z
+  .object({
+    /** Push notifications: webhooks of a task's status and artifact updates (A2A §4.3.3). */
+    pushNotifications: z
+      .object({
+        /** Configs one task may hold; past it -32000. */
+        maxConfigsPerTask: z.number().int().min(1).max(1000).default(10),
+        /** Tasks with configs one owner may hold at once (without auth: the one shared owner). */
+        maxTasksPerOwner: z.number().int().min(1).max(1_000_000).default(100),
+        /** Who they may be sent to; absent: as `durableStreams.webhooks` says. */
+        webhooks: a2aWebhooksSchema.optional(),
+      })
+      .strict()
+      .default(() => ({ maxConfigsPerTask: 10, maxTasksPerOwner: 100 })),
+  })
+  .strict();
+
 /** A key of any surface (BeeOS `oag_…` keys are just keys); only its SHA-256 is held. */
 const apiKeySchema = z
   .object({
@@ -482,6 +519,7 @@ export const configSchema = z
     liveness: livenessSchema.default(() => livenessSchema.parse({})),
     /** General Durable Streams under /v1/stream/* (docs/surfaces/durable-streams-writable.md); off by default. */
     durableStreams: durableStreamsSchema.default(() => durableStreamsSchema.parse({})),
+    a2a: a2aSchema.default(() => a2aSchema.parse({})),
   })
   .strict()
   .superRefine((cfg, ctx) => {

@@ -242,6 +242,18 @@ export class GatewayCoreImpl implements GatewayCore {
     return this.deps.queues ? this.deps.queues.withdrawContext(capsule, contextId, outcome, reason) : 0;
   }
 
+  async withdrawSubmission(
+    capsule: string,
+    submissionId: string,
+    outcome: 'aborted' | 'failed',
+    reason: string,
+  ): Promise<boolean> {
+    this.upstream(capsule);
+    return this.deps.queues
+      ? this.deps.queues.withdrawSubmission(capsule, submissionId, outcome, reason)
+      : false;
+  }
+
   forwardRpc(capsule: string, body: string): Promise<RpcForwardResult> {
     return this.upstream(capsule).forward(body);
   }

@@ -251,6 +251,34 @@ export class SubmissionQueues {
   ): Promise<number> {
     const fold = await this.current(capsule);
     const ids = fold.ofContext(contextId);
+    await this.withdraw(capsule, ids, contextId, outcome, reason);
+    return ids.length;
+  }
+
+  /**
+   * Withdraw one queued or running submission (an A2A task canceled by its id): the context's other
+   * submissions stay where they are. False when it is not in the queue (ended, or never queued).
+   */
+  async withdrawSubmission(
+    capsule: string,
+    submissionId: string,
+    outcome: 'aborted' | 'failed',
+    reason: string,
+  ): Promise<boolean> {
+    const fold = await this.current(capsule);
+    const found = fold.pending(submissionId);
+    if (!found) return false;
+    await this.withdraw(capsule, [submissionId], found.contextId, outcome, reason);
+    return true;
+  }
+
+  private async withdraw(
+    capsule: string,
+    ids: string[],
+    contextId: string,
+    outcome: 'aborted' | 'failed',
+    reason: string,
+  ): Promise<void> {
     const receivedAt = Date.now();
     await Promise.all(
       ids.map((messageId) => {
@@ -266,7 +294,6 @@ export class SubmissionQueues {
         return this.deps.writer.append(capsule, fact);
       }),
     );
-    return ids.length;
   }
 
   /**

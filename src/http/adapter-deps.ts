@@ -3,6 +3,25 @@ import type { Logger } from 'pino';
 import type { GatewayCore } from '../core/types.js';
 import type { StreamStore } from '../streams/types.js';
 import type { Subscriptions } from '../subscriptions/manager.js';
+import type { ReceiverPolicy } from '../webhooks/receiver-url.js';
+import type { TaskWebhookStore } from '../webhooks/task-webhooks.js';
+
+/** What A2A push notifications need (config `a2a.pushNotifications`). */
+export interface A2aPushDeps {
+  /** Each task's configs and delivery cursors (memory, or Redis shared by the fleet). */
+  store: TaskWebhookStore;
+  /** Whether this replica owns (ingests) the capsule now: only its owner delivers its tasks' events. */
+  owns(capsule: string): boolean;
+  receivers: ReceiverPolicy;
+  maxConfigsPerTask: number;
+  maxTasksPerOwner: number;
+  /** How long a receiver may take to answer one delivery. */
+  timeoutMs: number;
+  /** Each replica looks for tasks of its capsules to deliver this often. */
+  sweepMs: number;
+  /** The first retry's wait (then doubling to 60 s, ±20 %). */
+  retryFirstMs: number;
+}
 
 export interface AdapterConfig {
   /** Interval of SSE heartbeats / keepalive comments, from connection open (15 s by default). */
@@ -37,4 +56,6 @@ export interface AdapterDeps {
   streams?: StreamStore;
   /** Subscriptions to the general streams (PROTOCOL.md §6–7); absent when they are off. */
   subscriptions?: Subscriptions;
+  /** A2A push notifications; absent: not offered (the card says so, the methods answer -32003). */
+  a2aPush?: A2aPushDeps;
 }
