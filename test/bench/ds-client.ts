@@ -102,17 +102,8 @@ export const fillStream = async (
   count: number,
   size: number,
 ): Promise<void> => {
-  const headers = { 'content-type': CONTENT_TYPE[mode] };
   if (mode === 'json') {
-    for (let i = 0; i < count; i += 100) {
-      const batch = Array.from({ length: Math.min(100, count - i) }, (_, k) => message(i + k, size));
-      const body = Buffer.concat([
-        Buffer.from('['),
-        ...batch.flatMap((m, k) => (k ? [Buffer.from(','), m] : [m])),
-        Buffer.from(']'),
-      ]);
-      expect(await call(agent, 'POST', url, headers, body), [200, 204], `POST ${url}`);
-    }
+    await appendBatches(agent, url, 0, count, size, 100);
     return;
   }
   await appendMessages(agent, url, mode, 0, count, size, 16);
@@ -142,6 +133,37 @@ export const appendMessages = async (
     }
   };
   await Promise.all(Array.from({ length: Math.min(inFlight, count) }, lane));
+};
+
+/**
+ * `count` messages appended as JSON arrays of `batch` messages, one POST at a time: a producer that
+ * batches, as the reference client's IdempotentProducer does (JSON mode only: a bytes stream's
+ * message is a whole POST).
+ */
+export const appendBatches = async (
+  agent: Agent,
+  url: string,
+  first: number,
+  count: number,
+  size: number,
+  batch: number,
+): Promise<void> => {
+  const headers = { 'content-type': CONTENT_TYPE.json };
+  for (let i = first; i < first + count; i += batch) {
+    const n = Math.min(batch, first + count - i);
+    expect(await call(agent, 'POST', url, headers, jsonArray(i, n, size)), [200, 204], `POST ${url}`);
+  }
+};
+
+/** Messages first..first+n-1 as one JSON array. */
+export const jsonArray = (first: number, n: number, size: number): Buffer => {
+  const parts: Buffer[] = [Buffer.from('[')];
+  for (let k = 0; k < n; k++) {
+    if (k > 0) parts.push(Buffer.from(','));
+    parts.push(message(first + k, size));
+  }
+  parts.push(Buffer.from(']'));
+  return Buffer.concat(parts);
 };
 
 /**

@@ -30,6 +30,7 @@ import { pathToFileURL } from 'node:url';
 import type { Agent } from 'node:http';
 import { num } from './bench-env.js';
 import {
+  appendBatches,
   appendMessages,
   catchUp,
   createStream,
@@ -66,12 +67,14 @@ interface Phase {
   clientCore: number;
 }
 
-type PhaseName = 'append 1' | 'append N' | 'read';
-type Sample = Record<PhaseName, Phase>;
+type PhaseName = 'append 1' | 'append N' | 'append batch' | 'read';
+/** `append batch` is JSON mode's alone. */
+type Sample = Partial<Record<PhaseName, Phase>>;
 
 const shape = () => ({
   appends: num('BENCH_DS_APPENDS', 3000),
   inFlight: num('BENCH_DS_INFLIGHT', 16),
+  batch: num('BENCH_DS_BATCH', 100),
   messages: num('BENCH_DS_MESSAGES', 2000),
   readers: num('BENCH_DS_READERS', 50),
   passes: num('BENCH_DS_PASSES', 2),
@@ -139,6 +142,15 @@ const measureMode = async (
     appendMessages(agent, appendUrl, mode, first, s.appends, s.size, s.inFlight),
   );
 
+  first += s.appends;
+  // JSON only: a bytes stream's message is a whole POST.
+  const batched =
+    mode === 'json'
+      ? await phase(server, s.appends, s.size, () =>
+          appendBatches(agent, appendUrl, first, s.appends, s.size, s.batch),
+        )
+      : undefined;
+
   const readUrl = `${server.streamsUrl}/bench-${run}-${mode}-reads`;
   await createStream(agent, readUrl, mode);
   await fillStream(agent, readUrl, mode, s.messages, s.size);
@@ -161,7 +173,7 @@ const measureMode = async (
     );
   });
   if (got !== total) throw new Error(`${mode}: readers received ${got} messages of ${total}`);
-  return { 'append 1': one, 'append N': many, read };
+  return { 'append 1': one, 'append N': many, ...(batched ? { 'append batch': batched } : {}), read };
 };
 
 const NAMES: Record<DsTarget, string> = {
@@ -192,6 +204,7 @@ const clientBound = (p: Phase): boolean => p.clientCore > 0.9 && p.clientCore > 
 const PHASE_LABEL = (s: Shape): Record<PhaseName, string> => ({
   'append 1': 'appends/s, sequential',
   'append N': `appends/s, ${s.inFlight} in flight`,
+  'append batch': `appends/s, ${s.batch} per POST (JSON)`,
   read: `catch-up reads, ${s.readers} readers`,
 });
 
@@ -247,8 +260,8 @@ export const benchStreams = async (runs: number): Promise<Figure[]> => {
   }
 
   const med = (t: DsTarget, mode: DsMode, p: PhaseName): Phase | undefined => {
-    const got = samples.get(`${t}/${mode}`);
-    return got && got.length > 0 ? medianPhase(got.map((x) => x[p])) : undefined;
+    const got = (samples.get(`${t}/${mode}`) ?? []).flatMap((x) => (x[p] ? [x[p]] : []));
+    return got.length > 0 ? medianPhase(got) : undefined;
   };
   const detail: Record<string, string>[] = [];
   for (const mode of modes)
@@ -284,7 +297,9 @@ export const benchStreams = async (runs: number): Promise<Figure[]> => {
       const cells: string[] = [];
       const anchors: string[] = [];
       let met: boolean | null = true;
-      for (const mode of modes) {
+      // A phase a mode does not have (batches of a bytes stream) is left out, not "not measured".
+      const measuredModes = modes.filter((mode) => p !== 'append batch' || mode === 'json');
+      for (const mode of measuredModes) {
         const g = med(t, mode, p);
         const a = med('reference', mode, p);
         if (!g) {
@@ -294,11 +309,14 @@ export const benchStreams = async (runs: number): Promise<Figure[]> => {
         }
         const unit = p === 'read' ? ` msgs/s (${f(g.mbPerSec)} MB/s)` : '/s';
         const flag = clientBound(g) || (a && clientBound(a)) ? ', client-bound' : '';
-        cells.push(`${mode}: ${f(g.rate)}${unit}${a ? ` = ${f(g.rate / a.rate, 2)}×` : ''}${flag}`);
-        if (a) anchors.push(`${mode}: ${f(a.rate)}${p === 'read' ? ' msgs/s' : '/s'}`);
+        const ratio = a ? ` = ${f(g.rate / a.rate, 2)}×` : '';
+        cells.push(`${mode}: ${f(g.rate)}${unit}${ratio}, ${f(g.usPerMsg, 1)} µs/msg${flag}`);
+        if (a)
+          anchors.push(`${mode}: ${f(a.rate)}${p === 'read' ? ' msgs/s' : '/s'}, ${f(a.usPerMsg, 1)} µs/msg`);
         if (!a || flag) met = null;
         else if (met !== null) met = met && g.rate >= a.rate;
       }
+      if (cells.length === 0) continue;
       figures.push({
         figure,
         target: '≥ reference',
