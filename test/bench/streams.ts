@@ -17,8 +17,8 @@
  *
  * Per phase: the server's CPU (process + redis-server, /proc) in µs per message and the peak RSS,
  * the cores' loads. Runs interleave the servers (one fresh server per run); each figure is the
- * median of `runs`. A phase whose client core is busier than its server core is flagged: the
- * clients, not the server, set that pace.
+ * median of `runs`. A phase in which the clients (this process) were busier than the server and
+ * near a full core is flagged: the clients, not the server, set that pace.
  *
  * `npm run bench -- streams`. Env: BENCH_DS_RUNS (3), BENCH_DS_APPENDS (3000), BENCH_DS_INFLIGHT
  * (16), BENCH_DS_MESSAGES (2000), BENCH_DS_READERS (50), BENCH_DS_PASSES (2), BENCH_DS_SIZE (1024),
@@ -65,6 +65,10 @@ interface Phase {
   rssMb: number;
   serverCore: number;
   clientCore: number;
+  /** The server processes' CPU over the phase, in cores (1 = the whole server core). */
+  serverCpu: number;
+  /** This process's (the clients') CPU over the phase, in cores. */
+  clientCpu: number;
 }
 
 type PhaseName = 'append 1' | 'append N' | 'append batch' | 'read';
@@ -101,12 +105,14 @@ const phase = async (
   const cpu0 = cpuUs(server.pids);
   const redis0 = server.redisPid ? cpuUs([server.redisPid]) : 0;
   const t0 = performance.now();
+  const own0 = process.cpuUsage();
   try {
     await work();
   } finally {
     clearInterval(sampler);
   }
   const seconds = (performance.now() - t0) / 1000;
+  const own = process.cpuUsage(own0);
   const cpu = cpuUs(server.pids) - cpu0;
   const redis = server.redisPid ? cpuUs([server.redisPid]) - redis0 : 0;
   peak = Math.max(peak, rssBytes(server.pids));
@@ -118,6 +124,8 @@ const phase = async (
     rssMb: peak / 1e6,
     serverCore: coreLoad(s0, coreTicks(SERVER_CORE)),
     clientCore: coreLoad(c0, coreTicks(CLIENT_CORE)),
+    serverCpu: cpu / 1e6 / seconds,
+    clientCpu: (own.user + own.system) / 1e6 / seconds,
   };
 };
 
@@ -195,11 +203,16 @@ const medianPhase = (ps: Phase[]): Phase => {
     rssMb: m('rssMb'),
     serverCore: m('serverCore'),
     clientCore: m('clientCore'),
+    serverCpu: m('serverCpu'),
+    clientCpu: m('clientCpu'),
   };
 };
 
-/** The clients, not the server, set the pace: the client core was the busier and near full. */
-const clientBound = (p: Phase): boolean => p.clientCore > 0.9 && p.clientCore > p.serverCore;
+/**
+ * The clients, not the server, set the pace: this process was busy most of the phase and more than
+ * the server's processes. (Core loads cannot say it on a shared machine: others' work fills both.)
+ */
+const clientBound = (p: Phase): boolean => p.clientCpu > 0.8 && p.clientCpu > p.serverCpu;
 
 const PHASE_LABEL = (s: Shape): Record<PhaseName, string> => ({
   'append 1': 'appends/s, sequential',
@@ -280,12 +293,14 @@ export const benchStreams = async (runs: number): Promise<Figure[]> => {
           'server µs/msg': f(m.usPerMsg, 1),
           'of which redis': t === 'redis' ? f(m.redisUsPerMsg, 1) : '–',
           'server RSS MB (peak)': f(m.rssMb),
-          'core 0 / core 1': `${f(m.serverCore * 100)} / ${f(m.clientCore * 100)} %${clientBound(m) ? ' (client-bound)' : ''}`,
+          'server / client CPU': `${f(m.serverCpu * 100)} / ${f(m.clientCpu * 100)} %${clientBound(m) ? ' (client-bound)' : ''}`,
+          'core 0 / core 1 load': `${f(m.serverCore * 100)} / ${f(m.clientCore * 100)} %`,
         });
       }
   console.log(
-    'details (each column the median of the runs; server = process + its redis-server; core loads are ' +
-      "everything on the core; a client-bound row's rate is the clients' pace, not the server's)",
+    'details (each column the median of the runs; server = process + its redis-server; CPU = the ' +
+      "bench's own processes, in % of one core; core loads = everything on the core, others' work too; " +
+      "a client-bound row's rate is the clients' pace, not the server's)",
   );
   console.table(detail);
 
