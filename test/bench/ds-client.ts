@@ -83,6 +83,30 @@ const expect = (a: Answer, ok: number[], what: string): Answer => {
   return a;
 };
 
+/**
+ * 503s answered so far (the gateway's store did not answer within its deadline): each is retried
+ * after its Retry-After, as a client does, and counted; the bench reads and resets the count.
+ */
+export const unavailable = { count: 0 };
+const MAX_RETRIES = 10;
+
+/** `call`, retrying a 503 after its Retry-After (at most MAX_RETRIES times). */
+const send = async (
+  agent: Agent,
+  method: string,
+  url: string,
+  headers: Record<string, string> = {},
+  body?: Buffer,
+): Promise<Answer> => {
+  for (let attempt = 0; ; attempt++) {
+    const a = await call(agent, method, url, headers, body);
+    if (a.status !== 503 || attempt === MAX_RETRIES) return a;
+    unavailable.count++;
+    const wait = Number(a.headers['retry-after']);
+    await new Promise((r) => setTimeout(r, (Number.isFinite(wait) && wait > 0 ? wait : 1) * 1000));
+  }
+};
+
 export const createStream = async (agent: Agent, url: string, mode: DsMode): Promise<void> => {
   expect(
     await call(agent, 'PUT', url, { 'content-type': CONTENT_TYPE[mode], 'content-length': '0' }),
@@ -129,7 +153,7 @@ export const appendMessages = async (
   const lane = async (): Promise<void> => {
     while (next < end) {
       const i = next++;
-      expect(await call(agent, 'POST', url, headers, message(i, size)), [200, 204], `POST ${url}`);
+      expect(await send(agent, 'POST', url, headers, message(i, size)), [200, 204], `POST ${url}`);
     }
   };
   await Promise.all(Array.from({ length: Math.min(inFlight, count) }, lane));
@@ -151,7 +175,7 @@ export const appendBatches = async (
   const headers = { 'content-type': CONTENT_TYPE.json };
   for (let i = first; i < first + count; i += batch) {
     const n = Math.min(batch, first + count - i);
-    expect(await call(agent, 'POST', url, headers, jsonArray(i, n, size)), [200, 204], `POST ${url}`);
+    expect(await send(agent, 'POST', url, headers, jsonArray(i, n, size)), [200, 204], `POST ${url}`);
   }
 };
 
@@ -182,7 +206,7 @@ export const catchUp = async (
   let bytes = 0;
   for (let reads = 1; reads <= maxReads; reads++) {
     const a = expect(
-      await call(agent, 'GET', `${url}?offset=${encodeURIComponent(offset)}`),
+      await send(agent, 'GET', `${url}?offset=${encodeURIComponent(offset)}`),
       [200],
       `GET ${url}`,
     );

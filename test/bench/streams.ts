@@ -36,6 +36,7 @@ import {
   createStream,
   fillStream,
   keepAliveAgent,
+  unavailable,
   type DsMode,
 } from './ds-client.js';
 import { startDsServer, type DsServer, type DsTarget } from './ds-servers.js';
@@ -69,6 +70,8 @@ interface Phase {
   serverCpu: number;
   /** This process's (the clients') CPU over the phase, in cores. */
   clientCpu: number;
+  /** 503s the server answered (its store's deadline passed), each retried after its Retry-After. */
+  unavailable: number;
 }
 
 type PhaseName = 'append 1' | 'append N' | 'append batch' | 'read';
@@ -106,6 +109,7 @@ const phase = async (
   const redis0 = server.redisPid ? cpuUs([server.redisPid]) : 0;
   const t0 = performance.now();
   const own0 = process.cpuUsage();
+  unavailable.count = 0;
   try {
     await work();
   } finally {
@@ -126,6 +130,7 @@ const phase = async (
     clientCore: coreLoad(c0, coreTicks(CLIENT_CORE)),
     serverCpu: cpu / 1e6 / seconds,
     clientCpu: (own.user + own.system) / 1e6 / seconds,
+    unavailable: unavailable.count,
   };
 };
 
@@ -205,6 +210,7 @@ const medianPhase = (ps: Phase[]): Phase => {
     clientCore: m('clientCore'),
     serverCpu: m('serverCpu'),
     clientCpu: m('clientCpu'),
+    unavailable: m('unavailable'),
   };
 };
 
@@ -253,9 +259,14 @@ export const benchStreams = async (runs: number): Promise<Figure[]> => {
         const agent = keepAliveAgent(Math.max(s.readers, s.inFlight, 16));
         try {
           server = await startDsServer(t);
+          // One mode failing (its run is left out of the medians) does not take the other with it.
           for (const mode of modes) {
             const key = `${t}/${mode}`;
-            samples.set(key, [...(samples.get(key) ?? []), await measureMode(server, agent, mode, s, r)]);
+            try {
+              samples.set(key, [...(samples.get(key) ?? []), await measureMode(server, agent, mode, s, r)]);
+            } catch (err) {
+              console.warn(`${t} ${mode} run ${r + 1}: ${(err as Error).message}`);
+            }
           }
         } catch (err) {
           console.warn(`${t} run ${r + 1}: ${(err as Error).message}`);
@@ -294,6 +305,7 @@ export const benchStreams = async (runs: number): Promise<Figure[]> => {
           'of which redis': t === 'redis' ? f(m.redisUsPerMsg, 1) : '–',
           'server RSS MB (peak)': f(m.rssMb),
           'server / client CPU': `${f(m.serverCpu * 100)} / ${f(m.clientCpu * 100)} %${clientBound(m) ? ' (client-bound)' : ''}`,
+          '503s retried': f(m.unavailable),
           'core 0 / core 1 load': `${f(m.serverCore * 100)} / ${f(m.clientCore * 100)} %`,
         });
       }
@@ -325,7 +337,8 @@ export const benchStreams = async (runs: number): Promise<Figure[]> => {
         const unit = p === 'read' ? ` msgs/s (${f(g.mbPerSec)} MB/s)` : '/s';
         const flag = clientBound(g) || (a && clientBound(a)) ? ', client-bound' : '';
         const ratio = a ? ` = ${f(g.rate / a.rate, 2)}×` : '';
-        cells.push(`${mode}: ${f(g.rate)}${unit}${ratio}, ${f(g.usPerMsg, 1)} µs/msg${flag}`);
+        const refused = g.unavailable > 0 ? `, ${f(g.unavailable)} 503s retried (median)` : '';
+        cells.push(`${mode}: ${f(g.rate)}${unit}${ratio}, ${f(g.usPerMsg, 1)} µs/msg${refused}${flag}`);
         if (a)
           anchors.push(`${mode}: ${f(a.rate)}${p === 'read' ? ' msgs/s' : '/s'}, ${f(a.usPerMsg, 1)} µs/msg`);
         if (!a || flag) met = null;
