@@ -11,6 +11,8 @@
  *   ai-sdk     POST → first text-delta on the AI SDK surface beside message/stream straight to the
  *              capsule (ai-sdk-first-delta.ts)
  *   idle | resume | capsules | ingest | reads, or `scale` for those five (scale-*.ts)
+ *   streams    general Durable Streams appends/s and catch-up reads/s, embedded and Redis, beside
+ *              the reference server @durable-streams/server (streams.ts)
  *   extras     store append, end-to-end ingest, id-0 cuts, hub fan-out to long-pollers, the write
  *              floor (not a headline figure)
  *   floor      what a socket write costs on this machine, with no gateway in it (write-floor.ts)
@@ -20,7 +22,7 @@
  * `--check` names what the selectors would run and stops (nothing is measured).
  * The default run (no selector) is every headline figure. Env: BENCH_RUNS (store and ingest runs, 5),
  * BENCH_FANOUT_RUNS (fan-out runs, 3), BENCH_SURFACES_RUNS (surface runs, 5; BENCH_FANOUT_RUNS when
- * only that is set), and each bench's own (see its header).
+ * only that is set), BENCH_DS_RUNS (Durable Streams runs, 3), and each bench's own (see its header).
  */
 import { cpus, loadavg } from 'node:os';
 import { spawnSync } from 'node:child_process';
@@ -37,6 +39,7 @@ const fanoutRuns = num('BENCH_FANOUT_RUNS', 3);
  * The surfaces' ratio sits near its bound and swings ±0.15 between runs (docs/benchmarks.md):
  * five interleaved runs by default, BENCH_FANOUT_RUNS when only that is set (older commands).
  */
+const dsRuns = num('BENCH_DS_RUNS', 3);
 const surfaceRuns = num('BENCH_SURFACES_RUNS', process.env.BENCH_FANOUT_RUNS ? fanoutRuns : 5);
 
 interface Ctx {
@@ -112,6 +115,10 @@ const BENCHES: Record<string, Bench> = {
   resume: SCALE.resume!,
   capsules: SCALE.capsules!,
   reads: SCALE.reads!,
+  streams: {
+    target: '≥ reference',
+    run: async () => (await import('./streams.js')).benchStreams(dsRuns),
+  },
   // Unpinned: the gateways, the simulator and the clients all run in this process.
   latency: {
     target: 'hand-off ≤ 25 / 50 ms p95, TTFT ≤ 25 ms above direct',
