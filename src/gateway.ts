@@ -51,6 +51,7 @@ import { createKeyRing } from './auth/keys.js';
 import { authPosture } from './auth/secure-default.js';
 import { createTicketAuthority, ticketSecretSource } from './auth/tickets.js';
 import { ConfigError } from './config/load.js';
+import { withTimeout } from './timeouts.js';
 
 export interface RunningGateway {
   /** `http://host:port` as bound (host 0.0.0.0 is reported as 127.0.0.1). */
@@ -238,12 +239,7 @@ export const startGateway = async (
     },
     unreachableFor: (capsule) => upstreams.get(capsule)?.unreachableFor() ?? 0,
     flush: async (capsule, timeoutMs) => {
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        writer.flush(capsule),
-        new Promise<void>((r) => (timer = setTimeout(r, timeoutMs))),
-      ]);
-      clearTimeout(timer);
+      await withTimeout(writer.flush(capsule), timeoutMs);
     },
   };
   const ownership: CapsuleOwnership =
@@ -496,10 +492,11 @@ export const startGateway = async (
       await discovery?.close();
       await registry.close();
       await capsules.close();
-      const flushed = await Promise.race([
+      const flushed = await withTimeout(
         writer.flush().then(() => true),
-        new Promise<boolean>((r) => setTimeout(() => r(false), options.flushTimeoutMs ?? 10_000).unref()),
-      ]);
+        options.flushTimeoutMs ?? 10_000,
+        () => false,
+      );
       if (!flushed)
         logger.warn({ pending: writer.stats().queued }, 'drain: pending appends not flushed in time');
       await writer.close();
