@@ -3,7 +3,7 @@
  * (stream-errors.ts): `{"error":{"code","message"}}`, never cached, with the §10.7 headers. Built
  * without a hono Context, so the access middleware can answer with it too.
  */
-import { SECURITY_HEADERS, type StreamErrorCode } from './stream-errors.js';
+import { streamError, type StreamErrorCode } from './stream-errors.js';
 
 export type ProblemStatus = 400 | 401 | 403 | 404 | 405 | 410;
 
@@ -28,13 +28,7 @@ export const problem = (
   status: ProblemStatus,
   message: string,
   headers: Record<string, string> = {},
-): Response =>
-  new Response(JSON.stringify({ error: { code: CODE[status], message } }), {
-    status,
-    headers: {
-      'content-type': 'application/json; charset=utf-8',
-      'cache-control': 'no-store',
-      ...SECURITY_HEADERS,
-      ...headers,
-    },
-  });
+): Response => {
+  const error = streamError(CODE[status], message, headers);
+  return new Response(error.body, { status, headers: error.headers });
+};
