@@ -293,7 +293,7 @@ export class FleetOwnership implements CapsuleOwnership {
       { capsule, fence: lease.fence, replica: this.replicaId, continues: continues !== undefined },
       'capsule acquired',
     );
-    this.options.control.start(capsule, lease.fence, continues);
+    this.options.control.start(capsule, lease.fence, continues, () => this.owns(capsule));
   }
 
   /** The lease is ours until at least sentAt + TTL: stop ingesting a margin before that. */
