@@ -4,55 +4,42 @@
  * reconnects and switches. One connection at a time; each is tagged with a generation so a
  * late callback of a replaced connection can never deliver anything.
  */
-import { httpError, TicketSource, type HttpError } from './auth.js';
+import { httpError, type HttpError } from './auth.js';
 import { pollAnswer, recordsEvent, type PollBody, type Sink } from './capsule-records.js';
 import { followLoop } from './follow-loop.js';
-import { DEFAULT_TUNING, TransportPolicy } from './transport-policy.js';
 import type { FollowCapsuleOptions, Subscription, Transport } from './types.js';
 
 /** The records stream's event names (EventSource can only listen to names it knows). */
 const RECORDS_EVENTS = ['ready', 'record', 'gap'];
 
 export const followCapsule = (options: FollowCapsuleOptions): Subscription => {
-  const tuning = { ...DEFAULT_TUNING, ...options.tuning };
-  const policy = new TransportPolicy(options.transport ?? 'auto', tuning);
-  const base = options.gateway.replace(/\/+$/, '');
-  const path = `${base}/murmur/${encodeURIComponent(options.capsule)}`;
-  const tickets = options.useEventSource && options.token ? new TicketSource(base, options.token) : null;
+  const path = `${options.gateway.replace(/\/+$/, '')}/murmur/${encodeURIComponent(options.capsule)}`;
   const sink: Sink = {
     cursor: options.after ?? 0,
     onRecord: (r) => options.onRecord(r),
     onGap: (g) => options.onGap?.(g),
   };
 
-  const loop = followLoop<PollBody>({
-    target: {
-      sseUrl: () => `${path}/records?after=${sink.cursor}`,
-      sseEvents: RECORDS_EVENTS,
-      // A records stream may send nothing before its first event.
-      liveBy: 'event',
-      onEvent: (event, data) => recordsEvent(sink, event, data),
-      // One long-poll that does not wait, with the same credential.
-      diagnose: async (_url, ticket): Promise<HttpError | null> => {
-        const url = `${path}/poll?after=${sink.cursor}&wait=0&limit=1${ticket ? `&ticket=${encodeURIComponent(ticket)}` : ''}`;
-        try {
-          const res = await fetch(url);
-          if (!res.ok) return await httpError(res, 'sse');
-          await res.body?.cancel();
-        } catch {
-          // unreachable: the EventSource's failure was the connection's, as it looked
-        }
-        return null;
-      },
-      pollUrl: (hold) => `${path}/poll?after=${sink.cursor}&wait=${hold / 1000}&limit=${tuning.pollLimit}`,
-      onPoll: (body) => pollAnswer(sink, body),
+  const loop = followLoop<PollBody>(options, {
+    sseUrl: () => `${path}/records?after=${sink.cursor}`,
+    sseEvents: RECORDS_EVENTS,
+    // A records stream may send nothing before its first event.
+    liveBy: 'event',
+    onEvent: (event, data) => recordsEvent(sink, event, data),
+    // One long-poll that does not wait, with the same credential.
+    diagnose: async (_url, ticket): Promise<HttpError | null> => {
+      const url = `${path}/poll?after=${sink.cursor}&wait=0&limit=1${ticket ? `&ticket=${encodeURIComponent(ticket)}` : ''}`;
+      try {
+        const res = await fetch(url);
+        if (!res.ok) return await httpError(res, 'sse');
+        await res.body?.cancel();
+      } catch {
+        // unreachable: the EventSource's failure was the connection's, as it looked
+      }
+      return null;
     },
-    policy,
-    tuning,
-    token: options.token,
-    tickets,
-    useEventSource: options.useEventSource,
-    onState: options.onState,
+    pollUrl: (hold, limit) => `${path}/poll?after=${sink.cursor}&wait=${hold / 1000}&limit=${limit}`,
+    onPoll: (body) => pollAnswer(sink, body),
   });
   loop.connect();
 
@@ -61,7 +48,7 @@ export const followCapsule = (options: FollowCapsuleOptions): Subscription => {
       return sink.cursor;
     },
     get transport(): Transport {
-      return policy.transport;
+      return loop.transport;
     },
     close: () => loop.finish('closed by the caller'),
   };

@@ -9,10 +9,10 @@
  * delivers (and so where the next connection resumes: the caller's cursors, never the SSE id), and
  * what first proves a stream alive.
  */
-import { authHeaders, HttpError, httpError, type TicketSource } from './auth.js';
+import { authHeaders, HttpError, httpError, TicketSource } from './auth.js';
 import { EventSourceFailed, openEventSource, openFetchSse, type SseConnection } from './sse-source.js';
-import { jitteredBackoff, type TransportPolicy } from './transport-policy.js';
-import type { FollowState, FollowTuning, TokenInput } from './types.js';
+import { DEFAULT_TUNING, jitteredBackoff, TransportPolicy } from './transport-policy.js';
+import type { FollowCapsuleOptions, FollowState, Transport } from './types.js';
 
 /** HTTP answers that no retry will change. */
 const FATAL = new Set([400, 401, 403, 404]);
@@ -35,27 +35,22 @@ export interface FollowTarget<PollBody> {
    * HttpError, or null when it answered (the failure was the connection's) or could not be reached.
    */
   diagnose(sseUrl: string, ticket: string | null): Promise<HttpError | null>;
-  /** The long-poll URL from the caller's cursors now, holding at most `holdMs`. */
-  pollUrl(holdMs: number): string;
+  /** The long-poll URL from the caller's cursors now, holding at most `holdMs`, `limit` per page. */
+  pollUrl(holdMs: number, limit: number): string;
   /** One long-poll answer, delivered (moving the caller's cursors). */
   onPoll(body: PollBody): void;
 }
 
-export interface FollowLoopOptions<PollBody> {
-  target: FollowTarget<PollBody>;
-  policy: TransportPolicy;
-  tuning: FollowTuning;
-  token?: TokenInput;
-  /** EventSource callers authenticate with tickets (it cannot send a header). */
-  tickets: TicketSource | null;
-  useEventSource?: boolean;
-  onState?: (state: FollowState) => void;
-  /** Nothing to follow now: no connection is opened, and the state is `live`. */
-  idle?: () => boolean;
-}
+/** What every subscription's options say about its connection (followCapsule's, followMany's). */
+export type FollowConnectionOptions = Pick<
+  FollowCapsuleOptions,
+  'gateway' | 'transport' | 'token' | 'onState' | 'useEventSource' | 'tuning'
+>;
 
 export interface FollowLoop {
   readonly closed: boolean;
+  /** The transport in use right now. */
+  readonly transport: Transport;
   /** Open the next connection (the current one, if any, must be stopped first). */
   connect(): void;
   /** End the current connection, whatever it is doing; its late callbacks deliver nothing. */
@@ -64,8 +59,20 @@ export interface FollowLoop {
   finish(reason: string): void;
 }
 
-export const followLoop = <PollBody>(o: FollowLoopOptions<PollBody>): FollowLoop => {
-  const { target, policy, tuning, tickets } = o;
+/**
+ * The loop for `target` (opened by `connect()`). `idle`: nothing to follow now, so no connection is
+ * opened and the state is `live`.
+ */
+export const followLoop = <PollBody>(
+  o: FollowConnectionOptions,
+  target: FollowTarget<PollBody>,
+  idle?: () => boolean,
+): FollowLoop => {
+  const tuning = { ...DEFAULT_TUNING, ...o.tuning };
+  const policy = new TransportPolicy(o.transport ?? 'auto', tuning);
+  // An EventSource cannot send a header: it authenticates with short-lived tickets.
+  const tickets =
+    o.useEventSource && o.token ? new TicketSource(o.gateway.replace(/\/+$/, ''), o.token) : null;
   let generation = 0;
   let closed = false;
   let failures = 0;
@@ -105,7 +112,7 @@ export const followLoop = <PollBody>(o: FollowLoopOptions<PollBody>): FollowLoop
     if (closed) return;
     const gen = ++generation;
     ticketUsed = null;
-    if (o.idle?.()) return state('live');
+    if (idle?.()) return state('live');
     state('connecting');
     const run = policy.transport === 'sse' ? openSse(gen) : pollLoop(gen);
     run.catch((err: unknown) => retry(gen, err));
@@ -227,7 +234,7 @@ export const followLoop = <PollBody>(o: FollowLoopOptions<PollBody>): FollowLoop
     while (gen === generation && !closed) {
       if (policy.shouldProbe(Date.now())) return connect();
       const hold = policy.pollHoldMs();
-      const url = target.pollUrl(hold);
+      const url = target.pollUrl(hold, tuning.pollLimit);
       const abort = new AbortController();
       poll = abort;
       const deadline = setTimeout(() => abort.abort(), hold + 15_000);
@@ -254,6 +261,9 @@ export const followLoop = <PollBody>(o: FollowLoopOptions<PollBody>): FollowLoop
   return {
     get closed() {
       return closed;
+    },
+    get transport() {
+      return policy.transport;
     },
     connect,
     stop,

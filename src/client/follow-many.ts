@@ -5,10 +5,9 @@
  * every stream's cursor itself and opens each connection from them (not from the SSE token), so
  * adding or removing a stream is one reopen that neither loses nor repeats an event of the others.
  */
-import { httpError, TicketSource, type HttpError } from './auth.js';
+import { httpError, type HttpError } from './auth.js';
 import { canShare, followManyShared } from './follow-shared.js';
 import { followLoop } from './follow-loop.js';
-import { DEFAULT_TUNING, TransportPolicy } from './transport-policy.js';
 import type { FollowManyEvent, FollowManyOptions, FollowManySubscription, Transport } from './types.js';
 
 interface LongPollBody {
@@ -20,13 +19,7 @@ export const followMany = (options: FollowManyOptions): FollowManySubscription =
   // Tabs of one origin share one connection where the browser lets them (follow-shared.ts).
   if (options.share && canShare())
     return followManyShared({ ...options, share: undefined }, options.share, followMany);
-  const tuning = { ...DEFAULT_TUNING, ...options.tuning };
-  const policy = new TransportPolicy(options.transport ?? 'auto', tuning);
   const base = `${options.gateway.replace(/\/+$/, '')}/v1/follow`;
-  const tickets =
-    options.useEventSource && options.token
-      ? new TicketSource(options.gateway.replace(/\/+$/, ''), options.token)
-      : null;
   /** Every stream followed, in the order it was added, and its cursor after the last event delivered. */
   const cursors = new Map<string, string>(Object.entries(options.streams));
   let reopening = false;
@@ -41,8 +34,9 @@ export const followMany = (options: FollowManyOptions): FollowManySubscription =
     options.onEvent(ev);
   };
 
-  const loop = followLoop<LongPollBody>({
-    target: {
+  const loop = followLoop<LongPollBody>(
+    options,
+    {
       sseUrl: () => `${base}?${query()}`,
       sseEvents: ['message'],
       // The gateway writes a heartbeat as soon as the stream opens.
@@ -69,15 +63,9 @@ export const followMany = (options: FollowManyOptions): FollowManySubscription =
           if (cursors.has(key)) cursors.set(key, cursor);
       },
     },
-    policy,
-    tuning,
-    token: options.token,
-    tickets,
-    useEventSource: options.useEventSource,
-    onState: options.onState,
     // Nothing to follow: no connection until a stream is added.
-    idle: () => cursors.size === 0,
-  });
+    () => cursors.size === 0,
+  );
 
   /** After add/remove: one reopen from every stream's cursor, however many changes this turn made. */
   const reopen = (): void => {
@@ -98,7 +86,7 @@ export const followMany = (options: FollowManyOptions): FollowManySubscription =
       return Object.fromEntries(cursors);
     },
     get transport(): Transport {
-      return policy.transport;
+      return loop.transport;
     },
     add: (key, cursor = '-1') => {
       if (loop.closed || cursors.has(key)) return;
