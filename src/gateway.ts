@@ -211,6 +211,27 @@ const configuredCapsules = (config: GatewayConfig) => {
   return { seed, entries };
 };
 
+/** The config's capsules put in the registry where their url or door token changed; their ids. */
+const reloadCapsules = async (
+  registry: CapsuleRegistry,
+  list: GatewayConfig['capsules'],
+): Promise<string[]> => {
+  const current = await registry.list();
+  const changed: string[] = [];
+  for (const c of list) {
+    const before = current.get(c.id);
+    if (before && before.url === c.url && before.doorToken === c.doorToken) continue;
+    await registry.put(c.id, {
+      url: c.url,
+      ...(c.doorToken ? { doorToken: c.doorToken } : {}),
+      source: 'config',
+      updatedAt: Date.now(),
+    });
+    changed.push(c.id);
+  }
+  return changed;
+};
+
 /** A capsule this replica wins is watching before the first request is served (bounded). */
 const waitForOwnedCapsules = async (
   ownership: CapsuleOwnership,
@@ -492,23 +513,6 @@ export const startGateway = async (
     return closing;
   };
 
-  const reloadCapsules = async (list: GatewayConfig['capsules']): Promise<string[]> => {
-    const current = await registry.list();
-    const changed: string[] = [];
-    for (const c of list) {
-      const before = current.get(c.id);
-      if (before && before.url === c.url && before.doorToken === c.doorToken) continue;
-      await registry.put(c.id, {
-        url: c.url,
-        ...(c.doorToken ? { doorToken: c.doorToken } : {}),
-        source: 'config',
-        updatedAt: Date.now(),
-      });
-      changed.push(c.id);
-    }
-    return changed;
-  };
-
   return {
     url,
     port,
@@ -521,7 +525,7 @@ export const startGateway = async (
     registry,
     capsules,
     ownership,
-    reloadCapsules,
+    reloadCapsules: (list) => reloadCapsules(registry, list),
     close,
   };
 };
