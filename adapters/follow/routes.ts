@@ -30,10 +30,17 @@ const PAGE = 100;
 const HEARTBEAT = Buffer.from(':\n\n');
 const JSON_HEADERS = { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' };
 
-export type FollowErrorCode = 'bad_request' | 'unauthorized' | 'not_found' | 'store_unavailable' | 'internal';
+export type FollowErrorCode =
+  'bad_request' | 'unauthorized' | 'not_found' | 'method_not_allowed' | 'store_unavailable' | 'internal';
 
-export const followError = (c: Context, status: number, code: FollowErrorCode, message: string): Response =>
-  c.body(JSON.stringify({ error: { code, message } }), status as 400, JSON_HEADERS);
+export const followError = (
+  c: Context,
+  status: number,
+  code: FollowErrorCode,
+  message: string,
+  headers: Record<string, string> = {},
+): Response =>
+  c.body(JSON.stringify({ error: { code, message } }), status as 400, { ...JSON_HEADERS, ...headers });
 
 interface Opened {
   key: FollowKey;
@@ -164,21 +171,12 @@ export const createFollowRoutes = (deps: AdapterDeps, sources: readonly FollowSo
     } catch (err) {
       if (err instanceof FollowRequestError) return followError(c, err.status, err.code, err.message);
       if (err instanceof GatewayError && (err.code === 'store_unavailable' || err.code === 'shutting_down'))
-        return c.body(
-          JSON.stringify({
-            error: { code: 'store_unavailable', message: 'the log store is unavailable, retry' },
-          }),
-          503,
-          { ...JSON_HEADERS, 'retry-after': '1' },
-        );
+        return followError(c, 503, 'store_unavailable', 'the log store is unavailable, retry', {
+          'retry-after': '1',
+        });
       throw err;
     }
   });
-  app.all(FOLLOW_PATH, (c) =>
-    c.body(JSON.stringify({ error: { code: 'method_not_allowed', message: 'use GET' } }), 405, {
-      ...JSON_HEADERS,
-      allow: 'GET',
-    }),
-  );
+  app.all(FOLLOW_PATH, (c) => followError(c, 405, 'method_not_allowed', 'use GET', { allow: 'GET' }));
   return app;
 };

@@ -12,6 +12,7 @@ import { Dispatcher, type DispatchTuning } from './dispatcher.js';
 import { QueueFold } from './queue-fold.js';
 import type { LatencyMetrics } from './latency.js';
 import type { Subscription } from './types.js';
+import { withTimeout } from '../timeouts.js';
 
 export interface QueueLimits {
   /** Queued submissions per capsule, all owners. */
@@ -209,16 +210,9 @@ export class SubmissionQueues {
   async current(capsule: string): Promise<QueueFold> {
     const q = this.queue(capsule);
     const timeoutMs = this.deps.storeTimeoutMs;
-    let timer: NodeJS.Timeout | undefined;
-    const position = await Promise.race([
-      this.deps.hub.position(capsule),
-      new Promise<never>((_r, reject) => {
-        timer = setTimeout(
-          () => reject(new GatewayError('store_unavailable', 'the log store did not answer in time')),
-          timeoutMs,
-        );
-      }),
-    ]).finally(() => clearTimeout(timer));
+    const position = await withTimeout(this.deps.hub.position(capsule), timeoutMs, () => {
+      throw new GatewayError('store_unavailable', 'the log store did not answer in time');
+    });
     await q.through(position.head, timeoutMs);
     return q.fold;
   }
