@@ -79,23 +79,21 @@ export interface RunningGateway {
   close(options?: { flushTimeoutMs?: number }): Promise<void>;
 }
 
+/** What the adapters read, under the names the config file gives it (downstream.*, server.*, …). */
 export const adapterConfigOf = (config: GatewayConfig): AdapterConfig => ({
-  heartbeatMs: config.heartbeatSeconds * 1000,
-  longPollMaxMs: config.longPollSeconds * 1000,
-  idleControlMs: config.idleControlSeconds * 1000,
-  bodyLimitBytes: config.bodyLimitBytes,
-  publicUrl: config.publicUrl,
-  maxQueuedRecords: config.maxQueuedRecords,
-  followMaxStreams: config.follow.maxStreams,
+  heartbeatMs: config.downstream.heartbeatMs,
+  longPollMaxMs: config.downstream.longPollMaxMs,
+  idleControlMs: config.downstream.idleControlMs,
+  maxQueuedRecords: config.downstream.maxQueuedRecords,
+  bodyLimitBytes: config.server.bodyLimitBytes,
+  publicUrl: config.server.publicUrl,
+  follow: config.follow,
   durableStreams: {
     writable: config.durableStreams.writable,
     maxMessageBytes: config.durableStreams.maxMessageBytes,
     maxBodyBytes: config.durableStreams.maxBodyBytes,
-    webhooks: {
-      allowLoopback: config.durableStreams.webhooks.allowLoopback,
-      allowHosts: config.durableStreams.webhooks.allowHosts,
-    },
   },
+  webhooks: { allowLoopback: config.webhooks.allowLoopback, allowHosts: config.webhooks.allowHosts },
 });
 
 /** Subscriptions keep their state where the streams do (Redis: shared by the fleet, kept over restarts). */
@@ -107,7 +105,8 @@ const createSubscriptions = (
   keyPrefix?: string,
 ): Subscriptions | undefined => {
   if (!streams) return undefined;
-  const { webhooks, subscriptions } = config.durableStreams;
+  const { webhooks } = config;
+  const { subscriptions } = config.durableStreams;
   const subscriptionStore =
     store instanceof RedisStore
       ? new RedisSubscriptionStore(store.connection.client, keyPrefix)
@@ -119,12 +118,12 @@ const createSubscriptions = (
       receivers: { allowLoopback: webhooks.allowLoopback, allowHosts: webhooks.allowHosts },
       maxPerOwner: subscriptions.maxPerOwner,
       maxWakesPerOwner: subscriptions.maxWakesPerOwner,
-      replayWindowMs: subscriptions.replayWindowSeconds * 1000,
-      replicaId: config.replicaId,
+      replayWindowMs: subscriptions.replayWindowMs,
+      replicaId: config.fleet.replicaId,
       sweepMs: subscriptions.sweepMs,
-      deliveryTimeoutMs: webhooks.timeoutSeconds * 1000,
+      deliveryTimeoutMs: webhooks.timeoutMs,
       tokenTtlSeconds: 3600,
-      keyRotationMs: subscriptions.keyRotationDays * 86_400_000,
+      keyRotationMs: subscriptions.keyRotationMs,
     },
     logger.child({ room: 'subscriptions' }),
   );
@@ -146,16 +145,12 @@ const createStreamStore = (
 };
 
 const createStore = (config: GatewayConfig, logger: Logger): LogStore => {
-  const retention = {
-    maxRecords: config.retention.maxRecords,
-    maxBytes: config.retention.maxBytes,
-    maxAgeMs: config.retention.maxAgeSeconds * 1000,
-  };
+  const { retention } = config.store;
   // A URL, a Sentinel-monitored master or a Cluster: the store builds the matching connection.
-  if (config.redis)
-    return new RedisStore(config.redis, {
+  if (config.store.redis)
+    return new RedisStore(config.store.redis, {
       retention,
-      commandTimeoutMs: config.liveness.store.commandTimeoutMs,
+      commandTimeoutMs: config.store.commandTimeoutMs,
       logger: logger.child({ room: 'log' }),
     });
   logger.warn('no Redis configured: using the embedded in-memory store; nothing survives a restart');
@@ -201,20 +196,20 @@ export const startGateway = async (
   if ('refuse' in posture) throw new ConfigError(posture.refuse);
   if (posture.posture === 'open') {
     logger.warn(
-      { host: config.host },
+      { host: config.server.host },
       'auth.open: serving every caller without credentials on a network address (every scope, every capsule)',
     );
   }
-  const jwt = config.jwt
-    ? await createJwtVerifier(config.jwt).catch((err: unknown) => {
+  const jwt = config.auth.jwt
+    ? await createJwtVerifier(config.auth.jwt).catch((err: unknown) => {
         throw new ConfigError(`invalid configuration (jwt): ${(err as Error).message}`);
       })
     : null;
   const store = createStore(config, logger);
   const writer = new LogWriter(store, {
-    maxQueuedEntries: config.maxPendingAppends,
-    maxQueuedBytes: config.maxPendingBytes,
-    lingerMs: config.appendLingerMs,
+    maxPendingEntries: config.store.maxPendingEntries,
+    maxPendingBytes: config.store.maxPendingBytes,
+    appendLingerMs: config.store.appendLingerMs,
     logger: logger.child({ room: 'log' }),
   });
   const upstreams = new Map<string, CapsuleUpstream>();
@@ -250,16 +245,16 @@ export const startGateway = async (
     store instanceof RedisStore
       ? new FleetOwnership({
           client: store.connection.client,
-          replicaId: config.replicaId,
-          ttlMs: config.lease.ttlMs,
-          renewMs: config.lease.renewMs,
-          giveUpAfterMs: config.liveness.upstream.giveUpAfterMs,
-          giveUpCooldownMs: config.liveness.upstream.giveUpCooldownMs,
+          replicaId: config.fleet.replicaId,
+          ttlMs: config.fleet.lease.ttlMs,
+          renewMs: config.fleet.lease.renewMs,
+          giveUpAfterMs: config.upstream.giveUpAfterMs,
+          giveUpCooldownMs: config.upstream.giveUpCooldownMs,
           ...(tuning.fleet?.keyPrefix ? { keyPrefix: tuning.fleet.keyPrefix } : {}),
           control,
           logger: logger.child({ room: 'fleet' }),
         })
-      : new LocalOwnership(config.replicaId, control);
+      : new LocalOwnership(config.fleet.replicaId, control);
   // An append refused by the fence: another replica took the capsule over; stop ingesting it now.
   writer.onFenced((capsule, fence) => ownership.lost(capsule, 'append fenced', fence));
   const latency = new LatencyMetrics();
@@ -270,8 +265,8 @@ export const startGateway = async (
     store instanceof RedisStore
       ? new StoreHealth({
           ping: () => store.ping(),
-          probeMs: config.liveness.store.probeMs,
-          unreachableAfterMs: config.liveness.store.unreachableAfterMs,
+          probeMs: config.store.probeMs,
+          unreachableAfterMs: config.store.unreachableAfterMs,
           logger: logger.child({ room: 'log' }),
         })
       : null;
@@ -281,7 +276,7 @@ export const startGateway = async (
   if (store instanceof RedisStore) store.connection.client.on('ready', pokeHealth);
   const hub = new Hub(store, {
     ...(storeHealth ? { storeHealth } : {}),
-    maxQueuedRecords: config.maxQueuedRecords,
+    maxQueuedRecords: config.downstream.maxQueuedRecords,
     logger: logger.child({ room: 'hub' }),
     onDelivered: (records, surfaces) => {
       observeLag(records, surfaces);
@@ -307,10 +302,10 @@ export const startGateway = async (
         // A submit sees its task start in the log, whichever replica ingests the capsule.
         logFrames: logFrameSource(hub, id),
         logger: logger.child({ room: 'upstream' }),
-        keepAliveMs: config.liveness.upstream.keepAliveMs,
-        connectTimeoutMs: config.liveness.upstream.connectTimeoutMs,
-        heartbeatMs: config.liveness.upstream.heartbeatMs,
-        heartbeatMisses: config.liveness.upstream.heartbeatMisses,
+        keepAliveMs: config.upstream.keepAliveMs,
+        connectTimeoutMs: config.upstream.connectTimeoutMs,
+        heartbeatMs: config.upstream.heartbeatMs,
+        heartbeatMisses: config.upstream.heartbeatMisses,
         ...tuning.upstream,
       });
     },
@@ -328,7 +323,7 @@ export const startGateway = async (
     writer,
     upstreams,
     limits: config.queue,
-    storeTimeoutMs: config.submitStoreTimeoutSeconds * 1000,
+    storeTimeoutMs: config.queue.storeTimeoutMs,
     logger: logger.child({ room: 'queue' }),
     ...(tuning.queue ? { dispatch: tuning.queue } : {}),
     announce: (capsule, offset) => admissions?.announce(capsule, offset),
@@ -339,7 +334,7 @@ export const startGateway = async (
     store instanceof RedisStore
       ? new AdmissionBus(
           store.connection.client,
-          config.replicaId,
+          config.fleet.replicaId,
           (capsule, offset) => queues.wake(capsule, offset),
           tuning.fleet?.keyPrefix,
           logger.child({ room: 'queue' }),
@@ -378,7 +373,7 @@ export const startGateway = async (
     upstreams,
     shutdownSignal: shutdown.signal,
     logger: logger.child({ room: 'core' }),
-    submitStoreTimeoutMs: config.submitStoreTimeoutSeconds * 1000,
+    submitStoreTimeoutMs: config.queue.storeTimeoutMs,
     queues,
     // Once-only decisions across replicas (same idempotency key on two replicas at once).
     ...(store instanceof RedisStore ? { claims: new RedisClaims(store.connection.client) } : {}),
@@ -397,9 +392,9 @@ export const startGateway = async (
   };
   const tickets = createTicketAuthority(
     ticketSecretSource(config.auth.ticketSecret, store),
-    config.auth.ticketTtlSeconds,
+    config.auth.ticketTtlMs,
   );
-  const authenticator = createAuthenticator({ keys: createKeyRing(config.apiKeys), jwt, tickets });
+  const authenticator = createAuthenticator({ keys: createKeyRing(config.auth.apiKeys), jwt, tickets });
   const bounds = createAbuseBounds(config, store, logger);
   const { app } = createHttpApp({
     auth: { authenticator, tickets, posture: posture.posture, clientIp: bounds.clientIp },
@@ -407,7 +402,7 @@ export const startGateway = async (
     bodyTimeoutMs: bounds.bodyTimeoutMs,
     core,
     logger,
-    corsOrigins: config.cors.origins,
+    corsOrigins: config.server.cors.origins,
     // Agrees with what the hub tells readers: while the store is found unreachable, 503 at once.
     storeReady: () => (storeHealth?.reachable === false ? Promise.resolve(false) : store.ping()),
     internals: () => ({ hub: hub.stats(), writer: writer.stats() }),
@@ -419,7 +414,7 @@ export const startGateway = async (
         prefix: '/admin/',
         routes: createAdminRoutes({
           registry,
-          token: createAdminTokenCheck(config.adminTokens.map((t) => t.sha256)),
+          token: createAdminTokenCheck(config.auth.adminTokens.map((t) => t.sha256)),
         }),
       },
       ...createSurfaces(deps),
@@ -428,9 +423,9 @@ export const startGateway = async (
 
   registry.onChange((entries) => void capsules.apply(entries));
   registry.start(seed);
-  discovery = config.discoverRunning
+  discovery = config.fleet.discoverRunning
     ? new RunningCapsuleDiscovery({
-        dir: config.discoverRunning,
+        dir: config.fleet.discoverRunning,
         registry,
         rescanMs: tuning.fleet?.discoveryRescanMs,
         logger: logger.child({ room: 'fleet' }),
@@ -446,7 +441,7 @@ export const startGateway = async (
   await Promise.all([...upstreams].filter(([id]) => ownership.owns(id)).map(([, u]) => u.connected(left)));
 
   const sendStalls = new SendStallWatch({
-    stallMs: config.liveness.downstream.writeStallMs,
+    stallMs: config.downstream.writeStallMs,
     onStall: (socket, stalledMs) =>
       logger.warn(
         { peer: `${socket.remoteAddress}:${socket.remotePort}`, stalledMs },
@@ -454,9 +449,9 @@ export const startGateway = async (
       ),
   });
   const http: HttpServer = createHttpServer(
-    { tls: config.tls, cleartextHttp2: config.http2.cleartext, http1: bounds.serverOptions },
+    { tls: config.server.tls, cleartextHttp2: config.server.http2.cleartext, http1: bounds.serverOptions },
     // Hono's Node listener behind the storm pacing (request-pacing.ts).
-    pacedListener(getRequestListener(app.fetch, { hostname: config.host })),
+    pacedListener(getRequestListener(app.fetch, { hostname: config.server.host })),
   );
   const server = await new Promise<HttpServer['server']>((resolve, reject) => {
     const s = http.server;
@@ -464,19 +459,20 @@ export const startGateway = async (
     // Downstream liveness: an idle connection (a parked long-poll) is probed by TCP keep-alive; one
     // with bytes going out (a live stream) by the send-stall watch, since keep-alive never probes it.
     s.on('connection', (socket: Socket) => {
-      socket.setKeepAlive(true, config.liveness.downstream.keepAliveMs);
+      socket.setKeepAlive(true, config.downstream.keepAliveMs);
       sendStalls.watch(socket);
     });
     // Node's default accept backlog (511) overflows when thousands of clients reconnect at once (a
     // resume storm after a restart): the kernel drops their handshakes and they retry after 1 s, 3 s….
     // The kernel caps this at net.core.somaxconn (listen-backlog.ts).
-    s.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG }, () => resolve(s));
+    s.listen({ port: config.server.port, host: config.server.host, backlog: LISTEN_BACKLOG }, () => resolve(s));
   });
   const somaxconn = kernelBacklogCap(tuning.listen?.somaxconnFile);
   const lowBacklog = backlogWarning(somaxconn);
   if (lowBacklog) logger.warn({ somaxconn, requested: LISTEN_BACKLOG }, lowBacklog);
   const port = (server.address() as AddressInfo).port;
-  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+  const { host: bound } = config.server;
+  const host = bound === '0.0.0.0' || bound === '::' ? '127.0.0.1' : bound;
 
   let closing: Promise<void> | null = null;
   const close = (options: { flushTimeoutMs?: number } = {}): Promise<void> => {

@@ -157,7 +157,7 @@ export const createFollowRoutes = (deps: AdapterDeps, sources: readonly FollowSo
       const request = parseFollowRequest(
         c.req.queries(),
         c.req.header('last-event-id'),
-        config.followMaxStreams ?? 256,
+        config.follow?.maxStreams ?? 256,
       );
       const opened = await openAll(c, request.keys);
       return request.live === 'sse' ? sse(c, opened) : await longPoll(c, opened, request.waitMs);

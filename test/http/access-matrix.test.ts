@@ -75,7 +75,7 @@ beforeAll(async () => {
   expect(t.status).toBe(200);
   validTicket = ((await t.json()) as { ticket: string }).ticket;
   // Signed with the gateway's key, expired a minute ago.
-  const authority = createTicketAuthority(TICKET_SECRET, 1);
+  const authority = createTicketAuthority(TICKET_SECRET, 1000);
   expiredTicket = (
     await authority.issue(
       {
