@@ -180,7 +180,7 @@ describe('door tokens that rotate', () => {
     // The periodic rescan is far away: only the directory watch and a refusal make the gateway look.
     gw = await startTestGateway({
       capsules: {},
-      extra: { discoverRunning: dir },
+      extra: { fleet: { discoverRunning: dir } },
       tuning: {
         fleet: { discoveryRescanMs: 600_000 },
         upstream: { backoffBaseMs: 100, backoffCapMs: 1_000 },

@@ -235,7 +235,7 @@ describe('submission queue bounds (embedded store)', () => {
     gw = await startTestGateway({
       capsules: { cap: sim.url },
       config: { apiKeys: [{ sha256: hashApiKey(ALICE), owner: 'alice' }] },
-      extra: { queue: { maxPerCapsule: 2, maxPerOwner: 2, retryAfterSeconds: 3 } },
+      extra: { queue: { maxPerCapsule: 2, maxPerOwner: 2, retryAfterMs: 3000 } },
     });
   }, 30_000);
   afterAll(async () => {

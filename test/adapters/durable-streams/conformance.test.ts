@@ -23,7 +23,7 @@ const suiteAgainst = (store: 'embedded' | 'redis', redisUrl: string | undefined)
       // The default CORS settings (no origins): the suite's preflight case passes without them too.
       config: { longPollMaxMs: LONG_POLL_MS },
       // Loopback receivers: the suite's webhook receivers listen on 127.0.0.1.
-      extra: { durableStreams: { writable: true, webhooks: { allowLoopback: true } } },
+      extra: { durableStreams: { writable: true }, webhooks: { allowLoopback: true } },
       tuning: { streams: { keyPrefix: `test:ds:conformance:${store}:${Date.now()}` } },
     });
     options.baseUrl = gw.baseUrl;
