@@ -20,7 +20,9 @@ const USAGE = `usage: murmur-gateway [flags]            run the gateway
 
 const HELP = `${USAGE}
 
-Flags override the environment, which overrides the config file. Every setting: docs/configuration.md.
+Flags override the environment, which overrides the config file. Every setting: docs/configuration.md
+(grouped by concern: server, downstream, store, upstream, fleet, auth, limits, queue, …; durations in
+milliseconds; a key of an earlier release is still read, with a warning naming its new place).
 
   flag                       environment                  default
   --port N                   PORT                         8080 (0: any free port)

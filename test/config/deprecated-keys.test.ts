@@ -2,10 +2,10 @@
  * Old config keys: each still works, lands where the grouped layout has it (values in seconds or
  * days converted to milliseconds), and says so once; a file that gives both keeps the new one.
  */
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { stringify } from 'yaml';
+import { parse, stringify } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { DEPRECATED_KEYS, migrateDeprecatedKeys } from '../../src/config/deprecated-keys.js';
 import { ConfigError, loadConfig, readConfig } from '../../src/config/load.js';
@@ -183,6 +183,16 @@ describe('deprecated config keys', () => {
     expect(readConfig({ config: 'config/gateway.example.yaml' }, {}).deprecations).toEqual([]);
     expect(readConfig({ config: 'config/compose-gateway.yaml' }, {}).deprecations).toEqual([]);
     expect(readConfig({}, { PORT: '9000', REDIS_URL: 'redis://h:1' }).deprecations).toEqual([]);
+  });
+
+  it('the settings block of docs/configuration.md is in the new layout: no old key, no unknown key', () => {
+    const doc = readFileSync('docs/configuration.md', 'utf8');
+    const block = /The config file holds[\s\S]*?```yaml\n([\s\S]*?)```/.exec(doc)![1]!;
+    const written = parse(block) as Record<string, unknown>;
+    expect(migrateDeprecatedKeys(written).deprecations).toEqual([]);
+    const result = configSchema.safeParse(written);
+    // Placeholders (a short `secret: ...`) may be refused; a name the schema does not know may not.
+    expect(result.error?.issues.filter((i) => i.code === 'unrecognized_keys') ?? []).toEqual([]);
   });
 
   it('a bad value under a new name gives the exact path; under an old name the path says where it came from', () => {
