@@ -290,7 +290,7 @@ describe('murmur-gateway CLI', () => {
     const file = join(dir, 'ok.yaml');
     writeFileSync(
       file,
-      `host: 127.0.0.1\nport: ${port}\nlogLevel: debug\ncapsules:\n  - id: alpha\n    url: ${sim.url}\n    doorToken: door-s3cret\n`,
+      `server: {host: 127.0.0.1, port: ${port}}\nlogLevel: debug\ncapsules:\n  - id: alpha\n    url: ${sim.url}\n    doorToken: door-s3cret\n`,
     );
     const child = spawn(process.execPath, [...CLI, '--config', file], { stdio: 'pipe' });
     let out = '';

@@ -88,7 +88,7 @@ describe('door tokens that rotate', () => {
     const writeConfig = (token: string): void =>
       writeFileSync(
         file,
-        `host: 127.0.0.1\nport: ${port}\nlogLevel: debug\ncapsules:\n  - id: alpha\n    url: ${s.url}\n    doorToken: ${token}\n`,
+        `server: {host: 127.0.0.1, port: ${port}}\nlogLevel: debug\ncapsules:\n  - id: alpha\n    url: ${s.url}\n    doorToken: ${token}\n`,
       );
     writeConfig(first);
     child = spawn(process.execPath, [...CLI, '--config', file], { stdio: 'pipe' });

@@ -188,18 +188,18 @@ describe('secure by default', () => {
     const port = await freePort();
     const dir = mkdtempSync(join(tmpdir(), 'mg-auth-'));
     const file = join(dir, 'open.yaml');
-    writeFileSync(file, `host: 0.0.0.0\nport: ${port}\nauth:\n  open: true\n`);
+    writeFileSync(file, `server:\n  host: 0.0.0.0\n  port: ${port}\nauth:\n  open: true\n`);
     const child = spawn(process.execPath, [...CLI, '--config', file], { stdio: 'pipe' });
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
     let out = '';
     await new Promise<void>((resolve, reject) => {
       child.stdout.on('data', (d: Buffer) => {
         out += d.toString();
-        if (out.includes('listening on')) resolve();
+        // The log lines and the banner reach the pipe in either order: wait for both.
+        if (out.includes('listening on') && out.includes('auth.open')) resolve();
       });
       child.once('exit', () => reject(new Error(`exited early: ${out}`)));
     });
-    expect(out).toContain('auth.open');
     const ready = (await (await fetch(`http://127.0.0.1:${port}/readyz`)).json()) as { auth?: string };
     expect(ready.auth).toBe('open');
     child.kill('SIGTERM');
