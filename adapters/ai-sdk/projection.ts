@@ -22,7 +22,7 @@ export type AiSdkMeta =
   /** A submission the capsule will never run (refused outright): ends its turn with the reason. */
   | { op: 'failed'; inReplyTo: string; error: string };
 
-export const aiSdkMeta = (record: SubmissionEntry): AiSdkMeta | null => {
+const aiSdkMeta = (record: SubmissionEntry): AiSdkMeta | null => {
   if (record.protocol !== 'ai-sdk') return null;
   const meta = record.meta?.aiSdk;
   return meta && typeof meta === 'object' ? (meta as AiSdkMeta) : null;

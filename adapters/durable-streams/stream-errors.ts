@@ -5,7 +5,7 @@
  */
 import type { Context } from 'hono';
 
-export const STREAM_ERROR_STATUS = {
+const STREAM_ERROR_STATUS = {
   bad_request: 400,
   unauthorized: 401,
   forbidden: 403,

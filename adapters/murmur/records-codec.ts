@@ -10,7 +10,7 @@ import type { LogRecord } from '../../src/log/record.js';
 import type { FeedFormat } from './feed.js';
 import { possiblyMissingGap, recordText, type PollGap } from './poll-json.js';
 
-export const RECORDS_EVENT = {
+const RECORDS_EVENT = {
   /** `id: <offset>`, data: the poll's record object. */
   record: 'record',
   /** data: the poll's `gap` object (retention, ahead, possibly_missing). */

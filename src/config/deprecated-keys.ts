@@ -133,7 +133,7 @@ const scaled = (value: number, scale: number): number => {
 };
 
 /** The warning for one old key, as logged at start. */
-export const deprecationMessage = (key: DeprecatedKey, ignored: boolean): string =>
+const deprecationMessage = (key: DeprecatedKey, ignored: boolean): string =>
   `config key "${key.from}" is deprecated: use "${key.to}"` +
   (key.unit ? ` (milliseconds; "${key.from}" was in ${key.unit})` : '') +
   (ignored ? `; both are given, so "${key.to}" is used and "${key.from}" ignored` : '');

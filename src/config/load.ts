@@ -44,7 +44,7 @@ const describePath = (path: PropertyKey[]): string =>
  * One line per bad field, naming it: `capsules[0].url: must be an http:// or https:// URL`; a field
  * given under an old key says which (`downstream.heartbeatMs (given as heartbeatSeconds): …`).
  */
-export const formatIssues = (
+const formatIssues = (
   issues: z.core.$ZodIssue[],
   source: string,
   deprecations: readonly Deprecation[] = [],
@@ -137,7 +137,7 @@ const readRedisEnv = (env: NodeJS.ProcessEnv): unknown => {
 };
 
 /** `MURMUR_DOOR_TOKEN_<ID>` (id upper-cased, other characters `_`): one capsule's door token. */
-export const doorTokenEnvName = (id: string): string =>
+const doorTokenEnvName = (id: string): string =>
   `MURMUR_DOOR_TOKEN_${id.toUpperCase().replace(/[^A-Z0-9]/g, '_')}`;
 
 /**

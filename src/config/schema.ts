@@ -20,7 +20,7 @@ const isHttpUrl = (u: string): boolean => {
 
 const httpUrl = z.string().refine(isHttpUrl, 'must be an http:// or https:// URL');
 
-export const capsuleSchema = z.object({
+const capsuleSchema = z.object({
   id: z.string().regex(CAPSULE_ID, 'must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}'),
   url: httpUrl,
   /** Door token sent upstream as `Authorization: Bearer …`; never logged, never sent downstream. */

@@ -22,7 +22,7 @@ export interface QueueLimits {
   retryAfterMs: number;
 }
 
-export const DEFAULT_QUEUE_LIMITS: QueueLimits = {
+const DEFAULT_QUEUE_LIMITS: QueueLimits = {
   maxPerCapsule: 1000,
   maxPerOwner: 100,
   retryAfterMs: 2000,

@@ -1,5 +1,5 @@
 /** Webhook retries (PROTOCOL.md §7): exponential from 1 s to 60 s, each ±20 % jitter. */
-export const RETRY_BASE_MS = 1_000;
+const RETRY_BASE_MS = 1_000;
 export const RETRY_MAX_MS = 60_000;
 
 /** The wait before attempt `attempts + 1` after `attempts` failures in a row (attempts ≥ 1). */
