@@ -9,7 +9,7 @@
  * connection per turn, however many streams had something.
  *
  * Long-poll (`live=long-poll`): answers as soon as any stream has events, or empty when the hold
- * (`longPollSeconds`, or the shorter `wait=SECONDS` the client asks for) ends: `{"events": [...], "cursors": {KEY: CURSOR}}`.
+ * (`downstream.longPollMaxMs`, or the shorter `wait=SECONDS` the client asks for) ends: `{"events": [...], "cursors": {KEY: CURSOR}}`.
  *
  * Every stream is opened before anything is answered: one the caller may not see, or that does not
  * exist, refuses the whole request (404 naming the key); so does a bad cursor (400).

@@ -57,7 +57,7 @@ export const benchUnattributedReads = async (opts: {
   records: number;
 }): Promise<Figure[]> => {
   const gw = await startBenchGateway(
-    { capsules: [{ id: CAPSULE, url: opts.sim.url }], retention: { maxRecords: 0, maxAgeSeconds: 0 } },
+    { capsules: [{ id: CAPSULE, url: opts.sim.url }], store: { retention: { maxRecords: 0, maxAgeMs: 0 } } },
     opts.redisUrl,
   );
   try {

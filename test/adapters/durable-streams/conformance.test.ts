@@ -9,7 +9,7 @@ import { startTestGateway, type TestGateway } from '../../support/gateway.js';
 import { testRedisUrl } from '../../support/redis.js';
 import { expectListedFailures, STORE_SUITE_PREFIX } from './conformance-expectations.js';
 
-/** The gateway's `longPollSeconds` for this run: it bounds this surface's long-poll too. */
+/** The gateway's `downstream.longPollMaxMs` for this run: it bounds this surface's long-poll too. */
 const LONG_POLL_MS = 2_000;
 
 const suiteAgainst = (store: 'embedded' | 'redis', redisUrl: string | undefined): void => {
