@@ -185,7 +185,12 @@ export interface LoadedConfig {
 export const readConfig = (flags: FlagValues, env: NodeJS.ProcessEnv): LoadedConfig => {
   const file = flags.config ?? env.GATEWAY_CONFIG;
   const { config: merged, deprecations } = migrateDeprecatedKeys(file ? readConfigFile(file) : {});
-  const set = (group: string, key: string, value: unknown): void => setIn(merged, group, key, value);
+  // What env and flags set is theirs, not the old key's: an error there is not "given as" it.
+  const overridden = new Set<string>();
+  const set = (group: string, key: string, value: unknown): void => {
+    overridden.add(`${group}.${key}`);
+    setIn(merged, group, key, value);
+  };
 
   if (env.PORT !== undefined) set('server', 'port', parseNumber(env.PORT, 'PORT'));
   if (env.HOST !== undefined) set('server', 'host', env.HOST);
@@ -238,7 +243,13 @@ export const readConfig = (flags: FlagValues, env: NodeJS.ProcessEnv): LoadedCon
 
   const result = configSchema.safeParse(merged);
   if (!result.success)
-    throw new ConfigError(formatIssues(result.error.issues, file ?? 'flags and environment', deprecations));
+    throw new ConfigError(
+      formatIssues(
+        result.error.issues,
+        file ?? 'flags and environment',
+        deprecations.filter((d) => !overridden.has(d.to)),
+      ),
+    );
   return { config: result.data, deprecations };
 };
 

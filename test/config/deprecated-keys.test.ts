@@ -223,6 +223,17 @@ describe('deprecated config keys', () => {
     expect(errorOf({ apiKeys: [{ sha256: 'x', owner: 'a' }] })).toBe(
       '  auth.apiKeys[0].sha256 (given as apiKeys): must be the lowercase hex SHA-256 of the key (64 characters)',
     );
+    // A bad value from the environment over an old key's is the environment's.
+    expect(
+      (() => {
+        try {
+          loadConfig({ config: yamlFile({ port: 9000 }) }, { PORT: '70000' });
+        } catch (err) {
+          return (err as Error).message.split('\n')[1];
+        }
+        return 'no error';
+      })(),
+    ).toBe('  server.port: Too big: expected number to be <=65535');
     // An old key the new layout has no place for is still an unknown key, named as written.
     expect(errorOf({ liveness: { upstream: { heartbeat: 3 } } })).toBe(
       '  (root): Unrecognized key: "liveness"',
