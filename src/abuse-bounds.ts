@@ -24,7 +24,12 @@ export interface AbuseBounds {
 export const createAbuseBounds = (config: GatewayConfig, store: LogStore, logger: Logger): AbuseBounds => {
   const counters =
     store instanceof RedisStore ? new RedisLimitCounters(store.connection.client) : new MemoryLimitCounters();
-  const limits = new AbuseLimits(counters, config.limits, config.fleet.replicaId, logger.child({ room: 'auth' }));
+  const limits = new AbuseLimits(
+    counters,
+    config.limits,
+    config.fleet.replicaId,
+    logger.child({ room: 'auth' }),
+  );
   const headersTimeout = Math.round(config.server.headersTimeoutMs);
   return {
     limits,

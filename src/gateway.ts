@@ -465,7 +465,9 @@ export const startGateway = async (
     // Node's default accept backlog (511) overflows when thousands of clients reconnect at once (a
     // resume storm after a restart): the kernel drops their handshakes and they retry after 1 s, 3 s….
     // The kernel caps this at net.core.somaxconn (listen-backlog.ts).
-    s.listen({ port: config.server.port, host: config.server.host, backlog: LISTEN_BACKLOG }, () => resolve(s));
+    s.listen({ port: config.server.port, host: config.server.host, backlog: LISTEN_BACKLOG }, () =>
+      resolve(s),
+    );
   });
   const somaxconn = kernelBacklogCap(tuning.listen?.somaxconnFile);
   const lowBacklog = backlogWarning(somaxconn);

@@ -24,9 +24,10 @@ const OPEN_REFUSAL = (host: string): string =>
   `address (--host 127.0.0.1), or set auth: {open: true} to serve every caller without credentials`;
 
 /** How this configuration serves, or the refusal message when it must not start. */
-export const authPosture = (
-  config: { auth: Pick<GatewayConfig['auth'], 'apiKeys' | 'jwt' | 'open'>; server: { host: string } },
-): { posture: AuthPosture } | { refuse: string } => {
+export const authPosture = (config: {
+  auth: Pick<GatewayConfig['auth'], 'apiKeys' | 'jwt' | 'open'>;
+  server: { host: string };
+}): { posture: AuthPosture } | { refuse: string } => {
   const { auth, server } = config;
   if (authConfigured(auth)) return { posture: 'enforced' };
   if (isLoopbackHost(server.host)) return { posture: 'loopback-open' };
