@@ -24,12 +24,17 @@ export const createAbuseBounds = (
   counters: LimitCounters,
   logger: Logger,
 ): AbuseBounds => {
-  const limits = new AbuseLimits(counters, config.limits, config.replicaId, logger.child({ room: 'auth' }));
-  const headersTimeout = Math.round(config.limits.headersTimeoutSeconds * 1000);
+  const limits = new AbuseLimits(
+    counters,
+    config.limits,
+    config.fleet.replicaId,
+    logger.child({ room: 'auth' }),
+  );
+  const headersTimeout = Math.round(config.server.headersTimeoutMs);
   return {
     limits,
-    bodyTimeoutMs: Math.round(config.limits.bodyTimeoutSeconds * 1000),
-    clientIp: clientIpResolver(config.trustProxy),
+    bodyTimeoutMs: Math.round(config.server.bodyTimeoutMs),
+    clientIp: clientIpResolver(config.server.trustProxy),
     serverOptions: {
       // Long-lived streams must not be cut by Node's whole-request timeout; heartbeats keep them
       // honest. Headers are bounded by Node, bodies by the body-timeout middleware.

@@ -72,21 +72,21 @@ export interface Backend {
 }
 
 const retentionOf = (config: GatewayConfig) => ({
-  maxRecords: config.retention.maxRecords,
-  maxBytes: config.retention.maxBytes,
-  maxAgeMs: config.retention.maxAgeSeconds * 1000,
+  maxRecords: config.store.retention.maxRecords,
+  maxBytes: config.store.retention.maxBytes,
+  maxAgeMs: config.store.retention.maxAgeMs,
 });
 
 const redisBackend = (
   config: GatewayConfig,
-  redis: NonNullable<GatewayConfig['redis']>,
+  redis: NonNullable<GatewayConfig['store']['redis']>,
   logger: Logger,
   keys: BackendKeys,
 ): Backend => {
   // A URL, a Sentinel-monitored master or a Cluster: the store builds the matching connection.
   const store = new RedisStore(redis, {
     retention: retentionOf(config),
-    commandTimeoutMs: config.liveness.store.commandTimeoutMs,
+    commandTimeoutMs: config.store.commandTimeoutMs,
     logger: logger.child({ room: 'log' }),
   });
   const { client } = store.connection;
@@ -97,11 +97,11 @@ const redisBackend = (
     ownership: (control) =>
       new FleetOwnership({
         client,
-        replicaId: config.replicaId,
-        ttlMs: config.lease.ttlMs,
-        renewMs: config.lease.renewMs,
-        giveUpAfterMs: config.liveness.upstream.giveUpAfterMs,
-        giveUpCooldownMs: config.liveness.upstream.giveUpCooldownMs,
+        replicaId: config.fleet.replicaId,
+        ttlMs: config.fleet.lease.ttlMs,
+        renewMs: config.fleet.lease.renewMs,
+        giveUpAfterMs: config.upstream.giveUpAfterMs,
+        giveUpCooldownMs: config.upstream.giveUpCooldownMs,
         ...(keys.fleetPrefix ? { keyPrefix: keys.fleetPrefix } : {}),
         control,
         logger: logger.child({ room: 'fleet' }),
@@ -110,8 +110,8 @@ const redisBackend = (
       // A replica cut from Redis tells its readers within seconds (they resume on one that is not).
       const health = new StoreHealth({
         ping: () => store.ping(),
-        probeMs: config.liveness.store.probeMs,
-        unreachableAfterMs: config.liveness.store.unreachableAfterMs,
+        probeMs: config.store.probeMs,
+        unreachableAfterMs: config.store.unreachableAfterMs,
         logger: logger.child({ room: 'log' }),
       });
       health.start();
@@ -122,7 +122,7 @@ const redisBackend = (
       return health;
     },
     admissionBus: () =>
-      new AdmissionBus(client, config.replicaId, keys.fleetPrefix, logger.child({ room: 'queue' })),
+      new AdmissionBus(client, config.fleet.replicaId, keys.fleetPrefix, logger.child({ room: 'queue' })),
     registry: () =>
       new RedisCapsuleRegistry(store.connection, {
         key: keys.registryKey,
@@ -148,7 +148,7 @@ const memoryBackend = (config: GatewayConfig, logger: Logger): Backend => {
   return {
     store: new MemoryStore(retentionOf(config)),
     fenced: false,
-    ownership: (control) => new LocalOwnership(config.replicaId, control),
+    ownership: (control) => new LocalOwnership(config.fleet.replicaId, control),
     storeHealth: () => null,
     admissionBus: () => null,
     registry: () => new MemoryCapsuleRegistry(),
@@ -163,4 +163,4 @@ const memoryBackend = (config: GatewayConfig, logger: Logger): Backend => {
 
 /** Redis when the config names one, else the embedded store. */
 export const createBackend = (config: GatewayConfig, logger: Logger, keys: BackendKeys = {}): Backend =>
-  config.redis ? redisBackend(config, config.redis, logger, keys) : memoryBackend(config, logger);
+  config.store.redis ? redisBackend(config, config.store.redis, logger, keys) : memoryBackend(config, logger);

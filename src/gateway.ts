@@ -70,23 +70,21 @@ export interface RunningGateway {
   close(options?: { flushTimeoutMs?: number }): Promise<void>;
 }
 
+/** What the adapters read, under the names the config file gives it (downstream.*, server.*, …). */
 export const adapterConfigOf = (config: GatewayConfig): AdapterConfig => ({
-  heartbeatMs: config.heartbeatSeconds * 1000,
-  longPollMaxMs: config.longPollSeconds * 1000,
-  idleControlMs: config.idleControlSeconds * 1000,
-  bodyLimitBytes: config.bodyLimitBytes,
-  publicUrl: config.publicUrl,
-  maxQueuedRecords: config.maxQueuedRecords,
-  followMaxStreams: config.follow.maxStreams,
+  heartbeatMs: config.downstream.heartbeatMs,
+  longPollMaxMs: config.downstream.longPollMaxMs,
+  idleControlMs: config.downstream.idleControlMs,
+  maxQueuedRecords: config.downstream.maxQueuedRecords,
+  bodyLimitBytes: config.server.bodyLimitBytes,
+  publicUrl: config.server.publicUrl,
+  follow: config.follow,
   durableStreams: {
     writable: config.durableStreams.writable,
     maxMessageBytes: config.durableStreams.maxMessageBytes,
     maxBodyBytes: config.durableStreams.maxBodyBytes,
-    webhooks: {
-      allowLoopback: config.durableStreams.webhooks.allowLoopback,
-      allowHosts: config.durableStreams.webhooks.allowHosts,
-    },
   },
+  webhooks: { allowLoopback: config.webhooks.allowLoopback, allowHosts: config.webhooks.allowHosts },
 });
 
 /** The general streams live where the capsule logs do, with their subscriptions beside them. */
@@ -96,7 +94,8 @@ const createGeneralStreams = (
   logger: Logger,
 ): { streams?: StreamStore; subscriptions?: Subscriptions } => {
   if (!config.durableStreams.writable) return {};
-  const { maxStreams, maxStreamsPerOwner, webhooks, subscriptions } = config.durableStreams;
+  const { webhooks } = config;
+  const { maxStreams, maxStreamsPerOwner, subscriptions } = config.durableStreams;
   const streams = backend.streamStore({
     maxStreams,
     maxStreamsPerOwner: Math.min(maxStreamsPerOwner, maxStreams),
@@ -108,12 +107,12 @@ const createGeneralStreams = (
       receivers: { allowLoopback: webhooks.allowLoopback, allowHosts: webhooks.allowHosts },
       maxPerOwner: subscriptions.maxPerOwner,
       maxWakesPerOwner: subscriptions.maxWakesPerOwner,
-      replayWindowMs: subscriptions.replayWindowSeconds * 1000,
-      replicaId: config.replicaId,
+      replayWindowMs: subscriptions.replayWindowMs,
+      replicaId: config.fleet.replicaId,
       sweepMs: subscriptions.sweepMs,
-      deliveryTimeoutMs: webhooks.timeoutSeconds * 1000,
+      deliveryTimeoutMs: webhooks.timeoutMs,
       tokenTtlSeconds: 3600,
-      keyRotationMs: subscriptions.keyRotationDays * 86_400_000,
+      keyRotationMs: subscriptions.keyRotationMs,
     },
     logger.child({ room: 'subscriptions' }),
   );
@@ -128,14 +127,14 @@ const a2aPushOf = (
   tuning: GatewayTuning['a2aPush'],
 ): NonNullable<AdapterDeps['a2aPush']> => {
   const push = config.a2a.pushNotifications;
-  const webhooks = push.webhooks ?? config.durableStreams.webhooks;
+  const webhooks = push.webhooks ?? config.webhooks;
   return {
     store: backend.taskWebhookStore(tuning?.keyPrefix),
     owns: (capsule) => ownership.owns(capsule),
     receivers: { allowLoopback: webhooks.allowLoopback, allowHosts: webhooks.allowHosts },
     maxConfigsPerTask: push.maxConfigsPerTask,
     maxTasksPerOwner: push.maxTasksPerOwner,
-    timeoutMs: webhooks.timeoutSeconds * 1000,
+    timeoutMs: webhooks.timeoutMs,
     sweepMs: tuning?.sweepMs ?? 1000,
     retryFirstMs: tuning?.retryFirstMs ?? 1000,
   };
@@ -178,12 +177,12 @@ const checkAuth = async (config: GatewayConfig, logger: Logger) => {
   if ('refuse' in posture) throw new ConfigError(posture.refuse);
   if (posture.posture === 'open') {
     logger.warn(
-      { host: config.host },
+      { host: config.server.host },
       'auth.open: serving every caller without credentials on a network address (every scope, every capsule)',
     );
   }
-  const jwt = config.jwt
-    ? await createJwtVerifier(config.jwt).catch((err: unknown) => {
+  const jwt = config.auth.jwt
+    ? await createJwtVerifier(config.auth.jwt).catch((err: unknown) => {
         throw new ConfigError(`invalid configuration (jwt): ${(err as Error).message}`);
       })
     : null;
@@ -275,7 +274,7 @@ const listen = async (
   tuning: GatewayTuning,
 ): Promise<{ http: HttpServer; sendStalls: SendStallWatch; url: string; port: number }> => {
   const sendStalls = new SendStallWatch({
-    stallMs: config.liveness.downstream.writeStallMs,
+    stallMs: config.downstream.writeStallMs,
     onStall: (socket, stalledMs) =>
       logger.warn(
         { peer: `${socket.remoteAddress}:${socket.remotePort}`, stalledMs },
@@ -283,7 +282,7 @@ const listen = async (
       ),
   });
   const http: HttpServer = createHttpServer(
-    { tls: config.tls, cleartextHttp2: config.http2.cleartext, http1 },
+    { tls: config.server.tls, cleartextHttp2: config.server.http2.cleartext, http1 },
     // Hono's Node listener behind the storm pacing (request-pacing.ts).
     pacedListener(listener),
   );
@@ -293,19 +292,22 @@ const listen = async (
     // Downstream liveness: an idle connection (a parked long-poll) is probed by TCP keep-alive; one
     // with bytes going out (a live stream) by the send-stall watch, since keep-alive never probes it.
     s.on('connection', (socket: Socket) => {
-      socket.setKeepAlive(true, config.liveness.downstream.keepAliveMs);
+      socket.setKeepAlive(true, config.downstream.keepAliveMs);
       sendStalls.watch(socket);
     });
     // Node's default accept backlog (511) overflows when thousands of clients reconnect at once (a
     // resume storm after a restart): the kernel drops their handshakes and they retry after 1 s, 3 s….
     // The kernel caps this at net.core.somaxconn (listen-backlog.ts).
-    s.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG }, () => resolve(s));
+    s.listen({ port: config.server.port, host: config.server.host, backlog: LISTEN_BACKLOG }, () =>
+      resolve(s),
+    );
   });
   const somaxconn = kernelBacklogCap(tuning.listen?.somaxconnFile);
   const lowBacklog = backlogWarning(somaxconn);
   if (lowBacklog) logger.warn({ somaxconn, requested: LISTEN_BACKLOG }, lowBacklog);
   const port = (server.address() as AddressInfo).port;
-  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+  const host =
+    config.server.host === '0.0.0.0' || config.server.host === '::' ? '127.0.0.1' : config.server.host;
   return {
     http,
     sendStalls,
@@ -332,9 +334,9 @@ export const startGateway = async (
 
   // The log: the writer batches appends; the hub reads each capsule's tail once for every client.
   const writer = new LogWriter(store, {
-    maxQueuedEntries: config.maxPendingAppends,
-    maxQueuedBytes: config.maxPendingBytes,
-    lingerMs: config.appendLingerMs,
+    maxPendingEntries: config.store.maxPendingEntries,
+    maxPendingBytes: config.store.maxPendingBytes,
+    appendLingerMs: config.store.appendLingerMs,
     logger: logger.child({ room: 'log' }),
   });
   const storeHealth = backend.storeHealth();
@@ -343,7 +345,7 @@ export const startGateway = async (
   const traceDeliveries = deliveryTraces();
   const hub = new Hub(store, {
     ...(storeHealth ? { storeHealth } : {}),
-    maxQueuedRecords: config.maxQueuedRecords,
+    maxQueuedRecords: config.downstream.maxQueuedRecords,
     logger: logger.child({ room: 'hub' }),
     onDelivered: (records, surfaces) => {
       observeLag(records, surfaces);
@@ -359,7 +361,7 @@ export const startGateway = async (
     writer,
     upstreams,
     limits: config.queue,
-    storeTimeoutMs: config.submitStoreTimeoutSeconds * 1000,
+    storeTimeoutMs: config.queue.storeTimeoutMs,
     logger: logger.child({ room: 'queue' }),
     ...(tuning.queue ? { dispatch: tuning.queue } : {}),
     announce: (capsule, offset) => admissions?.announce(capsule, offset),
@@ -374,9 +376,9 @@ export const startGateway = async (
 
   // Which capsules are served: the registry, fed by the config, the admin API and the running records.
   const registry = backend.registry();
-  const discovery = config.discoverRunning
+  const discovery = config.fleet.discoverRunning
     ? new RunningCapsuleDiscovery({
-        dir: config.discoverRunning,
+        dir: config.fleet.discoverRunning,
         registry,
         rescanMs: tuning.fleet?.discoveryRescanMs,
         logger: logger.child({ room: 'fleet' }),
@@ -408,10 +410,10 @@ export const startGateway = async (
         // A submit sees its task start in the log, whichever replica ingests the capsule.
         logFrames: logFrameSource(hub, id),
         logger: logger.child({ room: 'upstream' }),
-        keepAliveMs: config.liveness.upstream.keepAliveMs,
-        connectTimeoutMs: config.liveness.upstream.connectTimeoutMs,
-        heartbeatMs: config.liveness.upstream.heartbeatMs,
-        heartbeatMisses: config.liveness.upstream.heartbeatMisses,
+        keepAliveMs: config.upstream.keepAliveMs,
+        connectTimeoutMs: config.upstream.connectTimeoutMs,
+        heartbeatMs: config.upstream.heartbeatMs,
+        heartbeatMisses: config.upstream.heartbeatMisses,
         ...tuning.upstream,
       });
     },
@@ -436,7 +438,7 @@ export const startGateway = async (
     upstreams,
     shutdownSignal: shutdown.signal,
     logger: logger.child({ room: 'core' }),
-    submitStoreTimeoutMs: config.submitStoreTimeoutSeconds * 1000,
+    submitStoreTimeoutMs: config.queue.storeTimeoutMs,
     queues,
     claims: backend.claims(),
     ...tuning.core,
@@ -457,9 +459,9 @@ export const startGateway = async (
   };
   const tickets = createTicketAuthority(
     ticketSecretSource(config.auth.ticketSecret, store),
-    config.auth.ticketTtlSeconds,
+    config.auth.ticketTtlMs,
   );
-  const authenticator = createAuthenticator({ keys: createKeyRing(config.apiKeys), jwt, tickets });
+  const authenticator = createAuthenticator({ keys: createKeyRing(config.auth.apiKeys), jwt, tickets });
   const bounds = createAbuseBounds(config, backend.limitCounters(), logger);
   const { app } = createHttpApp({
     auth: { authenticator, tickets, posture, clientIp: bounds.clientIp },
@@ -467,7 +469,7 @@ export const startGateway = async (
     bodyTimeoutMs: bounds.bodyTimeoutMs,
     core,
     logger,
-    corsOrigins: config.cors.origins,
+    corsOrigins: config.server.cors.origins,
     // Agrees with what the hub tells readers: while the store is found unreachable, 503 at once.
     storeReady: () => (storeHealth?.reachable === false ? Promise.resolve(false) : store.ping()),
     internals: () => ({ hub: hub.stats(), writer: writer.stats() }),
@@ -479,7 +481,7 @@ export const startGateway = async (
         prefix: '/admin/',
         routes: createAdminRoutes({
           registry,
-          token: createAdminTokenCheck(config.adminTokens.map((t) => t.sha256)),
+          token: createAdminTokenCheck(config.auth.adminTokens.map((t) => t.sha256)),
         }),
       },
       ...createSurfaces(deps),
@@ -494,7 +496,7 @@ export const startGateway = async (
   await waitForOwnedCapsules(ownership, upstreams);
   const { http, sendStalls, url, port } = await listen(
     config,
-    getRequestListener(app.fetch, { hostname: config.host }),
+    getRequestListener(app.fetch, { hostname: config.server.host }),
     bounds.serverOptions,
     logger,
     tuning,

@@ -16,7 +16,11 @@ const url = testRedisUrl();
 const skip = url === undefined && process.env.REQUIRE_REDIS !== '1';
 const logger = createLogger('silent');
 const configOf = (redis: string | null) =>
-  configSchema.parse({ redis, replicaId: `backend-test-${process.pid}`, logLevel: 'silent' });
+  configSchema.parse({
+    store: { redis },
+    fleet: { replicaId: `backend-test-${process.pid}` },
+    logLevel: 'silent',
+  });
 
 const opened: Backend[] = [];
 afterEach(async () => {
@@ -82,7 +86,11 @@ describe('backend factory', () => {
       // An admission announced by one replica wakes the other (the one that made it hears nothing).
       const sender = one.admissionBus()!;
       const receiver = configOf(url!);
-      const other = createBackend({ ...receiver, replicaId: `${receiver.replicaId}-b` }, logger, keys);
+      const other = createBackend(
+        { ...receiver, fleet: { ...receiver.fleet, replicaId: `${receiver.fleet.replicaId}-b` } },
+        logger,
+        keys,
+      );
       opened.push(other);
       const bus = other.admissionBus()!;
       const heard = new Promise<[string, number]>((r) => bus.onAdmitted((c, o) => r([c, o])));

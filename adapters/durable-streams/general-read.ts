@@ -44,7 +44,7 @@ type SseEncoding = 'json' | 'text' | 'base64';
  * however large). Without this, one base64 event of 16 × 60 KB messages (1.3 MiB) overflowed the
  * 1 MiB bound at once, on every reconnect, and the reader never got past it.
  */
-export const sseBudget = (
+const sseBudget = (
   encoding: SseEncoding,
   maxMessageBytes: number,
 ): { pageBytes: number; maxQueuedBytes: number } => {

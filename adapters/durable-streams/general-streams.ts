@@ -31,7 +31,7 @@ import {
 import { validStreamPath } from './stream-path.js';
 import { countUnexpected } from '../../src/http/unexpected-errors.js';
 
-export const GENERAL_STREAM_PREFIX = '/v1/stream/';
+const GENERAL_STREAM_PREFIX = '/v1/stream/';
 const ROUTE = '/v1/stream/*';
 const RESERVED = '__ds';
 

@@ -6,7 +6,7 @@
 import type { Context } from 'hono';
 import { bearerChallenge, type Principal } from '../../src/auth/principal.js';
 
-export const STREAM_ERROR_STATUS = {
+const STREAM_ERROR_STATUS = {
   bad_request: 400,
   unauthorized: 401,
   forbidden: 403,

@@ -7,9 +7,9 @@ import type { AckInput, SubscriptionRequest } from '../../src/subscriptions/cont
 import { validStreamPath } from './stream-path.js';
 
 /** 1 s to 10 min, 30 s when absent (§6). */
-export const LEASE_TTL = { min: 1_000, max: 600_000, fallback: 30_000 } as const;
+const LEASE_TTL = { min: 1_000, max: 600_000, fallback: 30_000 } as const;
 const MAX_STREAMS = 1000;
-export const MAX_ID_LENGTH = 128;
+const MAX_ID_LENGTH = 128;
 
 export const validSubscriptionId = (id: string): boolean =>
   id.length > 0 && id.length <= MAX_ID_LENGTH && /^[A-Za-z0-9._~-]+$/.test(id) && id !== '.' && id !== '..';

@@ -93,7 +93,7 @@ export const createSubscriptionRoutes = (deps: AdapterDeps): Hono => {
   const app = new Hono();
   const subs: Subscriptions | undefined = deps.subscriptions;
   if (!deps.config.durableStreams?.writable || !subs) return app;
-  const policy = deps.config.durableStreams.webhooks ?? { allowLoopback: false, allowHosts: [] };
+  const policy = deps.config.webhooks ?? { allowLoopback: false, allowHosts: [] };
   const limit = bodyLimit({
     maxSize: MAX_CONTROL_BODY,
     onError: (c) => problem(c, 'PAYLOAD_TOO_LARGE', `request body exceeds ${MAX_CONTROL_BODY} bytes`),

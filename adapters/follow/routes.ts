@@ -9,7 +9,7 @@
  * connection per turn, however many streams had something.
  *
  * Long-poll (`live=long-poll`): answers as soon as any stream has events, or empty when the hold
- * (`longPollSeconds`, or the shorter `wait=SECONDS` the client asks for) ends: `{"events": [...], "cursors": {KEY: CURSOR}}`.
+ * (`downstream.longPollMaxMs`, or the shorter `wait=SECONDS` the client asks for) ends: `{"events": [...], "cursors": {KEY: CURSOR}}`.
  *
  * Every stream is opened before anything is answered: one the caller may not see, or that does not
  * exist, refuses the whole request (404 naming the key); so does a bad cursor (400).
@@ -164,7 +164,7 @@ export const createFollowRoutes = (deps: AdapterDeps, sources: readonly FollowSo
       const request = parseFollowRequest(
         c.req.queries(),
         c.req.header('last-event-id'),
-        config.followMaxStreams ?? 256,
+        config.follow?.maxStreams ?? 256,
       );
       const opened = await openAll(c, request.keys);
       return request.live === 'sse' ? sse(c, opened) : await longPoll(c, opened, request.waitMs);

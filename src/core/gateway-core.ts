@@ -49,7 +49,7 @@ export interface GatewayCoreDeps {
   queues?: SubmissionQueues;
 }
 
-export const DEFAULT_SUBMIT_STORE_TIMEOUT_MS = 5_000;
+const DEFAULT_SUBMIT_STORE_TIMEOUT_MS = 5_000;
 
 type Recorded = { offset: number; epoch: number };
 

@@ -19,14 +19,14 @@ export interface QueueLimits {
   maxPerCapsule: number;
   /** Queued submissions per capsule of one owner. */
   maxPerOwner: number;
-  /** What a refusal past a bound tells the client (Retry-After, seconds). */
-  retryAfterSeconds: number;
+  /** What a refusal past a bound tells the client to wait (Retry-After, rounded up to seconds). */
+  retryAfterMs: number;
 }
 
-export const DEFAULT_QUEUE_LIMITS: QueueLimits = {
+const DEFAULT_QUEUE_LIMITS: QueueLimits = {
   maxPerCapsule: 1000,
   maxPerOwner: 100,
-  retryAfterSeconds: 2,
+  retryAfterMs: 2000,
 };
 
 export interface SubmissionQueuesDeps {
@@ -219,7 +219,8 @@ export class SubmissionQueues {
 
   /** Refuses (429 on every surface) when one more submission would pass a bound. */
   checkRoom(fold: QueueFold, owner: string | null): void {
-    const { maxPerCapsule, maxPerOwner, retryAfterSeconds } = this.limits;
+    const { maxPerCapsule, maxPerOwner } = this.limits;
+    const retryAfterSeconds = Math.max(1, Math.ceil(this.limits.retryAfterMs / 1000));
     if (fold.depth() >= maxPerCapsule)
       throw new GatewayError('queue_full', 'the capsule has too many queued submissions', {
         retryAfterSeconds,

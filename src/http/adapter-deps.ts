@@ -23,6 +23,10 @@ export interface A2aPushDeps {
   retryFirstMs: number;
 }
 
+/**
+ * The settings adapters read, each under its name in the config file (schema.ts): the first four
+ * are `downstream.*`, then `server.*`, then whole groups.
+ */
 export interface AdapterConfig {
   /** Interval of SSE heartbeats / keepalive comments, from connection open (15 s by default). */
   heartbeatMs: number;
@@ -30,22 +34,22 @@ export interface AdapterConfig {
   longPollMaxMs: number;
   /** Flue SSE: an `upToDate` control event at least this often when idle (30 s by default). */
   idleControlMs: number;
+  /** Records queued per live subscriber before it is ended as slow. */
+  maxQueuedRecords: number;
   /** Largest request body accepted (1 MiB by default). */
   bodyLimitBytes: number;
   /** Base for absolute URLs the gateway returns; null = derive from the request. */
   publicUrl: string | null;
-  /** Records queued per live subscriber before it is ended as slow. */
-  maxQueuedRecords: number;
-  /** Streams one `GET /v1/follow` connection may hold (config `follow.maxStreams`; 256 when absent). */
-  followMaxStreams?: number;
-  /** The general Durable Streams surface (config `durableStreams`); absent = off. */
+  /** `GET /v1/follow`: streams one connection may hold (256 when absent). */
+  follow?: { maxStreams: number };
+  /** The general Durable Streams surface; absent = off. */
   durableStreams?: {
     writable: boolean;
     maxMessageBytes: number;
     maxBodyBytes: number;
-    /** Who webhook subscriptions may call (receiver-url.ts); absent: nothing internal. */
-    webhooks?: { allowLoopback: boolean; allowHosts: string[] };
   };
+  /** Who outgoing webhooks may call (receiver-url.ts); absent: nothing internal. */
+  webhooks?: { allowLoopback: boolean; allowHosts: string[] };
 }
 
 export interface AdapterDeps {

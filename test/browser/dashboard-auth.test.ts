@@ -70,10 +70,12 @@ describe.skipIf(!hasBrowser)('dashboard in Chromium with auth on', () => {
       tuning: demo.tuning,
       extra: {
         capsules: demo.capsules,
-        apiKeys: [
-          { sha256: sha256Hex(KEY.operator), owner: 'operator', scopes: ['ops', 'observe'] },
-          { sha256: sha256Hex(KEY.observeOnly), owner: 'operator', scopes: ['observe'] },
-        ],
+        auth: {
+          apiKeys: [
+            { sha256: sha256Hex(KEY.operator), owner: 'operator', scopes: ['ops', 'observe'] },
+            { sha256: sha256Hex(KEY.observeOnly), owner: 'operator', scopes: ['observe'] },
+          ],
+        },
       },
     });
     // The demo's workloads start once the gateway watches every capsule (as --demo does).

@@ -78,8 +78,10 @@ describe.skipIf(!hasBrowser)('followCapsule in Chromium with a key (EventSource 
       capsules: { alpha: sim.url },
       config: { heartbeatMs: 15_000 },
       extra: {
-        apiKeys: [{ sha256: sha256Hex(KEY), owner: 'operator', scopes: ['observe'] }],
-        auth: { ticketTtlSeconds: 2 },
+        auth: {
+          apiKeys: [{ sha256: sha256Hex(KEY), owner: 'operator', scopes: ['observe'] }],
+          ticketTtlMs: 2000,
+        },
       },
     });
     expect((await fetch(`${gw.baseUrl}/client/murmur-gateway.js`)).status).toBe(200);

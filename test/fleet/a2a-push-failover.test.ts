@@ -33,7 +33,7 @@ describe.skipIf(skip)('A2A push notifications: the owner SIGKILLed during a push
     const capsules = [{ id: CAPSULE, url: sim.url }];
     const lease = { ttlMs: 1000, renewMs: 200 };
     const extra = {
-      a2a: { pushNotifications: { webhooks: { allowLoopback: true, allowHosts: [], timeoutSeconds: 5 } } },
+      a2a: { pushNotifications: { webhooks: { allowLoopback: true, allowHosts: [], timeoutMs: 5000 } } },
     };
     replicas = await Promise.all(['p-a', 'p-b'].map((id) => replica(id, redis.url, capsules, lease, extra)));
     await Promise.all(replicas.map((r) => r.proc.start()));

@@ -23,7 +23,7 @@ beforeAll(async () => {
   gw = await startTestGateway({
     capsules: { alpha: sim.url },
     extra: {
-      apiKeys: [{ sha256: sha256Hex(KEY), owner: 'operator', scopes: ['write', 'observe'] }],
+      auth: { apiKeys: [{ sha256: sha256Hex(KEY), owner: 'operator', scopes: ['write', 'observe'] }] },
       durableStreams: { writable: true },
     },
   });

@@ -29,7 +29,11 @@ const twoReplicas = async (
   const sim = await startSimulator();
   sims.push(sim);
   const capsule = uniqueCapsule('abuse');
-  const opts = { capsules: { [capsule]: sim.url }, redisUrl, extra: { limits, trustProxy: 1 as const } };
+  const opts = {
+    capsules: { [capsule]: sim.url },
+    redisUrl,
+    extra: { limits, server: { trustProxy: 1 as const } },
+  };
   const a = await startTestGateway(opts);
   const b = await startTestGateway(opts);
   gws.push(a, b);

@@ -81,7 +81,7 @@ beforeAll(async () => {
         pushNotifications: {
           maxConfigsPerTask: 2,
           maxTasksPerOwner: 2,
-          webhooks: { allowLoopback: false, allowHosts: ['127.0.0.2'], timeoutSeconds: 5 },
+          webhooks: { allowLoopback: false, allowHosts: ['127.0.0.2'], timeoutMs: 5000 },
         },
       },
     },

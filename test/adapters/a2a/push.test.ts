@@ -28,7 +28,7 @@ afterEach(async () => {
 });
 
 const LOOPBACK = {
-  a2a: { pushNotifications: { webhooks: { allowLoopback: true, allowHosts: [], timeoutSeconds: 5 } } },
+  a2a: { pushNotifications: { webhooks: { allowLoopback: true, allowHosts: [], timeoutMs: 5000 } } },
 };
 
 const setup = async (statuses: number[] = [], extra: object = LOOPBACK) => {
@@ -86,9 +86,9 @@ describe('A2A push notifications', () => {
     }
   });
 
-  it('without an a2a webhooks key the policy is durableStreams.webhooks', async () => {
+  it('without an a2a webhooks key the policy is the top-level webhooks', async () => {
     const { base, receiver } = await setup([], {
-      durableStreams: { webhooks: { allowLoopback: true, allowHosts: [], timeoutSeconds: 5 } },
+      webhooks: { allowLoopback: true, allowHosts: [], timeoutMs: 5000 },
     });
     const res = await rpc(base, 'SendStreamingMessage', {
       message: message('#sim {"chunks":2}'),

@@ -186,11 +186,13 @@ describe('general streams and the write scope', () => {
   it('refuses a key without write with 403, lets a key with it write, and observe read', async () => {
     // Two owners share the stream through a grant (another owner's stream is otherwise 404).
     gw = await start(undefined, {
-      apiKeys: [
-        key('writer-key', ['write'], ['scoped']),
-        key('submit-key', ['submit']),
-        key('observe-key', ['observe'], ['scoped']),
-      ],
+      auth: {
+        apiKeys: [
+          key('writer-key', ['write'], ['scoped']),
+          key('submit-key', ['submit']),
+          key('observe-key', ['observe'], ['scoped']),
+        ],
+      },
     });
     const url = `${gw.baseUrl}/v1/stream/scoped`;
     const anonymous = await fetch(url, { method: 'PUT' });
@@ -259,7 +261,7 @@ describe('general streams over SSE', () => {
 
 describe('general streams and browser tickets', () => {
   it('accept a ticket on live reads only', async () => {
-    gw = await start(undefined, { apiKeys: [key('writer-key', ['write'])] });
+    gw = await start(undefined, { auth: { apiKeys: [key('writer-key', ['write'])] } });
     const url = `${gw.baseUrl}/v1/stream/ticketed`;
     const put = {
       method: 'PUT',
