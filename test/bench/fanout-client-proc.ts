@@ -37,7 +37,7 @@ export const startLine = (msg: ClientMsg): string => {
   return `${msg.keyed ? 'start-keyed' : 'start'} ${msg.from ?? 1} ${msg.to ?? 0} ${urls.join(' ')}\n`;
 };
 
-export const startFanoutClient = (core: number): ChildProcess => {
+export const startFanoutClient = (core: number | string): ChildProcess => {
   const binary = buildBenchBinary('fanout-client');
   if (!binary) return forkPinned(core, NODE_CLIENTS);
   const child = spawnPinned(core, binary, [], { stdio: ['pipe', 'pipe', 'inherit'] });

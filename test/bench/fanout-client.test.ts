@@ -102,7 +102,7 @@ const settled = async (child: ChildProcess, subs: number): Promise<Report> => {
   return ask<Report>(child, { type: 'report' }, 'report');
 };
 
-const counts = (r: Report): Omit<Report, 'hist'> => ({
+const counts = (r: Report): Pick<Report, 'delivered' | 'seen' | 'ended'> => ({
   delivered: r.delivered,
   seen: r.seen,
   ended: r.ended,
