@@ -139,14 +139,20 @@ interface ClientReport {
   bytes?: number;
 }
 
-/** Poll the subscribers until their count stops moving (bounded): the window's last events land. */
-export const drain = async (clients: ChildProcess[]): Promise<ClientReport> => {
+/**
+ * Poll the subscribers until every expected event has arrived, or their count has stopped moving for
+ * a second (bounded: 10 s): the window's last events land. Clients far behind (a busy machine) are
+ * still reading when the publisher stops, so a count that has not moved yet is not the end.
+ */
+export const drain = async (clients: ChildProcess[], expected = Infinity): Promise<ClientReport> => {
   let last = -1;
-  const deadline = Date.now() + 5000;
+  let still = performance.now();
+  const deadline = Date.now() + 10_000;
   for (;;) {
     const reports = await Promise.all(clients.map((c) => ask<ClientReport>(c, { type: 'report' }, 'report')));
     const delivered = reports.reduce((a, r) => a + r.delivered, 0);
-    if (delivered === last || Date.now() > deadline) {
+    if (delivered !== last) still = performance.now();
+    if (delivered >= expected || performance.now() - still >= 1000 || Date.now() > deadline) {
       const hist = new Array<number>(BUCKETS).fill(0);
       for (const r of reports) r.hist.forEach((n, i) => (hist[i]! += n));
       const sum = (k: 'ended' | 'seen' | 'repeated' | 'bytes'): number =>
@@ -161,7 +167,7 @@ export const drain = async (clients: ChildProcess[]): Promise<ClientReport> => {
       };
     }
     last = delivered;
-    await new Promise((r) => setTimeout(r, 300));
+    await new Promise((r) => setTimeout(r, 250));
   }
 };
 
@@ -251,7 +257,7 @@ export const measure = async (spec: MeasureSpec): Promise<FanoutSample> => {
       clearInterval(rssTimer);
       publisher.off('message', onMark);
     }
-    const { delivered, hist, ended, seen, repeated = 0, bytes = 0 } = await drain(clients);
+    const { delivered, hist, ended, seen, repeated = 0, bytes = 0 } = await drain(clients, expected);
     if (delivered < 0.5 * expected) {
       console.warn(
         `${spec.label}: delivered ${delivered} of ${Math.round(expected)} in the window ` +

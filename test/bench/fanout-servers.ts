@@ -104,7 +104,9 @@ const readErrorLog = (file: string): string => {
     .split('\n')
     .filter((l) => /\[(warn|error|crit|alert|emerg)\]/.test(l))
     // nchan logs these for the Redis replies still pending when nginx is stopped: not a run's error.
-    .filter((l) => !l.includes('got a NULL redis reply'));
+    .filter((l) => !l.includes('got a NULL redis reply'))
+    // …and these for the messages its workers still hold at a fast shutdown (worker_processes > 1).
+    .filter((l) => !l.includes('force-reaping msg'));
   if (lines.length === 0) return '';
   return [...lines.slice(0, 5), `… ${lines.length} lines`, ...lines.slice(-3)].join('\n');
 };
