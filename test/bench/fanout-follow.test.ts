@@ -12,7 +12,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from '../support/gateway.js';
 import { startFanoutClient } from './fanout-client-proc.js';
 import { streamName } from './fanout-event.js';
-import { parseFollowLoad } from './fanout-follow.js';
+import { delivery, parseFollowLoad } from './fanout-follow.js';
+import type { FanoutSample } from './fanout-measure.js';
 import { ask, forkPinned, stopProcess } from './fanout-procs.js';
 
 const STREAMS = 3;
@@ -128,5 +129,23 @@ describe('the follow bench', () => {
       'BENCH_FOLLOW_LOAD must be CLIENTSxSTREAMSxRATE, not 1000x10',
     );
     expect(() => parseFollowLoad('10x256x1')).toThrow('BENCH_FOLLOW_LOAD: 1 to 255 streams');
+  });
+
+  it('tells a lost or repeated event from clients left behind on a saturated core', () => {
+    const run = (over: Partial<FanoutSample>): FanoutSample =>
+      ({
+        delivered: 100,
+        expected: 100,
+        repeated: 0,
+        clientCore: 0.5,
+        clientCpu: 0.3,
+        serverCore: 0.6,
+        ...over,
+      }) as FanoutSample;
+    expect(delivery(run({}))).toBe('once');
+    expect(delivery(run({ repeated: 1 }))).toBe('repeated');
+    expect(delivery(run({ delivered: 99 }))).toBe('short');
+    expect(delivery(run({ delivered: 0, serverCore: 1 }))).toBe('behind');
+    expect(delivery(run({ delivered: 0, clientCore: 0.95 }))).toBe('behind');
   });
 });
