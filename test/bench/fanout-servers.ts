@@ -19,6 +19,25 @@ import { SERVER_CORE, spawnPinned, startPinnedRedis, stopProcess, waitForPort } 
 import { gatewayLaunch } from './gateway-build.js';
 
 export const NCHAN_MODULE = '/usr/lib/nginx/modules/ngx_nchan_module.so';
+
+/**
+ * The servers' temp dirs (configs, nginx's logs) not removed yet: a bench that exits mid-run (Ctrl-C,
+ * a kill) removes them once fanout-procs.ts's exit hook, registered before this one, has stopped the
+ * servers.
+ */
+const dirs = new Set<string>();
+process.once('exit', () => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+const tempDir = (prefix: string): string => {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  dirs.add(dir);
+  return dir;
+};
+const removeDir = (dir: string): void => {
+  rmSync(dir, { recursive: true, force: true });
+  dirs.delete(dir);
+};
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 
 export interface Server {
@@ -113,7 +132,7 @@ const readErrorLog = (file: string): string => {
 
 export const startNchan = async (opts: ServerOptions = {}): Promise<Server> => {
   const cores = opts.cores ?? SERVER_CORE;
-  const dir = mkdtempSync(join(tmpdir(), 'bench-nchan-'));
+  const dir = tempDir('bench-nchan-');
   for (const d of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) mkdirSync(join(dir, d));
   const [port, redisPort] = [await freePort(), await freePort()];
   const redis = await startPinnedRedis(redisPort, cores);
@@ -130,7 +149,7 @@ export const startNchan = async (opts: ServerOptions = {}): Promise<Server> => {
     const log = readErrorLog(join(dir, 'error.log'));
     if (log) console.warn(`nginx error.log (last lines):\n${log}`);
     await stopProcess(redis);
-    rmSync(dir, { recursive: true, force: true });
+    removeDir(dir);
   };
   try {
     await waitForPort(port, 10_000, 'nginx');
@@ -163,7 +182,7 @@ export const startGateway = async (
   opts: ServerOptions & { capsules?: { id: string; url: string }[] } = {},
 ): Promise<Server> => {
   const cores = opts.cores ?? SERVER_CORE;
-  const dir = mkdtempSync(join(tmpdir(), 'bench-gw-'));
+  const dir = tempDir('bench-gw-');
   const port = await freePort();
   const redisPort = redis ? await freePort() : 0;
   const redisProc = redis ? await startPinnedRedis(redisPort, cores) : null;
@@ -185,7 +204,7 @@ export const startGateway = async (
   const stop = async (): Promise<void> => {
     await stopProcess(gw, 5000);
     if (redisProc) await stopProcess(redisProc);
-    rmSync(dir, { recursive: true, force: true });
+    removeDir(dir);
   };
   try {
     await waitForPort(port, 30_000, 'the gateway');
