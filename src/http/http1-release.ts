@@ -110,7 +110,8 @@ export const releaseHttp1 = (res: ServerResponse): boolean => {
 
   for (const [event, fn] of found) socket.removeListener(event, fn);
   // The prototype's own methods back, instead of the per-connection wrappers.
-  for (const method of WRAPPED) (socket as unknown as Record<string, unknown>)[method] = Socket.prototype[method];
+  for (const method of WRAPPED)
+    (socket as unknown as Record<string, unknown>)[method] = Socket.prototype[method];
   const finish = listenerNamed(res, 'finish', RESPONSE_FINISH);
   if (finish) res.removeListener('finish', finish);
   (res as unknown as { _onPendingData: () => void })._onPendingData = onReleasedError;
@@ -120,7 +121,7 @@ export const releaseHttp1 = (res: ServerResponse): boolean => {
   socket[kResponse] = res;
   socket.on('error', onReleasedError);
   socket.on('end', onReleasedEnd);
-  socket.once('close', onReleasedClose);
+  socket.on('close', onReleasedClose);
   const key = socket.server ?? socket;
   let set = released.get(key);
   if (!set) released.set(key, (set = new Set()));

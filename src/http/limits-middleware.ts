@@ -45,7 +45,7 @@ export const createLimitsMiddleware = (
       return;
     }
     // Held until the socket response closes: a stream holds its slot for its whole life.
-    outgoing.once('close', admission.release);
+    outgoing.on('close', admission.release);
     await next();
   };
 };

@@ -152,7 +152,8 @@ export class SendStallWatch {
     if (inode === null) return;
     const entry: Watched = { socket, stalledSince: null };
     this.watched.set(inode, entry);
-    socket.once('close', () => {
+    // 'close' fires once: `on` spares the wrapper and state object a `once` costs per socket.
+    socket.on('close', () => {
       if (this.watched.get(inode) === entry) this.watched.delete(inode);
       if (this.watched.size === 0) this.stop();
     });
