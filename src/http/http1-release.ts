@@ -70,6 +70,9 @@ const released = new WeakMap<object, Set<Socket>>();
 /** A released socket's errors end it ('close' follows); without a listener one would be thrown. */
 function onReleasedError(): void {}
 
+/** The response's pending-data hook: it counted bytes for the server's per-connection state. */
+function noPendingData(): void {}
+
 /** The client sent its FIN: end ours too, as Node's server does (`httpAllowHalfOpen` false). */
 function onReleasedEnd(this: Socket): void {
   if (this.writable) this.end();
@@ -114,7 +117,7 @@ export const releaseHttp1 = (res: ServerResponse): boolean => {
     (socket as unknown as Record<string, unknown>)[method] = Socket.prototype[method];
   const finish = listenerNamed(res, 'finish', RESPONSE_FINISH);
   if (finish) res.removeListener('finish', finish);
-  (res as unknown as { _onPendingData: () => void })._onPendingData = onReleasedError;
+  (res as unknown as { _onPendingData: () => void })._onPendingData = noPendingData;
   freeParser(parser, res.req, socket);
   res.detachSocket(socket);
 
