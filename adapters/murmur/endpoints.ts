@@ -29,6 +29,9 @@ export interface StreamContext {
   c: Context;
 }
 
+/** Past the byte bound the stream just ends (a shared function: no closure per connection). */
+const NOTHING_ON_OVERFLOW = (): null => null;
+
 const retryMsOf = (deps: AdapterDeps): number => Math.min(1000, deps.config.heartbeatMs);
 
 export interface OpenedStream {
@@ -47,7 +50,7 @@ export const openConnection = ({ deps, c }: StreamContext, openedAt?: number): O
   const { stream: conn, response } = startSse(c, {
     headers: SSE_HEADERS,
     heartbeat: { bytes: HEARTBEAT_BYTES, everyMs: deps.config.heartbeatMs },
-    onOverflow: () => null,
+    onOverflow: NOTHING_ON_OVERFLOW,
     ...(openedAt !== undefined ? { openedAt } : {}),
   });
   endOnShutdown(deps.core.shutdownSignal, conn);

@@ -214,7 +214,8 @@ export const createHttpApp = (options: HttpAppOptions): HttpApp => {
     const [surface, capsule] = hit;
     bump(capsule, surface, 1);
     metrics.connectionsOpened.inc({ surface });
-    outgoing.once('close', () => bump(capsule, surface, -1));
+    // 'close' fires once: `on` spares a `once` wrapper per connection.
+    outgoing.on('close', () => bump(capsule, surface, -1));
     return next();
   });
 

@@ -25,6 +25,7 @@ import {
 import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
 import { Duplex } from 'node:stream';
 import type { RequestListener } from './request-pacing.js';
+import { destroyReleased } from './http1-release.js';
 
 export interface HttpServerOptions {
   /** PEM files: HTTPS with HTTP/2 and HTTP/1.1. */
@@ -139,7 +140,10 @@ export const createHttpServer = (options: HttpServerOptions, listener: RequestLi
       scheme: 'http',
       close: () => closeNet(h1),
       closeIdle: () => h1.closeIdleConnections(),
-      closeAll: () => h1.closeAllConnections(),
+      closeAll: () => {
+        h1.closeAllConnections();
+        destroyReleased(h1);
+      },
     };
   }
 
@@ -188,6 +192,7 @@ export const createHttpServer = (options: HttpServerOptions, listener: RequestLi
     },
     closeAll: () => {
       h1.closeAllConnections();
+      destroyReleased(h1);
       for (const s of sessions) s.destroy();
     },
   };

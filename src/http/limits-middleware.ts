@@ -45,15 +45,30 @@ export const createLimitsMiddleware = (
       return;
     }
     // Held until the socket response closes: a stream holds its slot for its whole life.
-    outgoing.once('close', admission.release);
+    outgoing.on('close', admission.release);
     await next();
   };
 };
 
 /**
+ * Whether the request carries no body at all (HTTP/1.1: no Content-Length above 0 and no
+ * Transfer-Encoding; HTTP/2: the stream ended with its headers). Its IncomingMessage is not yet
+ * `complete` when the middleware runs (Node marks it once the parser returns), and its 'end' is
+ * emitted only if someone reads it, so a timer armed for it stayed, with its listeners, for the
+ * life of every GET stream: a Timeout and three closures per idle follower.
+ */
+const bodiless = (incoming: NodeJS.EventEmitter): boolean => {
+  if (incoming instanceof Http2ServerRequest) return incoming.stream.endAfterHeaders;
+  const headers = (incoming as { headers?: Record<string, string | string[] | undefined> }).headers;
+  if (!headers) return false;
+  const length = headers['content-length'];
+  return headers['transfer-encoding'] === undefined && (length === undefined || Number(length) === 0);
+};
+
+/**
  * Cut a request whose body has not fully arrived `timeoutMs` after its headers (slow-loris on the
- * body). Only the receipt of the request is bounded: a GET stream's request is complete at once, and
- * a POST stream starts after its body was read, so long-lived responses are never cut.
+ * body). Only the receipt of the request is bounded: a request without a body is never timed, and a
+ * POST stream starts after its body was read, so long-lived responses are never cut.
  */
 export const createBodyTimeout = (timeoutMs: number): MiddlewareHandler => {
   return async (c, next) => {
@@ -67,7 +82,7 @@ export const createBodyTimeout = (timeoutMs: number): MiddlewareHandler => {
           end?: (b: string, cb: () => void) => void;
         })
       | undefined;
-    if (!incoming || incoming.complete !== false || !outgoing) return next();
+    if (!incoming || incoming.complete !== false || !outgoing || bodiless(incoming)) return next();
     const timer = setTimeout(() => {
       if (incoming.complete) return;
       // HTTP/2: the connection is shared by other streams; only this one is answered and reset.

@@ -19,6 +19,7 @@ import { SseStreamBase, type SseOptions, type SseStream } from './sse-stream.js'
 import { H2SseStream } from './sse-h2-stream.js';
 import { startWebSse } from './sse-web-stream.js';
 import { writeToSocket } from './socket-write.js';
+import { releaseHttp1 } from './http1-release.js';
 
 export { SSE_DEFAULTS, sseStats, type SseOptions, type SseStream } from './sse-stream.js';
 
@@ -76,6 +77,21 @@ const release = (res: ServerResponse): void => {
  * CPU per delivered event). A stream ends only when its connection does, so nothing is lost by not
  * keeping it alive. The head goes out with the first flush.
  */
+/** The stream a socket or response belongs to, for the shared listeners below. */
+const kStream = Symbol('sseStream');
+type Owned = { [kStream]?: NodeSseStream | null };
+
+/*
+ * Shared listeners, not a closure per stream (two closures and their contexts, per follower).
+ * 'close' fires once, so plain `on` (a `once` costs a wrapper and its state object too).
+ */
+function onResponseClose(this: Owned): void {
+  this[kStream]?.responseClosed();
+}
+function onSocketDrain(this: Owned): void {
+  this[kStream]?.drainedSocket();
+}
+
 class NodeSseStream extends SseStreamBase {
   private context: Context | null;
   private head: Buffer | null = null;
@@ -93,14 +109,23 @@ class NodeSseStream extends SseStreamBase {
     this.context = context;
     this.socket = res.socket as Socket;
     hold(res);
-    res.once('close', this.onResClose);
-    this.socket.on('drain', this.onDrain);
+    (res as Owned)[kStream] = this;
+    (this.socket as Owned)[kStream] = this;
+    res.on('close', onResponseClose);
+    this.socket.on('drain', onSocketDrain);
     // Nothing written yet still sends the head on the first flush (a client sees the response start).
     this.scheduleFlush();
   }
 
-  private readonly onResClose = (): void => this.terminate();
-  private readonly onDrain = (): void => this.drained();
+  /** The response closed (its socket did). */
+  responseClosed(): void {
+    this.terminate();
+  }
+
+  /** The socket took what it held. */
+  drainedSocket(): void {
+    this.drained();
+  }
 
   protected sinkQueued(): number {
     return this.socket.writableLength;
@@ -121,6 +146,9 @@ class NodeSseStream extends SseStreamBase {
     // followed, so their headers (CORS Vary, X-Request-Id) are on c.res.
     if (this.context) this.head = this.buildHead(this.context);
     this.headSent = true;
+    // From here on the response is this socket's bytes until it closes: Node's parser, request and
+    // response state are let go of (http1-release.ts), a third of what an idle follower cost.
+    releaseHttp1(this.res);
     return true;
   }
 
@@ -199,7 +227,9 @@ class NodeSseStream extends SseStreamBase {
   }
 
   protected override terminate(): void {
-    this.socket.off('drain', this.onDrain);
+    this.socket.off('drain', onSocketDrain);
+    (this.socket as Owned)[kStream] = null;
+    (this.res as Owned)[kStream] = null;
     // Abandoned before its head (the handler answers otherwise): node-server writes that answer.
     release(this.res);
     this.context = null;

@@ -43,6 +43,8 @@ export interface BenchGateway {
 export const startBenchGateway = async (
   config: Record<string, unknown>,
   redisUrl: string | null,
+  /** More node flags for this gateway (after BENCH_GATEWAY_NODE_ARGS), e.g. a preload. */
+  nodeArgs = '',
 ): Promise<BenchGateway> => {
   const dir = mkdtempSync(join(tmpdir(), 'bench-scale-gw-'));
   const port = await freePort();
@@ -62,7 +64,13 @@ export const startBenchGateway = async (
   const gw = spawnPinned(SERVER_CORE, 'bash', ['-c', cmd], {
     cwd: REPO,
     stdio: ['ignore', 'ignore', 'inherit'],
-    env: { ...process.env, ...launch.env, REDIS_URL: '', NODE_ENV: 'production' },
+    env: {
+      ...process.env,
+      ...launch.env,
+      GATEWAY_NODE_FLAGS: `${launch.env.GATEWAY_NODE_FLAGS} ${nodeArgs}`.trim(),
+      REDIS_URL: '',
+      NODE_ENV: 'production',
+    },
   });
   const stop = async (): Promise<void> => {
     await stopProcess(gw, 5000);

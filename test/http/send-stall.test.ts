@@ -35,6 +35,26 @@ describe('unacknowledgedInodes', () => {
     expect(await unacknowledgedInodes([v4, v6])).toEqual(new Set(['1001', '2001']));
   });
 
+  it('reads a table far larger than one read, lines split across reads, wide slot numbers included', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mg-tcp-'));
+    const v4 = join(dir, 'tcp');
+    // 40,000 sockets (20,000 connections, both ends on loopback): about 6 MB, read in 128 KB pieces.
+    const lines = [HEADER];
+    const want = new Set<string>();
+    for (let sl = 0; sl < 40_000; sl++) {
+      const stalled = sl % 997 === 0;
+      if (stalled) want.add(String(100_000 + sl));
+      lines.push(
+        row(sl, stalled ? '01:00000014' : '00:00000000', stalled ? '00000002' : '00000000', 100_000 + sl),
+      );
+    }
+    // The last line without its newline still counts.
+    writeFileSync(v4, lines.join('\n'));
+    const got = await unacknowledgedInodes([v4]);
+    expect(got).toEqual(want);
+    expect(got!.has('139880')).toBe(true);
+  });
+
   it('is null when no table can be read (not Linux): nothing is watched', async () => {
     expect(await unacknowledgedInodes(['/nonexistent/tcp'])).toBeNull();
   });

@@ -9,6 +9,7 @@ import { Hono } from 'hono';
 import { cors } from 'hono/cors';
 import { afterEach, describe, expect, it } from 'vitest';
 import { sseStats, startSse, type SseStream } from '../../src/http/sse-transport.js';
+import { destroyReleased } from '../../src/http/http1-release.js';
 
 const HB = Buffer.from(':hb\n\n');
 const frame = (id: number, size = 0): Buffer => Buffer.from(`id: ${id}\ndata: ${'x'.repeat(size)}${id}\n\n`);
@@ -241,6 +242,57 @@ describe('SSE transport over loopback HTTP', () => {
     await slow.until(() => slow.body().includes(`id: ${total}\n`), 'the last frame');
     expect(ids(slow.body())).toEqual(Array.from({ length: total }, (_, i) => i + 1));
     expect(writes).toBeLessThan(total / 2);
+  });
+
+  it("lets go of Node's HTTP state once the head is out; close, a client's FIN and a drain's cut still reach it", async () => {
+    type Env = { incoming: { socket: net.Socket }; outgoing: NodeJS.EventEmitter };
+    const app = new Hono();
+    const opened: { stream: SseStream; socket: net.Socket; resClosed: Promise<void> }[] = [];
+    let aborts = 0;
+    // Async, as every gateway route is behind its middleware: @hono/node-server hangs its close
+    // handler (the request signal's abort) only on a response that is not returned at once.
+    app.get('/s', async (c) => {
+      await Promise.resolve();
+      const env = c.env as Env;
+      const socket = env.incoming.socket;
+      // The request's signal taken before the stream starts (BeeOS invoke does) still aborts.
+      c.req.raw.signal.addEventListener('abort', () => aborts++);
+      const resClosed = new Promise<void>((r) => env.outgoing.on('close', () => r()));
+      const { stream, response } = startSse(c, { heartbeat: { bytes: HB, everyMs: 20 } });
+      stream.write(frame(1));
+      opened.push({ stream, socket, resClosed });
+      return response;
+    });
+    const port = await listen(app);
+    const server = servers[servers.length - 1]!;
+
+    // A client that leaves (RST or FIN-and-close): the response's close and the stream's end follow.
+    const leaving = rawGet(port, '/s');
+    await leaving.until(() => leaving.body().includes(':hb'), 'a heartbeat');
+    const first = opened[0]!;
+    const socket = first.socket as net.Socket & { parser?: unknown; _httpMessage?: unknown };
+    // Released: no parser, none of the server's per-connection listeners or wrappers.
+    expect(socket.parser).toBeNull();
+    expect(socket._httpMessage).toBeNull();
+    expect(socket.rawListeners('data').map((f) => f.name)).not.toContain('bound socketOnData');
+    expect(socket.rawListeners('close').map((f) => f.name)).not.toContain('bound socketOnClose');
+    expect(Object.hasOwn(socket, 'on') ? socket.on : net.Socket.prototype.on).toBe(net.Socket.prototype.on);
+    leaving.socket.end();
+    await first.resClosed;
+    await first.stream.done;
+    expect(first.stream.open).toBe(false);
+    expect(aborts).toBe(1);
+
+    // Still beating after release, then cut by the server's drain with nothing of Node's to walk.
+    const staying = rawGet(port, '/s');
+    await staying.until(() => staying.body().split(':hb').length > 3, 'heartbeats after the release');
+    const second = opened[1]!;
+    (server as unknown as { closeAllConnections(): void }).closeAllConnections();
+    destroyReleased(server);
+    await staying.ended;
+    await second.resClosed;
+    await second.stream.done;
+    expect(aborts).toBe(2);
   });
 
   it('serves the same stream as a ReadableStream body without a Node socket (app.request)', async () => {

@@ -3,8 +3,11 @@
  * long-lived stream is not cut: raw sockets that never finish their headers or their body are
  * closed; an SSE stream opened before them still gets heartbeats after they were cut.
  */
-import { connect, type Socket } from 'node:net';
+import { createServer } from 'node:http';
+import { connect, type AddressInfo, type Socket } from 'node:net';
+import { getRequestListener } from '@hono/node-server';
 import { Hono } from 'hono';
+import { createBodyTimeout } from '../../src/http/limits-middleware.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { clientIpResolver } from '../../src/auth/client-ip.js';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
@@ -71,6 +74,46 @@ describe('slow-loris', () => {
     const before = heartbeats();
     await readUntil(() => heartbeats() >= before + 2);
     await reader.cancel();
+  });
+});
+
+describe('body timeout', () => {
+  /**
+   * Whether the body timeout armed its timer for one request, on a real Node server: its timer is
+   * unref'd (invisible to getActiveResourcesInfo), its 'end' listener on the request is not.
+   */
+  const timedFor = async (init: RequestInit): Promise<boolean> => {
+    type Env = { incoming: NodeJS.EventEmitter };
+    let armed: boolean | null = null;
+    const app = new Hono<{ Bindings: Env }>();
+    let before = 0;
+    app.use('*', async (c, next) => {
+      before = c.env.incoming.listenerCount('end');
+      await next();
+    });
+    app.use('*', createBodyTimeout(60_000));
+    app.all('/', async (c) => {
+      armed = c.env.incoming.listenerCount('end') > before;
+      await c.req.text();
+      return c.text('ok');
+    });
+    const server = createServer(getRequestListener(app.fetch));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const res = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, init);
+      expect(await res.text()).toBe('ok');
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+    expect(armed).not.toBeNull();
+    return armed!;
+  };
+
+  it('times a request with a body, never one without (a GET stream kept its timer for life)', async () => {
+    expect(await timedFor({ method: 'GET' })).toBe(false);
+    expect(await timedFor({ method: 'POST', body: '' })).toBe(false);
+    expect(await timedFor({ method: 'POST', body: 'x'.repeat(100) })).toBe(true);
   });
 });
 
