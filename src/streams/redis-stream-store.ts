@@ -92,6 +92,8 @@ export class RedisStreamStore implements StreamStore {
   private readonly highWater = new Map<string, { epoch: number; tail: number }>();
   private readonly prefix: string;
   private readonly channel: string;
+  /** The followers' generation: in the streams' slot, so append.lua reads it on a Cluster too. */
+  private readonly followersKey: string;
   private runId: Promise<string>;
   private closed = false;
   private readonly reaper: NodeJS.Timeout;
@@ -102,6 +104,7 @@ export class RedisStreamStore implements StreamStore {
   ) {
     this.prefix = `${options.keyPrefix ?? 'mg:ds'}:{streams}`;
     this.channel = `${this.prefix}:wake`;
+    this.followersKey = `${this.prefix}:followers`;
     this.redis = connection.client as (Redis | Cluster) & ScriptCommands;
     for (const [command, script] of [
       ['dsCreate', 'create'],
@@ -244,6 +247,7 @@ export class RedisStreamStore implements StreamStore {
       floorTail,
       await this.runId,
       this.channel,
+      this.followersKey,
       ...input.entries,
     );
     const kind = text(reply[0]);
@@ -254,7 +258,12 @@ export class RedisStreamStore implements StreamStore {
     switch (kind) {
       case 'appended':
         this.waiters.wake(path);
-        return { kind, meta, producer: a === '' ? null : { epoch: Number(a), seq: Number(b) } };
+        return {
+          kind,
+          meta,
+          producer: a === '' ? null : { epoch: Number(a), seq: Number(b) },
+          followers: Number(text(reply[META_FIELDS + 3])),
+        };
       case 'duplicate':
         return { kind, meta, producer: a === '' ? null : { epoch: Number(a), seq: Number(b) } };
       case 'stale_producer_epoch':
@@ -311,6 +320,10 @@ export class RedisStreamStore implements StreamStore {
     if (result !== 'gone') this.highWater.delete(path);
     this.waiters.wake(path);
     return result;
+  }
+
+  async followersChanged(): Promise<void> {
+    await this.redis.incr(this.followersKey);
   }
 
   waitAfter(path: string, after: number, timeoutMs: number, signal: AbortSignal): Promise<WaitOutcome> {

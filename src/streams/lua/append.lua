@@ -19,7 +19,8 @@ local floorEpoch = tonumber(ARGV[8]) -- the highest offset this process handed o
 local floorTail = tonumber(ARGV[9]) -- ... and position
 local runId = ARGV[10] -- this Redis process's run id, as the store last read it
 local channel = ARGV[11] -- pub/sub channel that wakes waiters on every replica
-local FIRST_ENTRY = 12
+local followersKey = ARGV[12] -- string: the followers' generation (redis-stream-store.ts followersChanged)
+local FIRST_ENTRY = 13
 
 local nowMs = libNowMs()
 
@@ -106,4 +107,7 @@ end
 -- The data and producer keys may be new: they take the stream's expiry (none for forks, lib.lua).
 if m[4] and m[4] ~= '' then libSettleExpiry(path) end
 redis.call('PUBLISH', channel, path)
-return reply('appended', nextEpoch and string.format('%d', nextEpoch) or '', nextSeq and string.format('%d', nextSeq) or '')
+local out = reply('appended', nextEpoch and string.format('%d', nextEpoch) or '', nextSeq and string.format('%d', nextSeq) or '')
+-- Read with the append: a follower created before it is seen by whoever handles it.
+table.insert(out, redis.call('GET', followersKey) or '0')
+return out
