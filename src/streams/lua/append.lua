@@ -29,7 +29,7 @@ if state ~= 'live' then return { state } end
 -- Any append to a live stream is an access: a sliding TTL renews, refused or not.
 libTouch(path, nowMs)
 local m = redis.call('HMGET', metaKey, 'ct', 'ttl', 'exp', 'expms', 'closed', 'epoch', 'tail', 'sseq', 'rid', 'cby', 'al',
-  'sseqp')
+  'sseqp', 'mx')
 
 local tail = tonumber(m[7])
 local epoch = libFenceEpoch(metaKey, dataKey, tonumber(m[6]), tail, m[9], floorEpoch, floorTail, runId, nowMs)
@@ -91,6 +91,11 @@ for i = 1, count do
 end
 tail = tail + count
 local fields = { 'tail', string.format('%d', tail) }
+-- Kept only where the stream began with it: a stream made before has none, and never a partial one.
+if m[13] then
+  local largest = libLargest(ARGV, FIRST_ENTRY)
+  if largest > tonumber(m[13]) then table.insert(fields, 'mx'); table.insert(fields, string.format('%d', largest)) end
+end
 if hasSeq then
   table.insert(fields, 'sseq'); table.insert(fields, streamSeq)
   table.insert(fields, 'sseqp'); table.insert(fields, '1')
