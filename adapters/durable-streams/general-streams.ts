@@ -204,6 +204,7 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
         streamPathOf(c),
         place.storePath,
         result.meta.tail - entries.length,
+        result.followers,
       );
     return appendAnswer(c, result, entries.length > 0);
   });

@@ -40,6 +40,9 @@ interface ScriptCommands {
   dsDelete(...args: Arg[]): Promise<string>;
 }
 
+/** A read at least this many messages behind the last tail seen takes the plain XRANGE page (readPlain). */
+const PLAIN_READ_FROM = 64;
+
 const INFO_SCRIPT = "return redis.call('INFO', 'server')";
 
 /** Positions this process handed out, per path, kept for at most this many streams. */
@@ -92,6 +95,8 @@ export class RedisStreamStore implements StreamStore {
   private readonly highWater = new Map<string, { epoch: number; tail: number }>();
   private readonly prefix: string;
   private readonly channel: string;
+  /** The followers' generation: in the streams' slot, so append.lua reads it on a Cluster too. */
+  private readonly followersKey: string;
   private runId: Promise<string>;
   private closed = false;
   private readonly reaper: NodeJS.Timeout;
@@ -102,6 +107,7 @@ export class RedisStreamStore implements StreamStore {
   ) {
     this.prefix = `${options.keyPrefix ?? 'mg:ds'}:{streams}`;
     this.channel = `${this.prefix}:wake`;
+    this.followersKey = `${this.prefix}:followers`;
     this.redis = connection.client as (Redis | Cluster) & ScriptCommands;
     for (const [command, script] of [
       ['dsCreate', 'create'],
@@ -244,6 +250,7 @@ export class RedisStreamStore implements StreamStore {
       floorTail,
       await this.runId,
       this.channel,
+      this.followersKey,
       ...input.entries,
     );
     const kind = text(reply[0]);
@@ -254,7 +261,12 @@ export class RedisStreamStore implements StreamStore {
     switch (kind) {
       case 'appended':
         this.waiters.wake(path);
-        return { kind, meta, producer: a === '' ? null : { epoch: Number(a), seq: Number(b) } };
+        return {
+          kind,
+          meta,
+          producer: a === '' ? null : { epoch: Number(a), seq: Number(b) },
+          followers: Number(text(reply[META_FIELDS + 3])),
+        };
       case 'duplicate':
         return { kind, meta, producer: a === '' ? null : { epoch: Number(a), seq: Number(b) } };
       case 'stale_producer_epoch':
@@ -273,7 +285,70 @@ export class RedisStreamStore implements StreamStore {
   }
 
   async read(path: string, after: number, maxEntries: number, maxBytes: number): Promise<ReadResult | null> {
+    const hw = this.highWater.get(path);
+    // A catch-up (a long way behind the tail this process last saw): the plain XRANGE page.
+    if (hw && hw.tail - after >= PLAIN_READ_FROM) {
+      const plain = await this.readPlain(path, after, maxEntries, maxBytes);
+      if (plain !== 'script') return plain;
+    }
     return this.readScript(path, after, maxEntries, maxBytes, true);
+  }
+
+  /**
+   * read.lua hands a page's messages through Lua (a 1,000 × 1 KB page: about 2.9 ms of
+   * redis-server against 0.8 for a plain XRANGE). Here the script reads the meta alone (the fence,
+   * the sliding TTL) with the stream's largest message (`mx`), then one MULTI reads at most
+   * maxBytes / mx messages by XRANGE beside the epoch: the same epoch means the same messages at
+   * those positions, so the page is the one read.lua would have given. A fork's inherited part, a
+   * stream without `mx` (made before it was kept) or an epoch moved in between: read.lua.
+   */
+  private async readPlain(
+    path: string,
+    after: number,
+    maxEntries: number,
+    maxBytes: number,
+  ): Promise<ReadResult | null | 'script'> {
+    const [floorEpoch, floorTail] = this.floor(path);
+    const keys = this.keys(path);
+    const reply = await this.redis.dsReadBuffer(
+      ...keys,
+      path,
+      after,
+      0,
+      0,
+      floorEpoch,
+      floorTail,
+      await this.runId,
+      '1',
+      '1',
+    );
+    if (text(reply[0]) === 'not_found') return null;
+    const meta = this.saw(path, metaOf(reply));
+    if (meta.gone || after >= meta.tail || maxEntries <= 0) return { meta, entries: [] };
+    const forkPoint = Number(text(reply[META_FIELDS + 1]));
+    const largest = text(reply[META_FIELDS + 2]);
+    if (largest === '' || after < forkPoint) return 'script';
+    const count = Math.min(
+      maxEntries,
+      meta.tail - after,
+      Math.max(1, Math.floor(maxBytes / Math.max(1, Number(largest)))),
+    );
+    const [range, now] = (await this.redis
+      .multi()
+      .xrangeBuffer(keys[1]!, `${after + 1}-0`, `${after + count}-0`)
+      .hmget(keys[0]!, 'epoch', 'gone')
+      .exec()) as [[Error | null, [Buffer, Buffer[]][]], [Error | null, (string | null)[]]];
+    if (range[0] || now[0]) throw range[0] ?? now[0];
+    if (Number(now[1][0]) !== meta.epoch || now[1][1] === '1' || range[1].length !== count) return 'script';
+    const entries: Buffer[] = [];
+    let bytes = 0;
+    for (const [, fields] of range[1]) {
+      const data = fields[1]!;
+      if (entries.length > 0 && bytes + data.length > maxBytes) break;
+      bytes += data.length;
+      entries.push(data);
+    }
+    return { meta, entries };
   }
 
   private async readScript(
@@ -294,6 +369,7 @@ export class RedisStreamStore implements StreamStore {
       floorTail,
       await this.runId,
       touch ? '1' : '0',
+      '0',
     );
     if (text(reply[0]) === 'not_found') return null;
     const meta = this.saw(path, metaOf(reply));
@@ -311,6 +387,10 @@ export class RedisStreamStore implements StreamStore {
     if (result !== 'gone') this.highWater.delete(path);
     this.waiters.wake(path);
     return result;
+  }
+
+  async followersChanged(): Promise<void> {
+    await this.redis.incr(this.followersKey);
   }
 
   waitAfter(path: string, after: number, timeoutMs: number, signal: AbortSignal): Promise<WaitOutcome> {

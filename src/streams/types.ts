@@ -89,7 +89,16 @@ export interface AppendInput {
 }
 
 export type AppendResult =
-  | { kind: 'appended'; meta: StreamMeta; producer: { epoch: number; seq: number } | null }
+  | {
+      kind: 'appended';
+      meta: StreamMeta;
+      producer: { epoch: number; seq: number } | null;
+      /**
+       * The followers' generation (`followersChanged`) as the append read it, atomically with the
+       * append; absent where the store keeps none (a follower cache then asks every time).
+       */
+      followers?: number;
+    }
   /** A producer's retry of an accepted batch, or a close of a closed stream: nothing written. */
   | { kind: 'duplicate'; meta: StreamMeta; producer: { epoch: number; seq: number } | null }
   | { kind: 'not_found' }
@@ -144,6 +153,12 @@ export interface StreamStore {
    * Redis, those of every replica).
    */
   waitAfter(path: string, after: number, timeoutMs: number, signal: AbortSignal): Promise<WaitOutcome>;
+  /**
+   * A set of followers (the subscriptions that may link a stream) changed: every later append
+   * answers a higher `followers` generation, so a replica's cache of those sets knows it is stale.
+   * Absent: appends answer no generation.
+   */
+  followersChanged?(): Promise<void>;
   close(): Promise<void>;
 }
 

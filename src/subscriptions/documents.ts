@@ -88,7 +88,11 @@ export class SubscriptionDocuments {
       if ('refuse' in result) return result.refuse;
       if (result.doc === null && !current) return { ok: true, value: result.value };
       const put = await this.store.put(key, current?.version ?? 0, result.doc, this.settings.maxPerOwner);
-      if (put.kind === 'written') return { ok: true, value: result.value };
+      if (put.kind === 'written') {
+        // A subscription made or removed: appends on every replica must see it (wakes.ts cache).
+        if (!current !== !result.doc) await this.streams.followersChanged?.();
+        return { ok: true, value: result.value };
+      }
       if (put.kind === 'owner_full')
         return fail(
           'TOO_MANY_SUBSCRIPTIONS',

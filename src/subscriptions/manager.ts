@@ -61,9 +61,12 @@ export class Subscriptions {
     return this.docs.refreshKeys(nowMs);
   }
 
-  /** An append reached a stream: matching subscriptions link it and wake (wakes.ts). */
-  appended(owner: string | null, path: string, storePath: string, before: number): void {
-    this.wakes.appended(owner, path, storePath, before);
+  /**
+   * An append reached a stream: matching subscriptions link it and wake (wakes.ts). `followers`:
+   * the append's answer of that name (src/streams/types.ts), when the store gave one.
+   */
+  appended(owner: string | null, path: string, storePath: string, before: number, followers?: number): void {
+    this.wakes.appended(owner, path, storePath, before, followers);
   }
 
   async create(

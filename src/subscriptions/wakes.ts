@@ -18,6 +18,9 @@ import { globMatches } from './glob.js';
 import { callbackToken, signatureHeader } from './signing.js';
 import type { KeyRing } from './types.js';
 
+/** Owners whose subscription keys are cached at once (each append's owner; cleared when full). */
+const MAX_CACHED_OWNERS = 10_000;
+
 export class Wakes {
   private timer: NodeJS.Timeout | null = null;
   /** Kicks running in this replica, and those asked for again while running. */
@@ -28,6 +31,14 @@ export class Wakes {
   private closed = false;
   /** Cuts deliveries still on the wire at close: their wakes lapse and are delivered again. */
   private readonly stopping = new AbortController();
+  /**
+   * Each owner's subscription keys as read at the stream store's followers generation `cachedAt`
+   * (src/streams/types.ts `followers`): an append answering that generation saw no subscription
+   * created since, so an owner without subscriptions costs no read per append. Cleared by the
+   * sweep too, in case a replica stopped between creating a subscription and bumping it.
+   */
+  private ownerKeysAt = new Map<string, string[]>();
+  private cachedAt = -1;
 
   constructor(
     private readonly docs: SubscriptionDocuments,
@@ -58,8 +69,8 @@ export class Wakes {
    * it. A subscription of that owner whose pattern matches and which does not follow the stream
    * yet links it before the append (so the append is pending), then every follower is woken.
    */
-  appended(owner: string | null, path: string, storePath: string, before: number): void {
-    void this.linkAndWake(owner, path, storePath, before).catch((err: unknown) =>
+  appended(owner: string | null, path: string, storePath: string, before: number, followers?: number): void {
+    void this.linkAndWake(owner, path, storePath, before, followers).catch((err: unknown) =>
       this.logger.warn({ err: String(err), path }, 'subscriptions: could not wake after an append'),
     );
   }
@@ -69,8 +80,9 @@ export class Wakes {
     path: string,
     storePath: string,
     before: number,
+    followers: number | undefined,
   ): Promise<void> {
-    for (const key of await this.docs.store.ownerKeys(owner)) {
+    for (const key of await this.ownerKeys(owner, followers)) {
       const found = await this.docs.store.get(key);
       if (!found) continue;
       const doc = found.doc;
@@ -85,6 +97,24 @@ export class Wakes {
         this.kick(key);
       } else if (follows) this.kick(key);
     }
+  }
+
+  private async ownerKeys(owner: string | null, followers: number | undefined): Promise<string[]> {
+    if (followers === undefined) return this.docs.store.ownerKeys(owner);
+    if (followers !== this.cachedAt) {
+      this.ownerKeysAt = new Map();
+      this.cachedAt = followers;
+    }
+    const tag = owner ?? '';
+    const cached = this.ownerKeysAt.get(tag);
+    if (cached) return cached;
+    const keys = await this.docs.store.ownerKeys(owner);
+    // Read after an append that answered `followers`: it holds every subscription made before.
+    if (this.cachedAt === followers) {
+      if (this.ownerKeysAt.size >= MAX_CACHED_OWNERS) this.ownerKeysAt.clear();
+      this.ownerKeysAt.set(tag, keys);
+    }
+    return keys;
   }
 
   /** Looks at one subscription now (coalesced: one look at a time per subscription here). */
@@ -104,6 +134,7 @@ export class Wakes {
   }
 
   async sweep(): Promise<void> {
+    this.ownerKeysAt = new Map();
     await this.docs.refreshKeys();
     const counts = new Map<string, number>();
     const keys = await this.docs.store.keys();

@@ -49,6 +49,41 @@ export const runStreamStoreContract = (name: string, factory: StreamStoreFactory
       expect((await store.read(p, 1, 1, 1 << 20))!.entries.map(String)).toEqual(['b']);
     });
 
+    it('pages a long stream of mixed sizes: every message once, in order, each page in its bounds', async () => {
+      const store = await make();
+      const p = path();
+      // Small messages, then large ones: a page sized by the largest still holds the byte bound.
+      const small = Array.from({ length: 150 }, (_, i) => `s${i}`);
+      const large = Array.from({ length: 120 }, (_, i) => `L${i}`.padEnd(700, '.'));
+      expect((await store.create(p, text, small.slice(0, 100).map(b))).kind).toBe('created');
+      expect((await store.append(p, append(small.slice(100)))).kind).toBe('appended');
+      for (let i = 0; i < large.length; i += 40)
+        expect((await store.append(p, append(large.slice(i, i + 40)))).kind).toBe('appended');
+      for (const [maxEntries, maxBytes] of [
+        [1000, 1 << 20],
+        [70, 1 << 20],
+        [1000, 5000],
+        [1000, 500],
+      ] as const) {
+        const seen: string[] = [];
+        let after = 0;
+        for (let pages = 0; after < 270 && pages < 1000; pages++) {
+          const page = (await store.read(p, after, maxEntries, maxBytes))!;
+          expect(page.meta.tail).toBe(270);
+          expect(page.entries.length).toBeGreaterThan(0);
+          expect(page.entries.length).toBeLessThanOrEqual(maxEntries);
+          const bytes = page.entries.reduce((n, e) => n + e.length, 0);
+          if (page.entries.length > 1) expect(bytes).toBeLessThanOrEqual(maxBytes);
+          seen.push(...page.entries.map(String));
+          after += page.entries.length;
+        }
+        expect(seen).toEqual([...small, ...large]);
+      }
+      // From the tail: nothing, and the meta.
+      const end = (await store.read(p, 270, 1000, 1 << 20))!;
+      expect([end.entries, end.meta.tail]).toEqual([[], 270]);
+    });
+
     it('refuses without writing: wrong type, Stream-Seq regression, producer gap, closed stream', async () => {
       const store = await make();
       const p = path();

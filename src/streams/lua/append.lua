@@ -19,7 +19,8 @@ local floorEpoch = tonumber(ARGV[8]) -- the highest offset this process handed o
 local floorTail = tonumber(ARGV[9]) -- ... and position
 local runId = ARGV[10] -- this Redis process's run id, as the store last read it
 local channel = ARGV[11] -- pub/sub channel that wakes waiters on every replica
-local FIRST_ENTRY = 12
+local followersKey = ARGV[12] -- string: the followers' generation (redis-stream-store.ts followersChanged)
+local FIRST_ENTRY = 13
 
 local nowMs = libNowMs()
 
@@ -28,7 +29,7 @@ if state ~= 'live' then return { state } end
 -- Any append to a live stream is an access: a sliding TTL renews, refused or not.
 libTouch(path, nowMs)
 local m = redis.call('HMGET', metaKey, 'ct', 'ttl', 'exp', 'expms', 'closed', 'epoch', 'tail', 'sseq', 'rid', 'cby', 'al',
-  'sseqp')
+  'sseqp', 'mx')
 
 local tail = tonumber(m[7])
 local epoch = libFenceEpoch(metaKey, dataKey, tonumber(m[6]), tail, m[9], floorEpoch, floorTail, runId, nowMs)
@@ -90,6 +91,11 @@ for i = 1, count do
 end
 tail = tail + count
 local fields = { 'tail', string.format('%d', tail) }
+-- Kept only where the stream began with it: a stream made before has none, and never a partial one.
+if m[13] then
+  local largest = libLargest(ARGV, FIRST_ENTRY)
+  if largest > tonumber(m[13]) then table.insert(fields, 'mx'); table.insert(fields, string.format('%d', largest)) end
+end
 if hasSeq then
   table.insert(fields, 'sseq'); table.insert(fields, streamSeq)
   table.insert(fields, 'sseqp'); table.insert(fields, '1')
@@ -106,4 +112,7 @@ end
 -- The data and producer keys may be new: they take the stream's expiry (none for forks, lib.lua).
 if m[4] and m[4] ~= '' then libSettleExpiry(path) end
 redis.call('PUBLISH', channel, path)
-return reply('appended', nextEpoch and string.format('%d', nextEpoch) or '', nextSeq and string.format('%d', nextSeq) or '')
+local out = reply('appended', nextEpoch and string.format('%d', nextEpoch) or '', nextSeq and string.format('%d', nextSeq) or '')
+-- Read with the append: a follower created before it is seen by whoever handles it.
+table.insert(out, redis.call('GET', followersKey) or '0')
+return out

@@ -51,7 +51,7 @@ if ttlMs ~= '' then expms = string.format('%d', nowMs + tonumber(ttlMs)) elseif 
 redis.call('DEL', metaKey, dataKey, producersKey)
 redis.call('HSET', metaKey, 'ct', contentType, 'ttl', ttl, 'exp', expiresAt, 'expms', expms, 'closed', closed,
   'epoch', string.format('%d', epoch), 'tail', count, 'sseq', '', 'rid', runId, 'cby', '', 'par', '', 'fp', '0',
-  'refs', '0', 'gone', '0', 'spec', '', 'al', '', 'own', owner)
+  'refs', '0', 'gone', '0', 'spec', '', 'al', '', 'own', owner, 'mx', string.format('%d', libLargest(ARGV, FIRST_ENTRY)))
 for i = 1, count do redis.call('XADD', dataKey, string.format('%d-0', i), 'd', ARGV[FIRST_ENTRY + i - 1]) end
 redis.call('ZADD', indexKey, expms ~= '' and expms or '+inf', path)
 if owner ~= '' then redis.call('ZADD', libOwnerIndex(owner), expms ~= '' and expms or '+inf', path) end

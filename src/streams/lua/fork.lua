@@ -125,7 +125,8 @@ for i = FIRST_ENTRY, #ARGV do table.insert(own, ARGV[i]) end
 redis.call('DEL', metaKey, dataKey, producersKey)
 redis.call('HSET', metaKey, 'ct', ct, 'ttl', ttl, 'exp', expiresAt, 'expms', expms, 'closed', closed,
   'epoch', string.format('%d', epoch), 'tail', string.format('%d', forkPoint + #own), 'sseq', '', 'rid', runId, 'cby', '',
-  'par', source, 'fp', string.format('%d', forkPoint), 'refs', '0', 'gone', '0', 'spec', spec, 'al', table.concat(al, ';'), 'own', owner)
+  'par', source, 'fp', string.format('%d', forkPoint), 'refs', '0', 'gone', '0', 'spec', spec, 'al', table.concat(al, ';'), 'own', owner,
+  'mx', string.format('%d', libLargest(own, 1)))
 for i, data in ipairs(own) do redis.call('XADD', dataKey, string.format('%d-0', forkPoint + i), 'd', data) end
 redis.call('ZADD', indexKey, expms ~= '' and expms or '+inf', path)
 if owner ~= '' then redis.call('ZADD', libOwnerIndex(owner), expms ~= '' and expms or '+inf', path) end

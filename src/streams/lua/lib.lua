@@ -122,6 +122,14 @@ end
 
 -- Messages after `after` up to position `upTo` into `out`, the ancestors' first (a fork's stitched
 -- read). At least one per read, however large. Returns the bytes so far, or nil once full.
+-- The largest of list[from..]: a stream's `mx` meta field, its largest own message in bytes, lets a
+-- reader size a plain XRANGE page (redis-stream-store.ts); a stream without it is read by read.lua.
+local function libLargest(list, from)
+  local largest = 0
+  for i = from, #list do if #list[i] > largest then largest = #list[i] end end
+  return largest
+end
+
 local function libCollect(p, after, upTo, out, max, maxBytes, bytes)
   local mk, dk = libKeys(p)
   local f = redis.call('HMGET', mk, 'fp', 'par')

@@ -12,6 +12,7 @@ local floorEpoch = tonumber(ARGV[5])
 local floorTail = tonumber(ARGV[6])
 local runId = ARGV[7]
 local touch = ARGV[8] == '1' -- a GET (renews a sliding TTL), not a HEAD
+local sizes = ARGV[9] == '1' -- the meta only, then the fork point and `mx` (redis-stream-store.ts readPlain)
 
 local nowMs = libNowMs()
 
@@ -30,6 +31,12 @@ end
 
 local out = { 'found', m[1], m[2] or '', m[3] or '', m[4] or '', m[5] or '0', string.format('%d', epoch),
   string.format('%d', tail), state == 'gone' and '1' or '0', m[9] or '' }
+if sizes then
+  local f = redis.call('HMGET', metaKey, 'fp', 'mx')
+  table.insert(out, f[1] or '0')
+  table.insert(out, f[2] or '')
+  return out
+end
 if state == 'live' and maxEntries > 0 and after < tail then
   local entries = {}
   libCollect(path, after, tail, entries, maxEntries, maxBytes, 0)

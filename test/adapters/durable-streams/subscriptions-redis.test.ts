@@ -22,13 +22,13 @@ afterEach(async () => {
   for (const o of open.splice(0).reverse()) await o.close();
 });
 
-const start = async (prefix: string, replicaId: string): Promise<TestGateway> => {
+const start = async (prefix: string, replicaId: string, sweepMs = 100): Promise<TestGateway> => {
   const gw = await startTestGateway({
     capsules: {},
     redisUrl: redisUrl!,
     extra: {
       fleet: { replicaId },
-      durableStreams: { writable: true, subscriptions: { sweepMs: 100 } },
+      durableStreams: { writable: true, subscriptions: { sweepMs } },
       webhooks: { allowLoopback: true, timeoutMs: 2000 },
     },
     tuning: { streams: { keyPrefix: prefix } },
@@ -188,6 +188,37 @@ describe.skipIf(!redisUrl && process.env.REQUIRE_REDIS !== '1')('subscriptions o
       (d) => d?.attempts === 0,
     );
     expect(after!.nextAttemptAt).toBe(0);
+  });
+
+  it('links and wakes a subscription made on another replica at the very next append', async () => {
+    const prefix = `test:ds:subs:${randomUUID()}`;
+    const receiver = await receiverWith([{ status: 200, body: { done: true } }]);
+    // No sweep after the first: only the append itself may find the new subscription.
+    const a = await start(prefix, 'replica-a', 60_000);
+    const b = await start(prefix, 'replica-b', 60_000);
+    // Replica A appends while its owner has no subscription (it remembers that it has none)...
+    expect((await write(a, 'late/a', 'PUT', { n: 1 })).status).toBe(201);
+    expect((await write(a, 'late/a', 'POST', { n: 2 })).status).toBe(204);
+    // ... then one is made through replica B, and the next append goes through A again.
+    const created = await fetch(`${b.baseUrl}/v1/stream/__ds/subscriptions/late`, {
+      method: 'PUT',
+      headers: JSON_HEADERS,
+      body: JSON.stringify({ type: 'webhook', pattern: 'late/*', webhook: { url: receiver.url } }),
+    });
+    expect(created.status).toBe(201);
+    const third = await write(a, 'late/a', 'POST', { n: 3 });
+    expect(third.status).toBe(204);
+    const wake = await receiver.delivery(1);
+    expect(wake.body.streams).toEqual([
+      expect.objectContaining({
+        path: 'late/a',
+        has_pending: true,
+        tail_offset: third.headers.get('stream-next-offset'),
+      }),
+    ]);
+    expect((await subscription(b, 'late')).streams).toEqual([
+      expect.objectContaining({ path: 'late/a', link_type: 'pattern' }),
+    ]);
   });
 
   it('delivers each subscription from one replica at a time, and the other takes over when it goes', async () => {
