@@ -22,9 +22,9 @@ const haveRedis = redisServerAvailable() || process.env.REQUIRE_REDIS === '1';
 describe.skipIf(!haveRedis)('start-up before Redis', () => {
   it('Redis comes up after the ingestor started: the capsule is ingested', { timeout: 30_000 }, async () => {
     const port = await freePort();
-    // Started last but stopped last: the rig and the store stop while it still answers.
-    let redis: RedisServer | undefined;
-    atTestEnd(() => redis?.stop());
+    // Redis starts last but must stop last: the rig and the store stop while it still answers.
+    const late: { redis?: RedisServer } = {};
+    atTestEnd(() => late.redis?.stop());
     const store = stopAfterTest(new RedisStore(`redis://127.0.0.1:${port}`, { commandTimeoutMs: 300 }));
     const sim = stopAfterTest(await startSimulator({ taskAcceptance: 'queue' }));
     const capsule = uniqueCapsule('late');
@@ -36,7 +36,7 @@ describe.skipIf(!haveRedis)('start-up before Redis', () => {
     const waiting = await rig.until((s) => s.state !== 'connecting');
     expect(waiting).toMatchObject({ state: 'backoff', reason: 'store unavailable' });
 
-    redis = await startRedisServer(port);
+    late.redis = await startRedisServer(port);
     await rig.connected();
     await sim.submit('#sim {"chunks":6,"tools":1}').done;
     await settle(sim, store, capsule, rig);
