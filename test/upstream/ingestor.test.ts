@@ -7,7 +7,7 @@ import type { LogStore } from '../../src/log/store.js';
 import { testRedisUrl, uniqueCapsule } from '../support/redis.js';
 import { stopAfterTest } from '../support/stop-after-test.js';
 import { CapsuleIngestor } from '../../src/upstream/ingestor.js';
-import { afterWrites, settle, startRig, waitForRecord } from './harness.js';
+import { cutWhileWriting, settle, startRig, waitForRecord } from './harness.js';
 import { compareLog, readAll } from './log-vs-written.js';
 
 const SCRIPTS = [
@@ -62,13 +62,8 @@ describe('CapsuleIngestor against the simulator', () => {
     await rig.connected();
     let done = false;
     const producer = workload(s, 10_000, () => done);
-    let cuts = 0;
-    for (; cuts < 24; cuts++) {
-      const before = rig.ingestor.state().reconnects;
-      await afterWrites(s, 1 + Math.floor(Math.random() * 40));
-      s.cutConnections();
-      await rig.reconnectedAfter(before);
-    }
+    const cuts = 24;
+    await cutWhileWriting(s, rig, cuts);
     done = true;
     await producer;
     await settle(s, store, capsule, rig);

@@ -14,7 +14,7 @@ import {
 } from '../../src/simulator/index.js';
 import { uniqueCapsule } from '../support/redis.js';
 import { stopAfterTest } from '../support/stop-after-test.js';
-import { afterWrites, settle, startRig } from './harness.js';
+import { cutWhileWriting, settle, startRig } from './harness.js';
 import { compareLog, readAll } from './log-vs-written.js';
 
 const SCRIPTS = [
@@ -51,12 +51,7 @@ describe.each(SIM_RELEASES.map((release) => ({ release })))('release line $relea
     expect(rig.ingestor.state().connection).toMatchObject({ release, sessionId: s.sessionId });
     let done = false;
     const producer = workload(s, () => done);
-    for (let cuts = 0; cuts < 20; cuts++) {
-      const before = rig.ingestor.state().reconnects;
-      await afterWrites(s, 1 + Math.floor(Math.random() * 40));
-      s.cutConnections();
-      await rig.reconnectedAfter(before);
-    }
+    await cutWhileWriting(s, rig, 20);
     done = true;
     await producer;
     await settle(s, store, capsule, rig);
