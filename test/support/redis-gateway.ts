@@ -1,8 +1,8 @@
 /**
  * The rig of the store-fault tests: a real Redis server of the test's own (so it can be frozen with
  * SIGSTOP or have keys deleted), a simulated capsule `cap` (a heartbeat a second unless the test says
- * otherwise), and a test gateway logging `cap` to that
- * Redis. All three stop when the test ends, Redis resumed first in case the test left it frozen.
+ * otherwise), and a test gateway logging `cap` to that Redis. All three stop when the test ends,
+ * Redis resumed first in case the test left it frozen.
  */
 import { startSimulator, type SimulatedCapsule, type SimulatorOptions } from '../../src/simulator/index.js';
 import { startTestGateway, type TestGateway, type TestGatewayOptions } from './gateway.js';
