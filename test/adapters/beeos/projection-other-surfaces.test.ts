@@ -5,11 +5,10 @@
  * the next reply answers the next message.
  */
 import { describe, expect, it } from 'vitest';
-import { ChannelProjector, type Envelope } from '../../../adapters/beeos/projection.js';
-import type { LogEntry, LogRecord } from '../../../src/log/record.js';
+import type { LogEntry } from '../../../src/log/record.js';
+import { AT as at, projectConversation, taskStatus as status } from './support/conversation-log.js';
 
 const CTX = 'o-0123456789ab-chat-1';
-const at = 1_700_000_000_000;
 const chatMessage = (messageId: string, text: string): LogEntry => ({
   kind: 'submission',
   protocol: 'ai-sdk',
@@ -52,24 +51,8 @@ const flueSettlement = (messageId: string, message: string): LogEntry => ({
   meta: { flue: 'settlement', submissionId: `sub_${messageId}`, outcome: 'failed', error: { message } },
   receivedAt: at,
 });
-const status = (task: string, ctx: string | null, state: string, response?: string): LogEntry => ({
-  kind: 'frame',
-  event: 'status',
-  upstreamId: '0',
-  data: JSON.stringify({
-    id: task,
-    ...(ctx ? { context_id: ctx } : {}),
-    status: { state, message: state, ...(response ? { response } : {}) },
-    final: state === 'completed',
-  }),
-  receivedAt: at,
-});
 
-const project = (entries: LogEntry[]): Envelope[] => {
-  const p = new ChannelProjector({ kind: 'conversation', agentId: 'cap', contextId: CTX, owner: 'alice' });
-  const records: LogRecord[] = entries.map((e, i) => ({ ...e, offset: i + 1 }));
-  return records.flatMap((r) => p.project(r).envelopes.map((x) => x.envelope));
-};
+const project = (entries: LogEntry[]) => projectConversation(CTX, entries);
 
 describe('BeeOS: a context other surfaces write to', () => {
   it('an AI SDK refusal ends its message in agent_reply_error; the next reply answers the next message', () => {
