@@ -5,7 +5,12 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { LogEntry } from '../../../src/log/record.js';
-import { AT, beeosMessage, projectConversation, taskStatus as status } from './support/conversation-log.js';
+import {
+  AT,
+  beeosMessage,
+  expectFailedThenNextAnswered,
+  projectConversation,
+} from './support/conversation-log.js';
 
 const CTX = 'ch-1';
 const turn = (messageId: string, text: string): LogEntry => beeosMessage(CTX, messageId, text);
@@ -21,28 +26,12 @@ const project = (entries: LogEntry[]) => projectConversation(CTX, entries);
 
 describe('BeeOS: a submission that failed before it was durable', () => {
   it('ends in agent_reply_error in reply to it, and the next reply answers the next message', () => {
-    const envelopes = project([
-      turn('m-lost', 'lost'),
-      failed('m-lost'),
-      turn('m-next', 'next'),
-      status('t1', CTX, 'working'),
-      status('t1', null, 'completed', 'hello'),
-    ]);
-    expect(envelopes.map((e) => e.type)).toEqual([
-      'chat_message',
-      'agent_reply_error',
-      'chat_message',
-      'agent_reply',
-      'agent_reply',
-    ]);
-    expect(envelopes[1]).toMatchObject({
-      in_reply_to: 'm-lost',
-      offset: 8,
-      state: 'failed',
-      stop_reason: 'agent_lost',
+    expectFailedThenNextAnswered(CTX, turn, {
+      messageId: 'm-lost',
+      text: 'lost',
+      failure: failed('m-lost'),
       payload: { code: 'agent_service_unavailable' },
     });
-    for (const reply of envelopes.slice(3)) expect(reply.in_reply_to).toBe('m-next');
   });
 
   it('a fact about a message of another channel projects nothing', () => {

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { LogEntry } from '../../../src/log/record.js';
-import { AT as at, projectConversation, taskStatus as status } from './support/conversation-log.js';
+import { AT as at, expectFailedThenNextAnswered, projectConversation } from './support/conversation-log.js';
 
 const CTX = 'o-0123456789ab-chat-1';
 const chatMessage = (messageId: string, text: string): LogEntry => ({
@@ -56,29 +56,13 @@ const project = (entries: LogEntry[]) => projectConversation(CTX, entries);
 
 describe('BeeOS: a context other surfaces write to', () => {
   it('an AI SDK refusal ends its message in agent_reply_error; the next reply answers the next message', () => {
-    const envelopes = project([
-      chatMessage('m-refused', 'refused one'),
-      chatRefusal('m-refused', 'the capsule is busy and refused the message'),
-      chatMessage('m-next', 'next'),
-      status('t1', CTX, 'working'),
-      status('t1', null, 'completed', 'hello'),
-    ]);
-    expect(envelopes.map((e) => e.type)).toEqual([
-      'chat_message',
-      'agent_reply_error',
-      'chat_message',
-      'agent_reply',
-      'agent_reply',
-    ]);
-    expect(envelopes[0]).toMatchObject({ message_id: 'm-refused', payload: { text: 'refused one' } });
-    expect(envelopes[1]).toMatchObject({
-      in_reply_to: 'm-refused',
-      offset: 8,
-      state: 'failed',
-      stop_reason: 'agent_lost',
+    const envelopes = expectFailedThenNextAnswered(CTX, chatMessage, {
+      messageId: 'm-refused',
+      text: 'refused one',
+      failure: chatRefusal('m-refused', 'the capsule is busy and refused the message'),
       payload: { error: 'the capsule is busy and refused the message' },
     });
-    for (const reply of envelopes.slice(3)) expect(reply.in_reply_to).toBe('m-next');
+    expect(envelopes[0]).toMatchObject({ message_id: 'm-refused', payload: { text: 'refused one' } });
   });
 
   it('a Flue failed settlement ends its message the same way', () => {

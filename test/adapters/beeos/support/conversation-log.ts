@@ -3,6 +3,7 @@
  * the record builders the projection tests share (a caller's message, a task's status frame, any
  * frame), so each test states only the entries its case is about.
  */
+import { expect } from 'vitest';
 import { ChannelProjector, type Envelope } from '../../../../adapters/beeos/projection.js';
 import type { LogEntry, LogRecord } from '../../../../src/log/record.js';
 
@@ -48,4 +49,39 @@ export const projectConversation = (contextId: string, entries: LogEntry[]): Env
   const p = new ChannelProjector({ kind: 'conversation', agentId: 'cap', contextId, owner: 'alice' });
   const records: LogRecord[] = entries.map((e, i) => ({ ...e, offset: i + 1 }));
   return records.flatMap((r) => p.project(r).envelopes.map((x) => x.envelope));
+};
+
+/**
+ * The case every way a message can fail must pass: message `lostId`, the record that fails it
+ * (`failure`), message `m-next`, then a task that works and completes. The lost message ends in one
+ * agent_reply_error carrying `payload`; both replies after it answer `m-next`. Returns the envelopes.
+ */
+export const expectFailedThenNextAnswered = (
+  contextId: string,
+  message: (messageId: string, text: string) => LogEntry,
+  lost: { messageId: string; text: string; failure: LogEntry; payload: Record<string, unknown> },
+): Envelope[] => {
+  const envelopes = projectConversation(contextId, [
+    message(lost.messageId, lost.text),
+    lost.failure,
+    message('m-next', 'next'),
+    taskStatus('t1', contextId, 'working'),
+    taskStatus('t1', null, 'completed', 'hello'),
+  ]);
+  expect(envelopes.map((e) => e.type)).toEqual([
+    'chat_message',
+    'agent_reply_error',
+    'chat_message',
+    'agent_reply',
+    'agent_reply',
+  ]);
+  expect(envelopes[1]).toMatchObject({
+    in_reply_to: lost.messageId,
+    offset: 8,
+    state: 'failed',
+    stop_reason: 'agent_lost',
+    payload: lost.payload,
+  });
+  for (const reply of envelopes.slice(3)) expect(reply.in_reply_to).toBe('m-next');
+  return envelopes;
 };
