@@ -64,6 +64,20 @@ describe.skipIf(!hasBrowser)('followCapsule in Chromium with a key (EventSource 
     return { sim, gw, proxy };
   };
 
+  /** The page follows `alpha` with the key, on EventSource, through the proxy; its requests watched. */
+  const followWithKey = async (options: { skewMs?: number } = {}) => {
+    const { sim, proxy } = await setup();
+    const seen = watch(rig.page);
+    await startFollowing(rig.page, proxy.url, {
+      capsule: 'alpha',
+      transport: 'sse',
+      token: KEY,
+      useEventSource: true,
+      ...options,
+    });
+    return { sim, proxy, seen };
+  };
+
   /** The records the page delivered are the log's, from the start, once each, in order. */
   const expectExactLog = async (p: Page): Promise<number> => {
     const delivered = await run<{ offset: number }[]>(p, PAGE_RECORDS);
@@ -78,14 +92,7 @@ describe.skipIf(!hasBrowser)('followCapsule in Chromium with a key (EventSource 
     'reconnects after the ticket expired fetch a new one: none refused, every record once, in order',
     { timeout: 90_000 },
     async () => {
-      const { sim, proxy } = await setup();
-      const seen = watch(rig.page);
-      await startFollowing(rig.page, proxy.url, {
-        capsule: 'alpha',
-        transport: 'sse',
-        token: KEY,
-        useEventSource: true,
-      });
+      const { sim, proxy, seen } = await followWithKey();
       // 12 tasks × 80 chunks at ≥ 8 ms each: at least 7.7 s of frames, so the 3 s connections are
       // cut at least twice however fast the machine is (8 tasks could finish inside two lifetimes).
       await waitForFrame(rig.page, await runBusy(sim, 12, 80, 8));
@@ -105,15 +112,7 @@ describe.skipIf(!hasBrowser)('followCapsule in Chromium with a key (EventSource 
     'a page clock 30 s behind: an expired ticket it thought good is refused once, replaced, nothing lost',
     { timeout: 90_000 },
     async () => {
-      const { sim, proxy } = await setup();
-      const seen = watch(rig.page);
-      await startFollowing(rig.page, proxy.url, {
-        capsule: 'alpha',
-        transport: 'sse',
-        token: KEY,
-        useEventSource: true,
-        skewMs: -30_000,
-      });
+      const { sim, seen } = await followWithKey({ skewMs: -30_000 });
       await waitForFrame(rig.page, await runBusy(sim, 8, 80, 8));
       expect(await expectExactLog(rig.page)).toBeGreaterThan(600);
       const refused = seen.streams.filter((s) => s.status === 401);
