@@ -4,27 +4,12 @@
  * already bundled its client module, and a fresh page. All of it, and any proxy the test puts in
  * between (`stopAfterTest`), is closed when the test ends.
  */
-import type { Browser, Page } from 'playwright-core';
-import { afterAll, beforeAll, expect } from 'vitest';
+import type { Page } from 'playwright-core';
+import { expect } from 'vitest';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
-import { launchChromium } from '../browser/chromium.js';
+import { chromiumForFile } from '../browser/chromium.js';
 import { startTestGateway, type TestGateway, type TestGatewayOptions } from './gateway.js';
 import { atTestEnd, stopAfterTest } from './stop-after-test.js';
-
-/** One Chromium, launched before the file's first test and closed after its last. */
-export const chromiumForFile = (): (() => Browser) => {
-  let browser: Browser | null = null;
-  beforeAll(async () => {
-    browser = await launchChromium();
-  });
-  afterAll(async () => {
-    await browser?.close();
-  });
-  return () => {
-    if (!browser) throw new Error('Chromium is launched in beforeAll: use it inside a test');
-    return browser;
-  };
-};
 
 export interface FollowPageRig {
   /** Starts the test's capsule, gateway (with `gateway` added to the defaults) and page. */
