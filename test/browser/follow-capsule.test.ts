@@ -12,11 +12,10 @@ import { startCuttingProxy } from '../client/cutting-proxy.js';
 import { loggedRecords } from '../client/log-frames.js';
 import { hasBrowser } from './chromium.js';
 import { PAGE_FOLLOW, PAGE_RECORDS } from './pages/follow-page.js';
-import { run, startFollowing, waitForFrame } from './follow-driver.js';
+import { reloadTwiceMidStream, run, startFollowing, waitForFrame } from './follow-driver.js';
 
-/** Page-side globals (these callbacks run in Chromium; the project's lib has no DOM). */
+/** Page-side global (these callbacks run in Chromium; the project's lib has no DOM). */
 declare const window: unknown;
-declare const sessionStorage: { getItem(key: string): string | null };
 
 /** A record as the page stored it: the poll's JSON (frames, facts, submissions). */
 interface Delivered {
@@ -76,19 +75,7 @@ describe.skipIf(!hasBrowser)('followCapsule in Chromium', () => {
       await startFollowing(rig.page, gw.baseUrl, { capsule: 'alpha', transport: 'auto' });
       const busy = runBusy(sim, 6, 80, 4);
       // Reload twice mid-stream, each time once the page has delivered something new.
-      for (let i = 0; i < 2; i++) {
-        const before = Number(await rig.page.evaluate(() => sessionStorage.getItem('count') ?? '0'));
-        await rig.page.waitForFunction(
-          (n) => Number(sessionStorage.getItem('count') ?? '0') > n + 50,
-          before,
-          {
-            timeout: 30_000,
-            polling: 50,
-          },
-        );
-        await rig.page.reload();
-        await run(rig.page, PAGE_FOLLOW, { capsule: 'alpha', transport: 'auto' });
-      }
+      await reloadTwiceMidStream(rig.page, 50, PAGE_FOLLOW, { capsule: 'alpha', transport: 'auto' });
       await waitForFrame(rig.page, await busy);
       await expectExactLog(await run<Delivered[]>(rig.page, PAGE_RECORDS));
     },

@@ -13,10 +13,9 @@ import { startCuttingProxy } from '../client/cutting-proxy.js';
 import { loggedRecords } from '../client/log-frames.js';
 import { hasBrowser } from './chromium.js';
 import { PAGE_EVENTS, PAGE_FOLLOW_MANY } from './pages/follow-many-page.js';
-import { run } from './follow-driver.js';
+import { reloadTwiceMidStream, run } from './follow-driver.js';
 
 declare const window: unknown;
-declare const sessionStorage: { getItem(key: string): string | null };
 
 const DS_STREAMS = 49;
 const ROUNDS = 12;
@@ -158,19 +157,7 @@ describe.skipIf(!hasBrowser)('followMany in Chromium', () => {
       const { sim, gw } = await setup();
       await open(gw.baseUrl, 'auto');
       const work = Promise.all([runBusy(sim, 3, 30, 5), writeAll(gw.baseUrl, 300)]);
-      for (let i = 0; i < 2; i++) {
-        const before = Number(await rig.page.evaluate(() => sessionStorage.getItem('count') ?? '0'));
-        await rig.page.waitForFunction(
-          (n) => Number(sessionStorage.getItem('count') ?? '0') > n + 60,
-          before,
-          {
-            timeout: 30_000,
-            polling: 50,
-          },
-        );
-        await rig.page.reload();
-        await run(rig.page, PAGE_FOLLOW_MANY, { streams, transport: 'auto' });
-      }
+      await reloadTwiceMidStream(rig.page, 60, PAGE_FOLLOW_MANY, { streams, transport: 'auto' });
       const [last] = await work;
       await expectEverything(await lastLogged(last.data));
     },
