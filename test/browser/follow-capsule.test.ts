@@ -75,7 +75,11 @@ describe.skipIf(!hasBrowser)('followCapsule in Chromium', () => {
       await startFollowing(rig.page, gw.baseUrl, { capsule: 'alpha', transport: 'auto' });
       const busy = runBusy(sim, 6, 80, 4);
       // Reload twice mid-stream, each time once the page has delivered something new.
-      await reloadTwiceMidStream(rig.page, 50, PAGE_FOLLOW, { capsule: 'alpha', transport: 'auto' });
+      await reloadTwiceMidStream(rig.page, {
+        more: 50,
+        script: PAGE_FOLLOW,
+        args: { capsule: 'alpha', transport: 'auto' },
+      });
       await waitForFrame(rig.page, await busy);
       await expectExactLog(await run<Delivered[]>(rig.page, PAGE_RECORDS));
     },

@@ -38,16 +38,20 @@ export const waitForFrame = (p: Page, last: LastFrame): Promise<unknown> =>
     { timeout: 60_000, polling: 100 },
   );
 
+/** A reload mid-stream: after `more` records beyond the page's count, run `script` with `args` again. */
+export interface MidStreamReload {
+  more: number;
+  script: string;
+  args: unknown;
+}
+
 /**
  * Reload the page twice mid-stream, each time once it has delivered `more` records beyond the count
- * it keeps in sessionStorage, and run `script` with `args` again: the page must resume from the
- * cursors it kept there.
+ * it keeps in sessionStorage: the page must resume from the cursors it kept there.
  */
 export const reloadTwiceMidStream = async (
   p: Page,
-  more: number,
-  script: string,
-  args: unknown,
+  { more, script, args }: MidStreamReload,
 ): Promise<void> => {
   for (let i = 0; i < 2; i++) {
     const before = Number(await p.evaluate(() => sessionStorage.getItem('count') ?? '0'));

@@ -157,7 +157,11 @@ describe.skipIf(!hasBrowser)('followMany in Chromium', () => {
       const { sim, gw } = await setup();
       await open(gw.baseUrl, 'auto');
       const work = Promise.all([runBusy(sim, 3, 30, 5), writeAll(gw.baseUrl, 300)]);
-      await reloadTwiceMidStream(rig.page, 60, PAGE_FOLLOW_MANY, { streams, transport: 'auto' });
+      await reloadTwiceMidStream(rig.page, {
+        more: 60,
+        script: PAGE_FOLLOW_MANY,
+        args: { streams, transport: 'auto' },
+      });
       const [last] = await work;
       await expectEverything(await lastLogged(last.data));
     },
