@@ -17,7 +17,7 @@ import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { startTestGateway, type TestGateway } from '../support/gateway.js';
-import { testRedisUrl, uniqueCapsule } from '../support/redis.js';
+import { noRedis, STORE_CASES, testRedisUrl, uniqueCapsule, urlFor } from '../support/redis.js';
 
 let gateways: TestGateway[] = [];
 let sims: SimulatedCapsule[] = [];
@@ -28,14 +28,7 @@ afterEach(async () => {
   sims = [];
 });
 
-const stores = [['embedded', undefined] as const, ['Redis', testRedisUrl()] as const];
-/** A Redis case is skipped only when no Redis was started AND it is not required (REQUIRE_REDIS=1). */
-const noRedis = (name: string, url: string | undefined): boolean =>
-  name === 'Redis' && !url && process.env.REQUIRE_REDIS !== '1';
-const urlFor = (name: string, url: string | undefined): string | undefined => {
-  if (name === 'Redis' && !url) throw new Error('REQUIRE_REDIS=1 but no test Redis is available');
-  return url;
-};
+const stores = STORE_CASES;
 
 const sha = (data: string | Buffer): string => createHash('sha256').update(data).digest('hex');
 const bearer = (key: string): Record<string, string> => ({ authorization: `Bearer ${key}` });
