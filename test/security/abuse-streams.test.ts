@@ -14,19 +14,11 @@ import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
 import { Redis } from 'ioredis';
-import { afterEach, describe, expect, it } from 'vitest';
-import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
+import { describe, expect, it } from 'vitest';
+import { startSimulator } from '../../src/simulator/index.js';
 import { startTestGateway, type TestGateway } from '../support/gateway.js';
+import { stopAfterTest } from '../support/stop-after-test.js';
 import { noRedis, STORE_CASES, testRedisUrl, uniqueCapsule, urlFor } from '../support/redis.js';
-
-let gateways: TestGateway[] = [];
-let sims: SimulatedCapsule[] = [];
-afterEach(async () => {
-  await Promise.all(gateways.map((g) => g.close()));
-  await Promise.all(sims.map((s) => s.stop()));
-  gateways = [];
-  sims = [];
-});
 
 const stores = STORE_CASES;
 
@@ -46,7 +38,7 @@ const start = async (
     extra: { durableStreams: { writable: true, ...durableStreams }, ...extra },
     tuning: { streams: { keyPrefix: `test:ds:abuse:${randomUUID()}` } },
   });
-  gateways.push(gw);
+  stopAfterTest(gw);
   return gw;
 };
 
@@ -262,7 +254,7 @@ describe.each(stores)('a path names one stream (%s store)', (name, redisUrl) => 
         extra: { durableStreams: { writable: true } },
         tuning: { streams: { keyPrefix: `test:ds:abuse:${randomUUID()}` } },
       });
-      gateways.push(gw);
+      stopAfterTest(gw);
       const created = await raw(gw, 'PUT', '/v1/stream/pub%20src', {
         headers: { 'content-type': 'text/plain' },
         body: 'p',
@@ -585,7 +577,7 @@ describe.skipIf(noRedis('Redis', testRedisUrl()))('a store that answers with an 
       extra: { durableStreams: { writable: true } },
       tuning: { streams: { keyPrefix } },
     });
-    gateways.push(gw);
+    stopAfterTest(gw);
     const text = { 'content-type': 'text/plain' };
     expect(
       (await raw(gw, 'PUT', '/v1/stream/broken', { headers: { ...text, 'stream-ttl': '60' }, body: 'a' }))
@@ -708,7 +700,7 @@ describe.each(stores)('limits cover the stream surfaces (%s store)', (name, redi
     'holds streamsPerKey on /v1/stream/murmur/{c} and on the general streams, answered in the surface grammar',
     async () => {
       const sim = await startSimulator();
-      sims.push(sim);
+      stopAfterTest(sim);
       const cap = uniqueCapsule('abuse-ds');
       const key = 'abuse-streams-per-key-0123456789';
       const gw = await start(
