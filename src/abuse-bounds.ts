@@ -1,6 +1,6 @@
 /**
- * Composition of the abuse bounds, kept out of gateway.ts: the counters on the store
- * (Redis, shared by replicas; or memory), the limits, the client IP resolver
+ * Composition of the abuse bounds, kept out of gateway.ts: the limits over the backend's counters
+ * (Redis, shared by replicas; or memory: backend.ts), the limits, the client IP resolver
  * (trustProxy) and the Node server's header/body timeouts.
  */
 import type { Context } from 'hono';
@@ -8,9 +8,7 @@ import type { Logger } from 'pino';
 import { clientIpResolver } from './auth/client-ip.js';
 import { AbuseLimits } from './auth/limits.js';
 import type { GatewayConfig } from './config/schema.js';
-import { MemoryLimitCounters, RedisLimitCounters } from './auth/limit-counters.js';
-import { RedisStore } from './log/redis-store.js';
-import type { LogStore } from './log/store.js';
+import type { LimitCounters } from './auth/limit-counters.js';
 
 export interface AbuseBounds {
   limits: AbuseLimits;
@@ -21,15 +19,22 @@ export interface AbuseBounds {
   close(): void;
 }
 
-export const createAbuseBounds = (config: GatewayConfig, store: LogStore, logger: Logger): AbuseBounds => {
-  const counters =
-    store instanceof RedisStore ? new RedisLimitCounters(store.connection.client) : new MemoryLimitCounters();
-  const limits = new AbuseLimits(counters, config.limits, config.replicaId, logger.child({ room: 'auth' }));
-  const headersTimeout = Math.round(config.limits.headersTimeoutSeconds * 1000);
+export const createAbuseBounds = (
+  config: GatewayConfig,
+  counters: LimitCounters,
+  logger: Logger,
+): AbuseBounds => {
+  const limits = new AbuseLimits(
+    counters,
+    config.limits,
+    config.fleet.replicaId,
+    logger.child({ room: 'auth' }),
+  );
+  const headersTimeout = Math.round(config.server.headersTimeoutMs);
   return {
     limits,
-    bodyTimeoutMs: Math.round(config.limits.bodyTimeoutSeconds * 1000),
-    clientIp: clientIpResolver(config.trustProxy),
+    bodyTimeoutMs: Math.round(config.server.bodyTimeoutMs),
+    clientIp: clientIpResolver(config.server.trustProxy),
     serverOptions: {
       // Long-lived streams must not be cut by Node's whole-request timeout; heartbeats keep them
       // honest. Headers are bounded by Node, bodies by the body-timeout middleware.

@@ -7,7 +7,7 @@
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig, type FlagValues } from './config/load.js';
+import { ConfigError, loadConfig, readConfig, type FlagValues } from './config/load.js';
 import { LOG_FORMATS, type LogFormat } from './logger.js';
 import { listenFailure, runGatewayProcess } from './process.js';
 import { packageVersion } from './version.js';
@@ -20,7 +20,9 @@ const USAGE = `usage: murmur-gateway [flags]            run the gateway
 
 const HELP = `${USAGE}
 
-Flags override the environment, which overrides the config file. Every setting: docs/configuration.md.
+Flags override the environment, which overrides the config file. Every setting: docs/configuration.md
+(grouped by concern: server, downstream, store, upstream, fleet, auth, limits, queue, …; durations in
+milliseconds; a key of an earlier release is still read, with a warning naming its new place).
 
   flag                       environment                  default
   --port N                   PORT                         8080 (0: any free port)
@@ -137,8 +139,12 @@ const main = async (argv: string[]): Promise<void> => {
   const { flags } = parsed;
   try {
     const logFormat = logFormatOf(parsed.logFormat, process.env);
-    const config = loadConfig(flags, process.env);
-    await runGatewayProcess(config, { logFormat, reload: () => loadConfig(flags, process.env) });
+    const { config, deprecations } = readConfig(flags, process.env);
+    await runGatewayProcess(config, {
+      logFormat,
+      deprecations,
+      reload: () => loadConfig(flags, process.env),
+    });
   } catch (err) {
     const failure = err instanceof ConfigError ? err.message : listenFailure(err);
     if (failure !== null) {

@@ -1,6 +1,7 @@
 /**
- * The composition root: config → store → log writer → one upstream per capsule → hub → core → adapters
- * → HTTP server. Used by the CLI, the demo and the tests; owns start order and drain order.
+ * The composition root: config → backend (Redis or memory: backend.ts) → log writer → hub → queues →
+ * ownership → one upstream per capsule → core → adapters → HTTP server. Used by the CLI, the demo
+ * and the tests; owns start order and drain order.
  */
 import type { AddressInfo, Socket } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
@@ -20,30 +21,19 @@ import { createHttpServer, type HttpServer } from './http/http-server.js';
 import { backlogWarning, kernelBacklogCap, LISTEN_BACKLOG } from './http/listen-backlog.js';
 import { pacedListener } from './http/request-pacing.js';
 import { SendStallWatch } from './http/send-stall.js';
-import { createAbuseBounds } from './abuse-bounds.js';
+import { createAbuseBounds, type AbuseBounds } from './abuse-bounds.js';
+import { createBackend, type Backend } from './backend.js';
 import { createSurfaces } from './surfaces.js';
 import { LogWriter } from './log/log-writer.js';
-import { StoreHealth } from './log/store-health.js';
-import { MemoryStore } from './log/memory-store.js';
-import { RedisStore } from './log/redis-store.js';
-import { RedisClaims } from './fleet/claims.js';
 import type { LogStore } from './log/store.js';
-import { MemoryStreamStore } from './streams/memory-stream-store.js';
-import { RedisStreamStore } from './streams/redis-stream-store.js';
 import type { StreamStore } from './streams/types.js';
 import { Subscriptions } from './subscriptions/manager.js';
-import { MemorySubscriptionStore } from './subscriptions/memory-subscription-store.js';
-import { RedisSubscriptionStore } from './subscriptions/redis-subscription-store.js';
 import { CapsuleUpstream } from './upstream/capsule-upstream.js';
-import { LocalOwnership } from './fleet/local-ownership.js';
-import { FleetOwnership } from './fleet/ownership.js';
-import { AdmissionBus } from './fleet/admission-bus.js';
 import type { CapsuleOwnership, IngestionControl } from './fleet/types.js';
 import { createAdminTokenCheck } from './auth/admin-token.js';
 import { RunningCapsuleDiscovery } from './fleet/discovery.js';
 import { ingestByOwnership, LiveCapsules } from './fleet/live-capsules.js';
-import { MemoryCapsuleRegistry, type CapsuleEntries, type CapsuleRegistry } from './fleet/registry.js';
-import { RedisCapsuleRegistry } from './fleet/registry-redis.js';
+import type { CapsuleEntries, CapsuleRegistry } from './fleet/registry.js';
 import { createAdminRoutes } from './http/admin-routes.js';
 import { createAuthenticator } from './auth/authenticator.js';
 import { createJwtVerifier } from './auth/jwt.js';
@@ -51,6 +41,7 @@ import { createKeyRing } from './auth/keys.js';
 import { authPosture } from './auth/secure-default.js';
 import { createTicketAuthority, ticketSecretSource } from './auth/tickets.js';
 import { ConfigError } from './config/load.js';
+import { withTimeout } from './timeouts.js';
 
 export interface RunningGateway {
   /** `http://host:port` as bound (host 0.0.0.0 is reported as 127.0.0.1). */
@@ -79,87 +70,74 @@ export interface RunningGateway {
   close(options?: { flushTimeoutMs?: number }): Promise<void>;
 }
 
+/** What the adapters read, under the names the config file gives it (downstream.*, server.*, …). */
 export const adapterConfigOf = (config: GatewayConfig): AdapterConfig => ({
-  heartbeatMs: config.heartbeatSeconds * 1000,
-  longPollMaxMs: config.longPollSeconds * 1000,
-  idleControlMs: config.idleControlSeconds * 1000,
-  bodyLimitBytes: config.bodyLimitBytes,
-  publicUrl: config.publicUrl,
-  maxQueuedRecords: config.maxQueuedRecords,
-  followMaxStreams: config.follow.maxStreams,
+  heartbeatMs: config.downstream.heartbeatMs,
+  longPollMaxMs: config.downstream.longPollMaxMs,
+  idleControlMs: config.downstream.idleControlMs,
+  maxQueuedRecords: config.downstream.maxQueuedRecords,
+  bodyLimitBytes: config.server.bodyLimitBytes,
+  publicUrl: config.server.publicUrl,
+  follow: config.follow,
   durableStreams: {
     writable: config.durableStreams.writable,
     maxMessageBytes: config.durableStreams.maxMessageBytes,
     maxBodyBytes: config.durableStreams.maxBodyBytes,
-    webhooks: {
-      allowLoopback: config.durableStreams.webhooks.allowLoopback,
-      allowHosts: config.durableStreams.webhooks.allowHosts,
-    },
   },
+  webhooks: { allowLoopback: config.webhooks.allowLoopback, allowHosts: config.webhooks.allowHosts },
 });
 
-/** Subscriptions keep their state where the streams do (Redis: shared by the fleet, kept over restarts). */
-const createSubscriptions = (
+/** The general streams live where the capsule logs do, with their subscriptions beside them. */
+const createGeneralStreams = (
   config: GatewayConfig,
-  store: LogStore,
-  streams: StreamStore | undefined,
+  backend: Backend,
   logger: Logger,
-  keyPrefix?: string,
-): Subscriptions | undefined => {
-  if (!streams) return undefined;
-  const { webhooks, subscriptions } = config.durableStreams;
-  const subscriptionStore =
-    store instanceof RedisStore
-      ? new RedisSubscriptionStore(store.connection.client, keyPrefix)
-      : new MemorySubscriptionStore();
-  return new Subscriptions(
-    subscriptionStore,
+): { streams?: StreamStore; subscriptions?: Subscriptions } => {
+  if (!config.durableStreams.writable) return {};
+  const { webhooks } = config;
+  const { maxStreams, maxStreamsPerOwner, subscriptions } = config.durableStreams;
+  const streams = backend.streamStore({
+    maxStreams,
+    maxStreamsPerOwner: Math.min(maxStreamsPerOwner, maxStreams),
+  });
+  const manager = new Subscriptions(
+    backend.subscriptionStore(),
     streams,
     {
       receivers: { allowLoopback: webhooks.allowLoopback, allowHosts: webhooks.allowHosts },
       maxPerOwner: subscriptions.maxPerOwner,
       maxWakesPerOwner: subscriptions.maxWakesPerOwner,
-      replayWindowMs: subscriptions.replayWindowSeconds * 1000,
-      replicaId: config.replicaId,
+      replayWindowMs: subscriptions.replayWindowMs,
+      replicaId: config.fleet.replicaId,
       sweepMs: subscriptions.sweepMs,
-      deliveryTimeoutMs: webhooks.timeoutSeconds * 1000,
+      deliveryTimeoutMs: webhooks.timeoutMs,
       tokenTtlSeconds: 3600,
-      keyRotationMs: subscriptions.keyRotationDays * 86_400_000,
+      keyRotationMs: subscriptions.keyRotationMs,
     },
     logger.child({ room: 'subscriptions' }),
   );
+  return { streams, subscriptions: manager };
 };
 
-/** The general streams live where the capsule logs do: on the same Redis, or in memory. */
-const createStreamStore = (
+/** A2A push notifications keep their configs and cursors where the log is (Redis: a new owner continues). */
+const a2aPushOf = (
   config: GatewayConfig,
-  store: LogStore,
-  logger: Logger,
-  keyPrefix?: string,
-): StreamStore | undefined => {
-  if (!config.durableStreams.writable) return undefined;
-  const { maxStreams, maxStreamsPerOwner } = config.durableStreams;
-  const bounds = { maxStreams, maxStreamsPerOwner: Math.min(maxStreamsPerOwner, maxStreams) };
-  return store instanceof RedisStore
-    ? new RedisStreamStore(store.connection, { bounds, keyPrefix, logger: logger.child({ room: 'streams' }) })
-    : new MemoryStreamStore(bounds);
-};
-
-const createStore = (config: GatewayConfig, logger: Logger): LogStore => {
-  const retention = {
-    maxRecords: config.retention.maxRecords,
-    maxBytes: config.retention.maxBytes,
-    maxAgeMs: config.retention.maxAgeSeconds * 1000,
+  backend: Backend,
+  ownership: CapsuleOwnership,
+  tuning: GatewayTuning['a2aPush'],
+): NonNullable<AdapterDeps['a2aPush']> => {
+  const push = config.a2a.pushNotifications;
+  const webhooks = push.webhooks ?? config.webhooks;
+  return {
+    store: backend.taskWebhookStore(tuning?.keyPrefix),
+    owns: (capsule) => ownership.owns(capsule),
+    receivers: { allowLoopback: webhooks.allowLoopback, allowHosts: webhooks.allowHosts },
+    maxConfigsPerTask: push.maxConfigsPerTask,
+    maxTasksPerOwner: push.maxTasksPerOwner,
+    timeoutMs: webhooks.timeoutMs,
+    sweepMs: tuning?.sweepMs ?? 1000,
+    retryFirstMs: tuning?.retryFirstMs ?? 1000,
   };
-  // A URL, a Sentinel-monitored master or a Cluster: the store builds the matching connection.
-  if (config.redis)
-    return new RedisStore(config.redis, {
-      retention,
-      commandTimeoutMs: config.liveness.store.commandTimeoutMs,
-      logger: logger.child({ room: 'log' }),
-    });
-  logger.warn('no Redis configured: using the embedded in-memory store; nothing survives a restart');
-  return new MemoryStore(retention);
 };
 
 /** The longest start-up waits for this replica's capsules to be watched before it listens. */
@@ -189,105 +167,230 @@ export interface GatewayTuning {
   queue?: DispatchTuning;
   /** The general streams' Redis key prefix (tests sharing one Redis keep their bounds apart). */
   streams?: { keyPrefix?: string };
+  /** A2A push notifications: their Redis key prefix, sweep and first retry wait (tests shorten them). */
+  a2aPush?: { keyPrefix?: string; sweepMs?: number; retryFirstMs?: number };
 }
+
+/** Secure by default: no credential configured → loopback only, unless auth.open says so. */
+const checkAuth = async (config: GatewayConfig, logger: Logger) => {
+  const posture = authPosture(config);
+  if ('refuse' in posture) throw new ConfigError(posture.refuse);
+  if (posture.posture === 'open') {
+    logger.warn(
+      { host: config.server.host },
+      'auth.open: serving every caller without credentials on a network address (every scope, every capsule)',
+    );
+  }
+  const jwt = config.auth.jwt
+    ? await createJwtVerifier(config.auth.jwt).catch((err: unknown) => {
+        throw new ConfigError(`invalid configuration (jwt): ${(err as Error).message}`);
+      })
+    : null;
+  return { posture: posture.posture, jwt };
+};
+
+/**
+ * What ownership asks of ingestion. With Redis, one replica of the fleet ingests each capsule (a
+ * lease with a fencing token stamped on its appends); with the embedded store this process owns
+ * everything.
+ */
+const ingestionControl = (
+  writer: LogWriter,
+  upstreams: Map<string, CapsuleUpstream>,
+  queues: SubmissionQueues,
+  fenced: boolean,
+): IngestionControl => ({
+  start: (capsule, fence, continues, held) => {
+    writer.setFence(capsule, fenced ? fence : undefined, { adopt: continues });
+    // The new term seeds from the stored tail: what is still queued for the capsule settles first
+    // (appended, or refused by the fence), or the seed would miss it and the replay repeat it.
+    void writer.flush(capsule).then(() => {
+      if (!held()) return;
+      upstreams.get(capsule)?.start();
+      // The owner hands the capsule's queued submissions over, fenced like its appends.
+      queues.startDispatch(capsule);
+    });
+  },
+  stop: async (capsule) => {
+    queues.stopDispatch(capsule);
+    await upstreams.get(capsule)?.stopIngesting();
+  },
+  unreachableFor: (capsule) => upstreams.get(capsule)?.unreachableFor() ?? 0,
+  flush: async (capsule, timeoutMs) => {
+    await withTimeout(writer.flush(capsule), timeoutMs);
+  },
+});
+
+/** The configured capsules, as registry entries: served at once, before Redis answers. */
+const configuredCapsules = (config: GatewayConfig) => {
+  const seed = new Map(config.capsules.map((c) => [c.id, { url: c.url, doorToken: c.doorToken }]));
+  const entries: CapsuleEntries = new Map(
+    [...seed].map(([id, c]) => [
+      id,
+      { url: c.url, ...(c.doorToken ? { doorToken: c.doorToken } : {}), source: 'config', updatedAt: 0 },
+    ]),
+  );
+  return { seed, entries };
+};
+
+/** The config's capsules put in the registry where their url or door token changed; their ids. */
+const reloadCapsules = async (
+  registry: CapsuleRegistry,
+  list: GatewayConfig['capsules'],
+): Promise<string[]> => {
+  const current = await registry.list();
+  const changed: string[] = [];
+  for (const c of list) {
+    const before = current.get(c.id);
+    if (before && before.url === c.url && before.doorToken === c.doorToken) continue;
+    await registry.put(c.id, {
+      url: c.url,
+      ...(c.doorToken ? { doorToken: c.doorToken } : {}),
+      source: 'config',
+      updatedAt: Date.now(),
+    });
+    changed.push(c.id);
+  }
+  return changed;
+};
+
+/** A capsule this replica wins is watching before the first request is served (bounded). */
+const waitForOwnedCapsules = async (
+  ownership: CapsuleOwnership,
+  upstreams: Map<string, CapsuleUpstream>,
+): Promise<void> => {
+  const startedAt = Date.now();
+  await ownership.settled(START_WAIT_MS);
+  const left = Math.max(0, START_WAIT_MS - (Date.now() - startedAt));
+  await Promise.all([...upstreams].filter(([id]) => ownership.owns(id)).map(([, u]) => u.connected(left)));
+};
+
+/** The HTTP server, bound: TLS or cleartext, HTTP/2 where configured, downstream liveness checks. */
+const listen = async (
+  config: GatewayConfig,
+  listener: ReturnType<typeof getRequestListener>,
+  http1: AbuseBounds['serverOptions'],
+  logger: Logger,
+  tuning: GatewayTuning,
+): Promise<{ http: HttpServer; sendStalls: SendStallWatch; url: string; port: number }> => {
+  const sendStalls = new SendStallWatch({
+    stallMs: config.downstream.writeStallMs,
+    onStall: (socket, stalledMs) =>
+      logger.warn(
+        { peer: `${socket.remoteAddress}:${socket.remotePort}`, stalledMs },
+        'client stopped acknowledging: connection closed',
+      ),
+  });
+  const http: HttpServer = createHttpServer(
+    { tls: config.server.tls, cleartextHttp2: config.server.http2.cleartext, http1 },
+    // Hono's Node listener behind the storm pacing (request-pacing.ts).
+    pacedListener(listener),
+  );
+  const server = await new Promise<HttpServer['server']>((resolve, reject) => {
+    const s = http.server;
+    s.once('error', reject);
+    // Downstream liveness: an idle connection (a parked long-poll) is probed by TCP keep-alive; one
+    // with bytes going out (a live stream) by the send-stall watch, since keep-alive never probes it.
+    s.on('connection', (socket: Socket) => {
+      socket.setKeepAlive(true, config.downstream.keepAliveMs);
+      sendStalls.watch(socket);
+    });
+    // Node's default accept backlog (511) overflows when thousands of clients reconnect at once (a
+    // resume storm after a restart): the kernel drops their handshakes and they retry after 1 s, 3 s….
+    // The kernel caps this at net.core.somaxconn (listen-backlog.ts).
+    s.listen({ port: config.server.port, host: config.server.host, backlog: LISTEN_BACKLOG }, () =>
+      resolve(s),
+    );
+  });
+  const somaxconn = kernelBacklogCap(tuning.listen?.somaxconnFile);
+  const lowBacklog = backlogWarning(somaxconn);
+  if (lowBacklog) logger.warn({ somaxconn, requested: LISTEN_BACKLOG }, lowBacklog);
+  const port = (server.address() as AddressInfo).port;
+  const host =
+    config.server.host === '0.0.0.0' || config.server.host === '::' ? '127.0.0.1' : config.server.host;
+  return {
+    http,
+    sendStalls,
+    url: `${http.scheme}://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    port,
+  };
+};
 
 export const startGateway = async (
   config: GatewayConfig,
   logger: Logger,
   tuning: GatewayTuning = {},
 ): Promise<RunningGateway> => {
-  // Secure by default: no credential configured → loopback only, unless auth.open says so.
-  const posture = authPosture(config);
-  if ('refuse' in posture) throw new ConfigError(posture.refuse);
-  if (posture.posture === 'open') {
-    logger.warn(
-      { host: config.host },
-      'auth.open: serving every caller without credentials on a network address (every scope, every capsule)',
-    );
-  }
-  const jwt = config.jwt
-    ? await createJwtVerifier(config.jwt).catch((err: unknown) => {
-        throw new ConfigError(`invalid configuration (jwt): ${(err as Error).message}`);
-      })
-    : null;
-  const store = createStore(config, logger);
+  const { posture, jwt } = await checkAuth(config, logger);
+
+  // Where the state lives: Redis (a fleet) or memory (one process), chosen once.
+  const backend = createBackend(config, logger, {
+    registryKey: tuning.fleet?.registryKey,
+    fleetPrefix: tuning.fleet?.keyPrefix,
+    registryResyncMs: tuning.fleet?.registryResyncMs,
+    streamsPrefix: tuning.streams?.keyPrefix,
+  });
+  const { store } = backend;
+
+  // The log: the writer batches appends; the hub reads each capsule's tail once for every client.
   const writer = new LogWriter(store, {
-    maxQueuedEntries: config.maxPendingAppends,
-    maxQueuedBytes: config.maxPendingBytes,
-    lingerMs: config.appendLingerMs,
+    maxPendingEntries: config.store.maxPendingEntries,
+    maxPendingBytes: config.store.maxPendingBytes,
+    appendLingerMs: config.store.appendLingerMs,
     logger: logger.child({ room: 'log' }),
   });
-  const upstreams = new Map<string, CapsuleUpstream>();
-  // Ingestion follows ownership: with Redis, one replica of the fleet per capsule (a lease with a
-  // fencing token stamped on its appends); with the embedded store this process owns everything.
-  const control: IngestionControl = {
-    start: (capsule, fence, continues) => {
-      writer.setFence(capsule, store instanceof RedisStore ? fence : undefined, { adopt: continues });
-      // The new term seeds from the stored tail: what is still queued for the capsule settles first
-      // (appended, or refused by the fence), or the seed would miss it and the replay repeat it.
-      void writer.flush(capsule).then(() => {
-        if (!ownership.owns(capsule)) return;
-        upstreams.get(capsule)?.start();
-        // The owner hands the capsule's queued submissions over, fenced like its appends.
-        queues.startDispatch(capsule);
-      });
-    },
-    stop: async (capsule) => {
-      queues.stopDispatch(capsule);
-      await upstreams.get(capsule)?.stopIngesting();
-    },
-    unreachableFor: (capsule) => upstreams.get(capsule)?.unreachableFor() ?? 0,
-    flush: async (capsule, timeoutMs) => {
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        writer.flush(capsule),
-        new Promise<void>((r) => (timer = setTimeout(r, timeoutMs))),
-      ]);
-      clearTimeout(timer);
-    },
-  };
-  const ownership: CapsuleOwnership =
-    store instanceof RedisStore
-      ? new FleetOwnership({
-          client: store.connection.client,
-          replicaId: config.replicaId,
-          ttlMs: config.lease.ttlMs,
-          renewMs: config.lease.renewMs,
-          giveUpAfterMs: config.liveness.upstream.giveUpAfterMs,
-          giveUpCooldownMs: config.liveness.upstream.giveUpCooldownMs,
-          ...(tuning.fleet?.keyPrefix ? { keyPrefix: tuning.fleet.keyPrefix } : {}),
-          control,
-          logger: logger.child({ room: 'fleet' }),
-        })
-      : new LocalOwnership(config.replicaId, control);
-  // An append refused by the fence: another replica took the capsule over; stop ingesting it now.
-  writer.onFenced((capsule, fence) => ownership.lost(capsule, 'append fenced', fence));
+  const storeHealth = backend.storeHealth();
   const latency = new LatencyMetrics();
   const observeLag = deliveryObserver(latency);
   const traceDeliveries = deliveryTraces();
-  // A replica cut from Redis tells its readers within seconds (they resume on a replica that is not).
-  const storeHealth =
-    store instanceof RedisStore
-      ? new StoreHealth({
-          ping: () => store.ping(),
-          probeMs: config.liveness.store.probeMs,
-          unreachableAfterMs: config.liveness.store.unreachableAfterMs,
-          logger: logger.child({ room: 'log' }),
-        })
-      : null;
-  storeHealth?.start();
-  // A reconnect (the heal) is checked at once, not at the next probe.
-  const pokeHealth = (): void => storeHealth?.poke();
-  if (store instanceof RedisStore) store.connection.client.on('ready', pokeHealth);
   const hub = new Hub(store, {
     ...(storeHealth ? { storeHealth } : {}),
-    maxQueuedRecords: config.maxQueuedRecords,
+    maxQueuedRecords: config.downstream.maxQueuedRecords,
     logger: logger.child({ room: 'hub' }),
     onDelivered: (records, surfaces) => {
       observeLag(records, surfaces);
       traceDeliveries(records, surfaces);
     },
   });
+
+  // Submissions queue in the log; across replicas an admission wakes the capsule's owner.
+  const upstreams = new Map<string, CapsuleUpstream>();
+  const admissions = backend.admissionBus();
+  const queues = new SubmissionQueues({
+    hub,
+    writer,
+    upstreams,
+    limits: config.queue,
+    storeTimeoutMs: config.queue.storeTimeoutMs,
+    logger: logger.child({ room: 'queue' }),
+    ...(tuning.queue ? { dispatch: tuning.queue } : {}),
+    announce: (capsule, offset) => admissions?.announce(capsule, offset),
+    latency,
+  });
+  admissions?.onAdmitted((capsule, offset) => queues.wake(capsule, offset));
+
+  // Ingestion follows ownership.
+  const ownership = backend.ownership(ingestionControl(writer, upstreams, queues, backend.fenced));
+  // An append refused by the fence: another replica took the capsule over; stop ingesting it now.
+  writer.onFenced((capsule, fence) => ownership.lost(capsule, 'append fenced', fence));
+
+  // Which capsules are served: the registry, fed by the config, the admin API and the running records.
+  const registry = backend.registry();
+  const discovery = config.fleet.discoverRunning
+    ? new RunningCapsuleDiscovery({
+        dir: config.fleet.discoverRunning,
+        registry,
+        rescanMs: tuning.fleet?.discoveryRescanMs,
+        logger: logger.child({ room: 'fleet' }),
+      })
+    : null;
+  let recheckedAt = 0;
+  const recheckRecords = (): void => {
+    // Bounded: a door that keeps refusing costs one directory scan per few seconds, not a storm.
+    if (!discovery || Date.now() - recheckedAt < RECHECK_RECORDS_MS) return;
+    recheckedAt = Date.now();
+    void discovery.scan();
+  };
   const capsules = new LiveCapsules({
     upstreams,
     create: (id, entry) => {
@@ -307,10 +410,10 @@ export const startGateway = async (
         // A submit sees its task start in the log, whichever replica ingests the capsule.
         logFrames: logFrameSource(hub, id),
         logger: logger.child({ room: 'upstream' }),
-        keepAliveMs: config.liveness.upstream.keepAliveMs,
-        connectTimeoutMs: config.liveness.upstream.connectTimeoutMs,
-        heartbeatMs: config.liveness.upstream.heartbeatMs,
-        heartbeatMisses: config.liveness.upstream.heartbeatMisses,
+        keepAliveMs: config.upstream.keepAliveMs,
+        connectTimeoutMs: config.upstream.connectTimeoutMs,
+        heartbeatMs: config.upstream.heartbeatMs,
+        heartbeatMisses: config.upstream.heartbeatMisses,
         ...tuning.upstream,
       });
     },
@@ -323,54 +426,11 @@ export const startGateway = async (
     },
     logger: logger.child({ room: 'fleet' }),
   });
-  const queues = new SubmissionQueues({
-    hub,
-    writer,
-    upstreams,
-    limits: config.queue,
-    storeTimeoutMs: config.submitStoreTimeoutSeconds * 1000,
-    logger: logger.child({ room: 'queue' }),
-    ...(tuning.queue ? { dispatch: tuning.queue } : {}),
-    announce: (capsule, offset) => admissions?.announce(capsule, offset),
-    latency,
-  });
-  // Across replicas an admission wakes the capsule's owner through Redis (one process: in-process).
-  const admissions =
-    store instanceof RedisStore
-      ? new AdmissionBus(
-          store.connection.client,
-          config.replicaId,
-          (capsule, offset) => queues.wake(capsule, offset),
-          tuning.fleet?.keyPrefix,
-          logger.child({ room: 'queue' }),
-        )
-      : null;
-  const registry: CapsuleRegistry =
-    store instanceof RedisStore
-      ? new RedisCapsuleRegistry(store.connection, {
-          key: tuning.fleet?.registryKey,
-          resyncMs: tuning.fleet?.registryResyncMs,
-          logger: logger.child({ room: 'fleet' }),
-        })
-      : new MemoryCapsuleRegistry();
-  // The configured capsules are served at once, before Redis answers; the registry follows.
-  const seed = new Map(config.capsules.map((c) => [c.id, { url: c.url, doorToken: c.doorToken }]));
-  const seedEntries: CapsuleEntries = new Map(
-    [...seed].map(([id, c]) => [
-      id,
-      { url: c.url, ...(c.doorToken ? { doorToken: c.doorToken } : {}), source: 'config', updatedAt: 0 },
-    ]),
-  );
-  let discovery: RunningCapsuleDiscovery | null = null;
-  let recheckedAt = 0;
-  const recheckRecords = (): void => {
-    // Bounded: a door that keeps refusing costs one directory scan per few seconds, not a storm.
-    if (!discovery || Date.now() - recheckedAt < RECHECK_RECORDS_MS) return;
-    recheckedAt = Date.now();
-    void discovery.scan();
-  };
   capsules.onChange((ids) => ownership.setCapsules(ids));
-  await capsules.apply(seedEntries);
+  const configured = configuredCapsules(config);
+  await capsules.apply(configured.entries);
+
+  // The core every surface asks, and the surfaces.
   const shutdown = new AbortController();
   const core = new GatewayCoreImpl({
     hub,
@@ -378,15 +438,12 @@ export const startGateway = async (
     upstreams,
     shutdownSignal: shutdown.signal,
     logger: logger.child({ room: 'core' }),
-    submitStoreTimeoutMs: config.submitStoreTimeoutSeconds * 1000,
+    submitStoreTimeoutMs: config.queue.storeTimeoutMs,
     queues,
-    // Once-only decisions across replicas (same idempotency key on two replicas at once).
-    ...(store instanceof RedisStore ? { claims: new RedisClaims(store.connection.client) } : {}),
+    claims: backend.claims(),
     ...tuning.core,
   });
-
-  const streams = createStreamStore(config, store, logger, tuning.streams?.keyPrefix);
-  const subscriptions = createSubscriptions(config, store, streams, logger, tuning.streams?.keyPrefix);
+  const { streams, subscriptions } = createGeneralStreams(config, backend, logger);
   subscriptions?.start();
   const deps: AdapterDeps = {
     core,
@@ -394,20 +451,25 @@ export const startGateway = async (
     logger: logger.child({ room: 'http' }),
     ...(streams ? { streams } : {}),
     ...(subscriptions ? { subscriptions } : {}),
+    // A fleet kept apart by its key prefix (tests sharing one Redis) keeps its push configs apart too.
+    a2aPush: a2aPushOf(config, backend, ownership, {
+      ...(tuning.fleet?.keyPrefix ? { keyPrefix: `${tuning.fleet.keyPrefix}:a2a` } : {}),
+      ...tuning.a2aPush,
+    }),
   };
   const tickets = createTicketAuthority(
     ticketSecretSource(config.auth.ticketSecret, store),
-    config.auth.ticketTtlSeconds,
+    config.auth.ticketTtlMs,
   );
-  const authenticator = createAuthenticator({ keys: createKeyRing(config.apiKeys), jwt, tickets });
-  const bounds = createAbuseBounds(config, store, logger);
+  const authenticator = createAuthenticator({ keys: createKeyRing(config.auth.apiKeys), jwt, tickets });
+  const bounds = createAbuseBounds(config, backend.limitCounters(), logger);
   const { app } = createHttpApp({
-    auth: { authenticator, tickets, posture: posture.posture, clientIp: bounds.clientIp },
+    auth: { authenticator, tickets, posture, clientIp: bounds.clientIp },
     limits: bounds.limits,
     bodyTimeoutMs: bounds.bodyTimeoutMs,
     core,
     logger,
-    corsOrigins: config.cors.origins,
+    corsOrigins: config.server.cors.origins,
     // Agrees with what the hub tells readers: while the store is found unreachable, 503 at once.
     storeReady: () => (storeHealth?.reachable === false ? Promise.resolve(false) : store.ping()),
     internals: () => ({ hub: hub.stats(), writer: writer.stats() }),
@@ -419,64 +481,26 @@ export const startGateway = async (
         prefix: '/admin/',
         routes: createAdminRoutes({
           registry,
-          token: createAdminTokenCheck(config.adminTokens.map((t) => t.sha256)),
+          token: createAdminTokenCheck(config.auth.adminTokens.map((t) => t.sha256)),
         }),
       },
       ...createSurfaces(deps),
     ],
   });
 
+  // Start following the fleet, win this replica's capsules, then listen.
   registry.onChange((entries) => void capsules.apply(entries));
-  registry.start(seed);
-  discovery = config.discoverRunning
-    ? new RunningCapsuleDiscovery({
-        dir: config.discoverRunning,
-        registry,
-        rescanMs: tuning.fleet?.discoveryRescanMs,
-        logger: logger.child({ room: 'fleet' }),
-      })
-    : null;
+  registry.start(configured.seed);
   discovery?.start();
   ownership.start();
-  // A capsule this replica wins is watching before the first request is served, so a task submitted
-  // right after start is seen from its first frame (bounded: Redis or a capsule may be away).
-  const startedAt = Date.now();
-  await ownership.settled(START_WAIT_MS);
-  const left = Math.max(0, START_WAIT_MS - (Date.now() - startedAt));
-  await Promise.all([...upstreams].filter(([id]) => ownership.owns(id)).map(([, u]) => u.connected(left)));
-
-  const sendStalls = new SendStallWatch({
-    stallMs: config.liveness.downstream.writeStallMs,
-    onStall: (socket, stalledMs) =>
-      logger.warn(
-        { peer: `${socket.remoteAddress}:${socket.remotePort}`, stalledMs },
-        'client stopped acknowledging: connection closed',
-      ),
-  });
-  const http: HttpServer = createHttpServer(
-    { tls: config.tls, cleartextHttp2: config.http2.cleartext, http1: bounds.serverOptions },
-    // Hono's Node listener behind the storm pacing (request-pacing.ts).
-    pacedListener(getRequestListener(app.fetch, { hostname: config.host })),
+  await waitForOwnedCapsules(ownership, upstreams);
+  const { http, sendStalls, url, port } = await listen(
+    config,
+    getRequestListener(app.fetch, { hostname: config.server.host }),
+    bounds.serverOptions,
+    logger,
+    tuning,
   );
-  const server = await new Promise<HttpServer['server']>((resolve, reject) => {
-    const s = http.server;
-    s.once('error', reject);
-    // Downstream liveness: an idle connection (a parked long-poll) is probed by TCP keep-alive; one
-    // with bytes going out (a live stream) by the send-stall watch, since keep-alive never probes it.
-    s.on('connection', (socket: Socket) => {
-      socket.setKeepAlive(true, config.liveness.downstream.keepAliveMs);
-      sendStalls.watch(socket);
-    });
-    // Node's default accept backlog (511) overflows when thousands of clients reconnect at once (a
-    // resume storm after a restart): the kernel drops their handshakes and they retry after 1 s, 3 s….
-    // The kernel caps this at net.core.somaxconn (listen-backlog.ts).
-    s.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG }, () => resolve(s));
-  });
-  const somaxconn = kernelBacklogCap(tuning.listen?.somaxconnFile);
-  const lowBacklog = backlogWarning(somaxconn);
-  if (lowBacklog) logger.warn({ somaxconn, requested: LISTEN_BACKLOG }, lowBacklog);
-  const port = (server.address() as AddressInfo).port;
-  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
 
   let closing: Promise<void> | null = null;
   const close = (options: { flushTimeoutMs?: number } = {}): Promise<void> => {
@@ -491,15 +515,16 @@ export const startGateway = async (
       admissions?.close();
       await hub.close();
       storeHealth?.close();
-      if (store instanceof RedisStore) store.connection.client.off('ready', pokeHealth);
+      backend.close();
       http.closeIdle();
       await discovery?.close();
       await registry.close();
       await capsules.close();
-      const flushed = await Promise.race([
+      const flushed = await withTimeout(
         writer.flush().then(() => true),
-        new Promise<boolean>((r) => setTimeout(() => r(false), options.flushTimeoutMs ?? 10_000).unref()),
-      ]);
+        options.flushTimeoutMs ?? 10_000,
+        () => false,
+      );
       if (!flushed)
         logger.warn({ pending: writer.stats().queued }, 'drain: pending appends not flushed in time');
       await writer.close();
@@ -518,25 +543,8 @@ export const startGateway = async (
     return closing;
   };
 
-  const reloadCapsules = async (list: GatewayConfig['capsules']): Promise<string[]> => {
-    const current = await registry.list();
-    const changed: string[] = [];
-    for (const c of list) {
-      const before = current.get(c.id);
-      if (before && before.url === c.url && before.doorToken === c.doorToken) continue;
-      await registry.put(c.id, {
-        url: c.url,
-        ...(c.doorToken ? { doorToken: c.doorToken } : {}),
-        source: 'config',
-        updatedAt: Date.now(),
-      });
-      changed.push(c.id);
-    }
-    return changed;
-  };
-
   return {
-    url: `${http.scheme}://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    url,
     port,
     protocols: http.protocols,
     core,
@@ -547,7 +555,7 @@ export const startGateway = async (
     registry,
     capsules,
     ownership,
-    reloadCapsules,
+    reloadCapsules: (list) => reloadCapsules(registry, list),
     close,
   };
 };

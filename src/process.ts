@@ -4,6 +4,7 @@
  * again (a door token rotated in the file or the environment takes effect without a restart).
  */
 import cluster from 'node:cluster';
+import type { Deprecation } from './config/deprecated-keys.js';
 import { ConfigError } from './config/load.js';
 import type { GatewayConfig } from './config/schema.js';
 import { startDemo, type Demo } from './demo.js';
@@ -67,6 +68,8 @@ export interface ProcessOptions {
   logFormat?: LogFormat;
   /** The configuration as it reads now (the file again); absent: SIGHUP is ignored. */
   reload?: () => GatewayConfig;
+  /** Old config keys the file used: one warning each at start (by the primary only). */
+  deprecations?: readonly Deprecation[];
 }
 
 export const runGatewayProcess = async (
@@ -76,13 +79,15 @@ export const runGatewayProcess = async (
   const { reload } = options;
   const logger = createLogger(config.logLevel, options.logFormat);
   installProcessGuard(logger);
-  const workers = workerCount(config.workers);
+  if (!cluster.isWorker) for (const d of options.deprecations ?? []) logger.warn(d.message);
+  const workers = workerCount(config.server.workers);
   if (cluster.isPrimary && workers > 1) {
     const refusal = workersRefusal(config, workers);
     if (refusal) throw new ConfigError(`invalid configuration: ${refusal}`);
     const { port } = await runPrimary(workers, logger).listening.catch((code: number) => process.exit(code));
-    const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
-    const base = `${config.tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`;
+    const { host: bound, tls } = config.server;
+    const host = bound === '0.0.0.0' || bound === '::' ? '127.0.0.1' : bound;
+    const base = `${tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`;
     process.stdout.write(
       banner(
         base,
@@ -106,7 +111,10 @@ export const runGatewayProcess = async (
     effective = {
       ...config,
       capsules: [...config.capsules, ...demo.capsules],
-      cors: { ...config.cors, origins: [...config.cors.origins, ...DEMO_CORS_ORIGINS] },
+      server: {
+        ...config.server,
+        cors: { ...config.server.cors, origins: [...config.server.cors.origins, ...DEMO_CORS_ORIGINS] },
+      },
     };
   }
   const gateway = await startGateway(effective, logger, demo?.tuning);
@@ -154,7 +162,7 @@ export const runGatewayProcess = async (
       gateway.url,
       effective.capsules.map((c) => c.id),
       config.demo,
-      config.redis ? 'Redis' : 'embedded store',
+      config.store.redis ? 'Redis' : 'embedded store',
     ) + '\n',
   );
 };

@@ -17,13 +17,13 @@ import type { Logger } from 'pino';
 import type { GatewayConfig } from './config/schema.js';
 import { isMetricsMessage, mergeExpositions, type MetricsMessage } from './http/host-metrics.js';
 
-export const workerCount = (workers: GatewayConfig['workers']): number =>
+export const workerCount = (workers: GatewayConfig['server']['workers']): number =>
   workers === 'auto' ? availableParallelism() : workers;
 
 /** Why this configuration cannot run several workers, or null. */
 export const workersRefusal = (config: GatewayConfig, count: number): string | null => {
   if (count <= 1) return null;
-  if (!config.redis)
+  if (!config.store.redis)
     return `--workers ${count} needs Redis (--redis URL): workers share the log, and the embedded store is one process's memory`;
   if (config.demo)
     return '--workers does not run with --demo (the demo is one process on the embedded store)';

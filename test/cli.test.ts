@@ -190,6 +190,28 @@ describe('murmur-gateway CLI', () => {
     expect(cli.out()).toContain(`/v1/stream/murmur/alpha?offset=-1&live=sse`);
   });
 
+  it('a config file with old keys starts, and warns once per old key at start', async () => {
+    const port = await freePort();
+    const dir = mkdtempSync(join(tmpdir(), 'mg-cli-old-'));
+    const file = join(dir, 'old.yaml');
+    writeFileSync(file, `host: 127.0.0.1\nheartbeatSeconds: 5\ndownstream: {heartbeatMs: 2000}\n`);
+    const cli = await startCli(
+      ['--config', file, '--port', String(port), '--log-format', 'pretty', '--log-level', 'warn'],
+      '  stop:',
+    );
+    cli.child.kill('SIGTERM');
+    expect(await cli.exited, cli.out()).toBe(0);
+    const warnings = cli
+      .out()
+      .split('\n')
+      .filter((l) => l.includes('deprecated'))
+      .map((l) => l.replace(/^\d\d:\d\d:\d\d\.\d{3} WARN {2}/, ''));
+    expect(warnings).toEqual([
+      'config key "host" is deprecated: use "server.host"',
+      'config key "heartbeatSeconds" is deprecated: use "downstream.heartbeatMs" (milliseconds; "heartbeatSeconds" was in seconds); both are given, so "downstream.heartbeatMs" is used and "heartbeatSeconds" ignored',
+    ]);
+  });
+
   it.skipIf(!existsSync('/usr/bin/script'))(
     'on a terminal the logs are pretty by default, coloured',
     async () => {
@@ -268,7 +290,7 @@ describe('murmur-gateway CLI', () => {
     const file = join(dir, 'ok.yaml');
     writeFileSync(
       file,
-      `host: 127.0.0.1\nport: ${port}\nlogLevel: debug\ncapsules:\n  - id: alpha\n    url: ${sim.url}\n    doorToken: door-s3cret\n`,
+      `server: {host: 127.0.0.1, port: ${port}}\nlogLevel: debug\ncapsules:\n  - id: alpha\n    url: ${sim.url}\n    doorToken: door-s3cret\n`,
     );
     const child = spawn(process.execPath, [...CLI, '--config', file], { stdio: 'pipe' });
     let out = '';

@@ -18,6 +18,7 @@ export const agentCard = async (
   core: GatewayCore,
   capsule: string,
   url: string,
+  pushNotifications: boolean,
 ): Promise<Record<string, unknown>> => {
   const card = (await core.status(capsule)).card;
   const name = card?.name ?? capsule;
@@ -34,7 +35,7 @@ export const agentCard = async (
       { url, protocolBinding: 'JSONRPC', protocolVersion: '0.3' },
     ],
     provider: { organization: 'murmur-gateway', url },
-    capabilities: { streaming: true, pushNotifications: false, extendedAgentCard: false },
+    capabilities: { streaming: true, pushNotifications, extendedAgentCard: false },
     defaultInputModes: ['text/plain'],
     defaultOutputModes: ['text/plain'],
     skills: card?.skills?.map((s) => ({

@@ -17,8 +17,10 @@ export type Operation =
   | 'ListTasks'
   | 'CancelTask'
   | 'SubscribeToTask'
-  /** The four push-notification config methods: not offered (the card says so), -32003. */
-  | 'PushNotificationConfig'
+  | 'CreateTaskPushNotificationConfig'
+  | 'GetTaskPushNotificationConfig'
+  | 'ListTaskPushNotificationConfigs'
+  | 'DeleteTaskPushNotificationConfig'
   /** The extended card: not configured, -32007. */
   | 'GetExtendedAgentCard';
 
@@ -28,37 +30,29 @@ const V03: Record<string, Operation> = {
   'tasks/get': 'GetTask',
   'tasks/cancel': 'CancelTask',
   'tasks/resubscribe': 'SubscribeToTask',
-  'tasks/pushNotificationConfig/set': 'PushNotificationConfig',
-  'tasks/pushNotificationConfig/get': 'PushNotificationConfig',
-  'tasks/pushNotificationConfig/list': 'PushNotificationConfig',
-  'tasks/pushNotificationConfig/delete': 'PushNotificationConfig',
+  'tasks/pushNotificationConfig/set': 'CreateTaskPushNotificationConfig',
+  'tasks/pushNotificationConfig/get': 'GetTaskPushNotificationConfig',
+  'tasks/pushNotificationConfig/list': 'ListTaskPushNotificationConfigs',
+  'tasks/pushNotificationConfig/delete': 'DeleteTaskPushNotificationConfig',
   'agent/getAuthenticatedExtendedCard': 'GetExtendedAgentCard',
 };
-const PUSH_10: ReadonlySet<string> = new Set([
-  'CreateTaskPushNotificationConfig',
-  'GetTaskPushNotificationConfig',
-  'ListTaskPushNotificationConfigs',
-  'DeleteTaskPushNotificationConfig',
-]);
-const V10: ReadonlySet<string> = new Set([
+const V10: ReadonlySet<string> = new Set<Operation>([
   'SendMessage',
   'SendStreamingMessage',
   'GetTask',
   'ListTasks',
   'CancelTask',
   'SubscribeToTask',
+  'CreateTaskPushNotificationConfig',
+  'GetTaskPushNotificationConfig',
+  'ListTaskPushNotificationConfigs',
+  'DeleteTaskPushNotificationConfig',
   'GetExtendedAgentCard',
 ]);
 
 /** The operation a method names in this dialect, or null (-32601). */
 export const operationOf = (dialect: Dialect, method: string): Operation | null =>
-  dialect === '1.0'
-    ? V10.has(method)
-      ? (method as Operation)
-      : PUSH_10.has(method)
-        ? 'PushNotificationConfig'
-        : null
-    : (V03[method] ?? null);
+  dialect === '1.0' ? (V10.has(method) ? (method as Operation) : null) : (V03[method] ?? null);
 
 /** The dialect of an `A2A-Version` header (absent or empty = 0.3), or null: not offered (-32009). */
 export const dialectOf = (header: string | undefined): Dialect | null => {

@@ -1,7 +1,7 @@
 /** The params of the methods, checked (notes A3: 1.0 ProtoJSON, or 0.3 `kind`-tagged objects). */
 import { z } from 'zod';
 import type { Dialect } from './dialect.js';
-import { A2aError, CODE, invalidParams, pushNotSupported } from './errors.js';
+import { A2aError, CODE, invalidParams } from './errors.js';
 import { CONTEXT_ID } from './task-ids.js';
 
 /** Longest user message text accepted (the body limit bounds it first). */
@@ -37,6 +37,11 @@ export interface UserMessage {
   messageId: string;
   text: string;
   contextId: string | null;
+  /**
+   * A webhook for the task, as sent (1.0 `configuration.taskPushNotificationConfig`, 0.3
+   * `configuration.pushNotificationConfig`): checked by push-params.ts; null: none.
+   */
+  push: unknown;
 }
 
 const issueText = (error: z.ZodError): string => {
@@ -48,9 +53,7 @@ export const parseMessage = (params: Record<string, unknown>, dialect: Dialect):
   const parsed = sendParams.safeParse(params);
   if (!parsed.success) throw invalidParams(issueText(parsed.error));
   const cfg = parsed.data.configuration ?? {};
-  // A webhook for the task (1.0 `taskPushNotificationConfig`, 0.3 `pushNotificationConfig`) would
-  // silently never be called: refused as the card says, before anything is queued.
-  if (cfg.taskPushNotificationConfig != null || cfg.pushNotificationConfig != null) throw pushNotSupported();
+  const push = (dialect === '1.0' ? cfg.taskPushNotificationConfig : cfg.pushNotificationConfig) ?? null;
   const m = parsed.data.message;
   const userRole = dialect === '1.0' ? 'ROLE_USER' : 'user';
   if (m.role !== userRole) throw invalidParams(`message.role must be ${userRole}`);
@@ -67,7 +70,7 @@ export const parseMessage = (params: Record<string, unknown>, dialect: Dialect):
   const contextId = m.contextId === undefined || m.contextId === '' ? null : m.contextId;
   if (contextId !== null && !CONTEXT_ID.test(contextId))
     throw invalidParams('message.contextId must be 1 to 128 printable ASCII characters');
-  return { messageId: m.messageId, text, contextId };
+  return { messageId: m.messageId, text, contextId, push };
 };
 
 const taskQuery = z

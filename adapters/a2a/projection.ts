@@ -52,8 +52,8 @@ const CAPSULE_STATE: Record<string, TaskState> = {
 };
 
 /** Artifact ids of the streamed reply and reasoning: one artifact each, appended chunk by chunk. */
-export const RESPONSE_ARTIFACT = 'response';
-export const THINKING_ARTIFACT = 'thinking';
+const RESPONSE_ARTIFACT = 'response';
+const THINKING_ARTIFACT = 'thinking';
 
 const parse = (data: string): Record<string, unknown> | null => {
   try {

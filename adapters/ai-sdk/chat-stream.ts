@@ -23,7 +23,7 @@ const STREAM_HEADERS = { 'x-vercel-ai-ui-message-stream': 'v1' };
 const KEEPALIVE = Buffer.from(': keep-alive\n\n');
 const DONE = Buffer.from('data: [DONE]\n\n');
 
-export const encodeChunk = (chunk: UiChunk): Buffer => Buffer.from(`data: ${JSON.stringify(chunk)}\n\n`);
+const encodeChunk = (chunk: UiChunk): Buffer => Buffer.from(`data: ${JSON.stringify(chunk)}\n\n`);
 
 /** Fold the chat's records after `projector.through` up to the head as of the call. */
 export const readChat = async (

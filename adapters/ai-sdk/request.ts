@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { AiSdkError } from './errors.js';
 
 /** Longest chat id and message id accepted. */
-export const MAX_ID = 256;
+const MAX_ID = 256;
 
 // eslint-disable-next-line no-control-regex
 const CONTROL = /[\u0000-\u001f\u007f]/;

@@ -47,7 +47,7 @@ export const encodeBackfillTruncated = (oldest: number, since: number, hint: str
     data: JSON.stringify({ oldest_redis_offset: oldest, since, hint }),
   });
 
-export const encodeKeepalive = (): string => encodeComment(KEEPALIVE_COMMENT);
+const encodeKeepalive = (): string => encodeComment(KEEPALIVE_COMMENT);
 
 /**
  * The keepalive comment as bytes, one Buffer for every stream: a small Buffer made per connection

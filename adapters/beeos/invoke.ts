@@ -36,7 +36,7 @@ const transportError = (code: BeeosErrorCode, message: string): InvokeFrame[] =>
  * Follow the task; call `sink` per frame and end with exactly one `done`. Resolves when done was
  * emitted or the caller aborted.
  */
-export const followInvoke = (
+const followInvoke = (
   deps: AdapterDeps,
   target: InvokeTarget,
   sink: Sink,

@@ -7,16 +7,12 @@
 import type { MiddlewareHandler } from 'hono';
 import { may, principalOf, seesCapsule } from '../../src/auth/principal.js';
 import { problem, STREAM_MESSAGES } from './capsule-errors.js';
+import { unauthorizedHeaders } from './stream-errors.js';
 
 export const capsuleStreamAccess: MiddlewareHandler = async (c, next) => {
   const capsule = c.req.param('capsule') ?? '';
   const p = principalOf(c);
-  if (p.kind === 'anonymous') {
-    const error = p.failure === 'missing' ? '' : ', error="invalid_token"';
-    return problem(401, STREAM_MESSAGES.unauthorized, {
-      'www-authenticate': `Bearer realm="murmur-gateway"${error}`,
-    });
-  }
+  if (p.kind === 'anonymous') return problem(401, STREAM_MESSAGES.unauthorized, unauthorizedHeaders(p));
   if (!seesCapsule(p, capsule)) return problem(404, STREAM_MESSAGES.notFound);
   if (!may(p, 'observe', capsule)) return problem(403, STREAM_MESSAGES.forbidden);
   await next();

@@ -6,7 +6,7 @@
 import type { Logger } from 'pino';
 import { GatewayError } from '../../src/errors.js';
 import { countUnexpected } from '../../src/http/unexpected-errors.js';
-import { SECURITY_HEADERS, type StreamErrorCode } from './stream-errors.js';
+import { SECURITY_HEADERS, streamError, type StreamErrorCode } from './stream-errors.js';
 
 export type ProblemStatus = 400 | 401 | 403 | 404 | 405 | 410;
 
@@ -31,16 +31,10 @@ export const problem = (
   status: ProblemStatus,
   message: string,
   headers: Record<string, string> = {},
-): Response =>
-  new Response(JSON.stringify({ error: { code: CODE[status], message } }), {
-    status,
-    headers: {
-      'content-type': 'application/json; charset=utf-8',
-      'cache-control': 'no-store',
-      ...SECURITY_HEADERS,
-      ...headers,
-    },
-  });
+): Response => {
+  const error = streamError(CODE[status], message, headers);
+  return new Response(error.body, { status, headers: error.headers });
+};
 
 /**
  * A failure reading the capsule's log: 503 when the store is out of reach or the gateway drains,

@@ -18,7 +18,7 @@ import { capsuleSseResponse, capsuleStreamFeeds } from './capsule-sse.js';
 import { problem, readFailure, STREAM_MESSAGES } from './capsule-errors.js';
 import { nextCursor, SSE_LIFETIME_MS, startOf } from './offsets.js';
 
-export const CAPSULE_STREAM_ROUTE = '/v1/stream/murmur/:capsule';
+const CAPSULE_STREAM_ROUTE = '/v1/stream/murmur/:capsule';
 const PAGE = 1000;
 const LIVE_MODES = new Set(['long-poll', 'sse']);
 

@@ -12,7 +12,7 @@ import { endAfter, endOnShutdown } from '../../src/http/sse-ends.js';
 import { encodeCommentBytes, encodeSse } from '../../src/http/sse.js';
 import { SSE_DEFAULTS, startSse } from '../../src/http/sse-transport.js';
 import { resolveOffset, type OffsetVerdict } from '../../src/streams/forks.js';
-import type { StreamMeta, StreamStore } from '../../src/streams/types.js';
+import type { ReadResult, StreamMeta, StreamStore } from '../../src/streams/types.js';
 import { nextCursor, SSE_LIFETIME_MS } from './offsets.js';
 import { GONE_MESSAGE, SECURITY_HEADERS, streamProblem } from './stream-errors.js';
 import { offsetAt } from './stream-headers.js';
@@ -44,7 +44,7 @@ type SseEncoding = 'json' | 'text' | 'base64';
  * however large). Without this, one base64 event of 16 × 60 KB messages (1.3 MiB) overflowed the
  * 1 MiB bound at once, on every reconnect, and the reader never got past it.
  */
-export const sseBudget = (
+const sseBudget = (
   encoding: SseEncoding,
   maxMessageBytes: number,
 ): { pageBytes: number; maxQueuedBytes: number } => {
@@ -61,14 +61,27 @@ const positionOf = (start: ReadStart, meta: StreamMeta): OffsetVerdict => {
   return resolveOffset(meta, start.epoch, start.position);
 };
 
-const bodyOf = (meta: StreamMeta, entries: Buffer[]): Buffer =>
-  isJsonMode(meta.contentType)
-    ? Buffer.concat([
-        Buffer.from('['),
-        ...entries.flatMap((e, i) => (i === 0 ? [e] : [Buffer.from(','), e])),
-        Buffer.from(']'),
-      ])
-    : Buffer.concat(entries);
+const COMMA = 0x2c;
+
+/**
+ * A catch-up page's body in one allocation: JSON mode `[e,e,…]`, else the messages end to end.
+ * (Concatenating a list of one-byte buffers and then copying the result cost a quarter of a
+ * 1,000-message read.)
+ */
+const bodyOf = (meta: StreamMeta, entries: Buffer[]): Buffer => {
+  if (!isJsonMode(meta.contentType)) return Buffer.concat(entries);
+  let length = entries.length + (entries.length === 0 ? 2 : 1);
+  for (const e of entries) length += e.length;
+  const body = Buffer.allocUnsafeSlow(length);
+  body[0] = 0x5b; // [
+  let at = 1;
+  for (let i = 0; i < entries.length; i++) {
+    if (i > 0) body[at++] = COMMA;
+    at += entries[i]!.copy(body, at);
+  }
+  body[at] = 0x5d; // ]
+  return body;
+};
 
 export const readGeneralStream = async (
   c: Context,
@@ -84,8 +97,16 @@ export const readGeneralStream = async (
   const start = parseReadOffset(offsets);
   if (!start.ok) return streamProblem(c, start.error.code, start.error.message);
   if (live && offsets === undefined) return streamProblem(c, 'bad_request', `live=${live} needs an offset`);
-  // A read of the meta alone: every GET renews a sliding Stream-TTL, offset=now's too.
-  const head = (await store.read(path, 0, 0, 0))?.meta;
+  // A catch-up or long-poll from `-1` or an offset reads its first page in the same store call that
+  // checks the offset: a valid offset names the position it spells (resolveOffset), so the page is
+  // read there at once and the verdict taken on the meta of that very read (one Redis script, not
+  // two). `offset=now` and SSE read the meta alone first. Every GET renews a sliding Stream-TTL.
+  const claimed = start.value.kind === 'start' ? 0 : start.value.kind === 'at' ? start.value.position : null;
+  const first =
+    claimed !== null && live !== 'sse'
+      ? await store.read(path, claimed, PAGE_ENTRIES, PAGE_BYTES)
+      : await store.read(path, 0, 0, 0);
+  const head = first?.meta;
   if (!head) return streamProblem(c, 'not_found', 'no such stream');
   if (head.gone) return streamProblem(c, 'stream_gone', GONE_MESSAGE);
   const at = positionOf(start.value, head);
@@ -96,10 +117,13 @@ export const readGeneralStream = async (
   }
 
   const after = at.position;
-  let read =
+  // A verdict always names the position the offset spells; were it another, the page is read again.
+  let read: ReadResult | null =
     start.value.kind === 'now'
       ? { meta: head, entries: [] }
-      : await store.read(path, after, PAGE_ENTRIES, PAGE_BYTES);
+      : after === claimed
+        ? first
+        : await store.read(path, after, PAGE_ENTRIES, PAGE_BYTES);
   if (!read) return streamProblem(c, 'not_found', 'no such stream');
   if (live === 'long-poll' && read.entries.length === 0 && !read.meta.closed) {
     const linked = linkSignals(c.req.raw.signal, deps.core.shutdownSignal);
@@ -138,7 +162,8 @@ export const readGeneralStream = async (
   const etag = `"${meta.epoch}:${after}:${next}${upToDate && meta.closed ? ':c' : ''}"`;
   headers.etag = etag;
   if (c.req.header('if-none-match') === etag) return c.body(null, 304, headers);
-  return c.body(new Uint8Array(bodyOf(meta, entries)), 200, headers);
+  // A Buffer is a Uint8Array: handed over as it is, not copied again.
+  return c.body(bodyOf(meta, entries) as Uint8Array<ArrayBuffer>, 200, headers);
 };
 
 /**

@@ -20,14 +20,13 @@ const onePathOneStream: MiddlewareHandler = async (c, next) => {
 };
 
 /** The surface's 400 for a path segment that does not percent-decode (src/http/malformed-path.ts). */
-export const streamsMalformedPath = (c: Context): Response =>
-  streamProblem(c, NOT_UTF8.code, NOT_UTF8.message);
+const streamsMalformedPath = (c: Context): Response => streamProblem(c, NOT_UTF8.code, NOT_UTF8.message);
 
 /**
  * The read-only capsule streams first, then the subscriptions' `__ds/` routes: every other
  * `/v1/stream/*` path is a general stream.
  */
-export const createDurableStreamsRoutes = (deps: AdapterDeps): Hono =>
+const createDurableStreamsRoutes = (deps: AdapterDeps): Hono =>
   new Hono()
     .use('/v1/stream', onePathOneStream)
     .use('/v1/stream/*', onePathOneStream)

@@ -22,7 +22,7 @@ export const nextCursor = (echoed: string | undefined, nowMs = Date.now()): stri
 
 export type Start = { after: number } | { status: 400 | 410; message: string };
 
-export const OFFSET_MESSAGES = {
+const OFFSET_MESSAGES = {
   malformed: 'malformed offset',
   otherEpoch: 'offset from another epoch of this log',
   beyondTail: 'offset beyond the tail of the stream',

@@ -7,7 +7,7 @@
  */
 import type { Context } from 'hono';
 import { may, principalOf, type Principal } from '../../src/auth/principal.js';
-import { streamProblem } from './stream-errors.js';
+import { streamProblem, unauthorizedHeaders } from './stream-errors.js';
 
 /** Whether a known caller may read (`reading`) or write the general streams. */
 export const mayUseStreams = (p: Principal, reading: boolean): boolean =>
@@ -15,12 +15,8 @@ export const mayUseStreams = (p: Principal, reading: boolean): boolean =>
 
 export const streamRefusal = (c: Context): Response | null => {
   const p = principalOf(c);
-  if (p.kind === 'anonymous') {
-    const error = p.failure === 'missing' ? '' : ', error="invalid_token"';
-    return streamProblem(c, 'unauthorized', 'credentials required', {
-      'www-authenticate': `Bearer realm="murmur-gateway"${error}`,
-    });
-  }
+  if (p.kind === 'anonymous')
+    return streamProblem(c, 'unauthorized', 'credentials required', unauthorizedHeaders(p));
   const reading = c.req.method === 'GET' || c.req.method === 'HEAD';
   if (mayUseStreams(p, reading)) return null;
   return streamProblem(

@@ -4,8 +4,9 @@
  * client needs to recover (producer epochs, expected sequence, the tail of a closed stream).
  */
 import type { Context } from 'hono';
+import { bearerChallenge, type Principal } from '../../src/auth/principal.js';
 
-export const STREAM_ERROR_STATUS = {
+const STREAM_ERROR_STATUS = {
   bad_request: 400,
   unauthorized: 401,
   forbidden: 403,
@@ -37,18 +38,40 @@ export const SECURITY_HEADERS: Record<string, string> = {
   'cross-origin-resource-policy': 'cross-origin',
 };
 
+/** Every refusal's body and headers, whether answered through a hono Context or without one. */
+export const streamError = (
+  code: StreamErrorCode,
+  message: string,
+  headers: Record<string, string> = {},
+): {
+  body: string;
+  status: (typeof STREAM_ERROR_STATUS)[StreamErrorCode];
+  headers: Record<string, string>;
+} => ({
+  body: JSON.stringify({ error: { code, message } }),
+  status: STREAM_ERROR_STATUS[code],
+  headers: {
+    'content-type': 'application/json; charset=utf-8',
+    'cache-control': 'no-store',
+    ...SECURITY_HEADERS,
+    ...headers,
+  },
+});
+
 export const streamProblem = (
   c: Context,
   code: StreamErrorCode,
   message: string,
   headers: Record<string, string> = {},
-): Response =>
-  c.body(JSON.stringify({ error: { code, message } }), STREAM_ERROR_STATUS[code], {
-    'content-type': 'application/json; charset=utf-8',
-    'cache-control': 'no-store',
-    ...SECURITY_HEADERS,
-    ...headers,
-  });
+): Response => {
+  const error = streamError(code, message, headers);
+  return c.body(error.body, error.status, error.headers);
+};
+
+/** The headers of a 401 to an anonymous caller: the Bearer challenge, `invalid_token` once refused. */
+export const unauthorizedHeaders = (p: Principal): Record<string, string> => ({
+  'www-authenticate': bearerChallenge(p),
+});
 
 /** A soft-deleted stream: deleted or expired, kept only for the forks that read its messages. */
 export const GONE_MESSAGE = 'the stream was deleted (its forks still read its messages)';

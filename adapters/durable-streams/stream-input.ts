@@ -20,7 +20,7 @@ const bad = (message: string, code: StreamErrorCode = 'bad_request'): Parsed<nev
   error: { code, message },
 });
 
-export const DEFAULT_CONTENT_TYPE = 'application/octet-stream';
+const DEFAULT_CONTENT_TYPE = 'application/octet-stream';
 
 /** §5.1: decimal, no sign, no leading zeros, no point or exponent. */
 const decimalInteger = z
@@ -36,7 +36,7 @@ const decimalInteger = z
  */
 const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:[Zz]|[+-](\d{2}):(\d{2}))$/;
 const daysIn = (year: number, month: number): number => new Date(Date.UTC(year, month, 0)).getUTCDate();
-export const validRfc3339 = (s: string): boolean => {
+const validRfc3339 = (s: string): boolean => {
   const m = RFC3339.exec(s);
   if (!m) return false;
   const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [
@@ -60,14 +60,14 @@ export const validRfc3339 = (s: string): boolean => {
  * Redis' PEXPIREAT take as an integer of milliseconds; a client asking for more means "forever",
  * which is no TTL at all.
  */
-export const MAX_TTL_SECONDS = 3_155_760_000;
+const MAX_TTL_SECONDS = 3_155_760_000;
 
 /**
  * JSON bodies nested deeper than this (arrays and objects, the batch's own array counted) are 400:
  * re-serialising each message recurses once per level, and a body of a million `[` would exhaust
  * the stack. Checked by a scan before parsing.
  */
-export const MAX_JSON_DEPTH = 128;
+const MAX_JSON_DEPTH = 128;
 
 /** The media type alone, lower-cased: `Application/JSON; charset=utf-8` → `application/json` (§5.2 compares types). */
 export const mediaTypeOf = (raw: string | undefined): string | null => {
@@ -135,7 +135,7 @@ export const parseProducer = (header: Header): Parsed<ProducerClaim | null> => {
 };
 
 /** Whether `text` nests arrays and objects deeper than `max` (strings skipped), in one linear scan. */
-export const nestedDeeperThan = (text: string, max: number): boolean => {
+const nestedDeeperThan = (text: string, max: number): boolean => {
   let depth = 0;
   let inString = false;
   for (let i = 0; i < text.length; i++) {

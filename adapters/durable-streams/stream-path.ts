@@ -12,18 +12,18 @@ import type { Context } from 'hono';
 import { getPath } from 'hono/utils/url';
 import type { StreamErrorCode } from './stream-errors.js';
 
-export const STREAM_PREFIX = '/v1/stream/';
+const STREAM_PREFIX = '/v1/stream/';
 
 /** The stream path after `/v1/stream/`: at most this many bytes (UTF-8, decoded). */
-export const MAX_PATH_BYTES = 1024;
+const MAX_PATH_BYTES = 1024;
 
 export interface PathRefusal {
   code: Extract<StreamErrorCode, 'not_found' | 'bad_request'>;
   message: string;
 }
 
-export const DOT_SEGMENT: PathRefusal = { code: 'not_found', message: 'no such stream' };
-export const CONTROL_CHARACTER: PathRefusal = {
+const DOT_SEGMENT: PathRefusal = { code: 'not_found', message: 'no such stream' };
+const CONTROL_CHARACTER: PathRefusal = {
   code: 'bad_request',
   message: 'the stream path holds a control character',
 };

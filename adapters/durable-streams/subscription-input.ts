@@ -3,13 +3,13 @@
  * stored: a refused request changes nothing. Messages name the field that is wrong.
  */
 import { z } from 'zod';
-import type { AckInput, SubscriptionRequest } from '../../src/subscriptions/manager.js';
+import type { AckInput, SubscriptionRequest } from '../../src/subscriptions/control.js';
 import { validStreamPath } from './stream-path.js';
 
 /** 1 s to 10 min, 30 s when absent (§6). */
-export const LEASE_TTL = { min: 1_000, max: 600_000, fallback: 30_000 } as const;
+const LEASE_TTL = { min: 1_000, max: 600_000, fallback: 30_000 } as const;
 const MAX_STREAMS = 1000;
-export const MAX_ID_LENGTH = 128;
+const MAX_ID_LENGTH = 128;
 
 export const validSubscriptionId = (id: string): boolean =>
   id.length > 0 && id.length <= MAX_ID_LENGTH && /^[A-Za-z0-9._~-]+$/.test(id) && id !== '.' && id !== '..';

@@ -12,8 +12,9 @@ import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import { principalOf } from '../../src/auth/principal.js';
-import { checkReceiverUrl } from '../../src/subscriptions/receiver-url.js';
-import type { Outcome, SubscriptionError, Subscriptions } from '../../src/subscriptions/manager.js';
+import { checkReceiverUrl } from '../../src/webhooks/receiver-url.js';
+import type { Outcome, SubscriptionError } from '../../src/subscriptions/control.js';
+import type { Subscriptions } from '../../src/subscriptions/manager.js';
 import { SECURITY_HEADERS } from './stream-errors.js';
 import { streamRefusal } from './stream-access.js';
 import { placeOf } from './stream-owner.js';
@@ -92,7 +93,7 @@ export const createSubscriptionRoutes = (deps: AdapterDeps): Hono => {
   const app = new Hono();
   const subs: Subscriptions | undefined = deps.subscriptions;
   if (!deps.config.durableStreams?.writable || !subs) return app;
-  const policy = deps.config.durableStreams.webhooks ?? { allowLoopback: false, allowHosts: [] };
+  const policy = deps.config.webhooks ?? { allowLoopback: false, allowHosts: [] };
   const limit = bodyLimit({
     maxSize: MAX_CONTROL_BODY,
     onError: (c) => problem(c, 'PAYLOAD_TOO_LARGE', `request body exceeds ${MAX_CONTROL_BODY} bytes`),

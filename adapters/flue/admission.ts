@@ -77,7 +77,7 @@ const escapeAttr = (v: string): string =>
   v.replace(/&/g, '&amp;').replace(/"/g, '&quot;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
 /** The capsule's message text: the body, or for a signal the body in its `tagName`/`type` envelope. */
-export const capsuleText = (body: PromptBody): string => {
+const capsuleText = (body: PromptBody): string => {
   if (body.kind === 'user') return body.body;
   const name = body.tagName ?? (TAG_NAME.test(body.type) ? body.type : 'signal');
   const attrs = { ...(name === body.type ? {} : { type: body.type }), ...(body.attributes ?? {}) };

@@ -63,7 +63,7 @@ export interface Cycle {
  * Project a page read after `after` and judge whether it reached `position.head`. Records past
  * `until` are left for later (a catch-up that stops where a shared projection takes over).
  */
-export const projectPage = (
+const projectPage = (
   projector: ConversationProjector,
   after: number,
   page: ContextPage,

@@ -24,7 +24,7 @@ export type FlueErrorType =
   | 'conversation_stream_store_failure'
   | 'internal_error';
 
-export const ERROR_STATUS: Record<FlueErrorType, number> = {
+const ERROR_STATUS: Record<FlueErrorType, number> = {
   invalid_request: 400,
   invalid_json: 400,
   // Fatal to @flue/sdk: a bad credential is not retried.

@@ -50,7 +50,7 @@ const single = (params: URLSearchParams, name: string): string | undefined => {
   return all[0];
 };
 
-export const parseReadQuery = (params: URLSearchParams): ReadQuery => {
+const parseReadQuery = (params: URLSearchParams): ReadQuery => {
   const view = single(params, QUERY.view) ?? VIEW.history;
   if (view === VIEW.history) {
     if (params.has(QUERY.offset) || params.has(QUERY.tail) || params.has(QUERY.live))

@@ -1,7 +1,7 @@
 /**
  * What a `GET /v1/follow` asks for: `stream=KEY@CURSOR` (repeatable; the cursor after the last `@`,
  * `-1` when absent), `live=sse` (default) or `long-poll` (with `wait=SECONDS`, a hold shorter than
- * the gateway's `longPollSeconds`, for a client behind a proxy that cuts idle connections), and for a reconnecting EventSource the
+ * the gateway's `downstream.longPollMaxMs`, for a client behind a proxy that cuts idle connections), and for a reconnecting EventSource the
  * `Last-Event-ID` token that carries every stream's cursor at once. The token is opaque to clients:
  * `v1.` and the base64url of the cursors' JSON array, in the order of the `stream` parameters, so
  * it only makes sense with the URL it was handed out on (an EventSource reconnects to that URL).

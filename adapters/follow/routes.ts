@@ -9,7 +9,7 @@
  * connection per turn, however many streams had something.
  *
  * Long-poll (`live=long-poll`): answers as soon as any stream has events, or empty when the hold
- * (`longPollSeconds`, or the shorter `wait=SECONDS` the client asks for) ends: `{"events": [...], "cursors": {KEY: CURSOR}}`.
+ * (`downstream.longPollMaxMs`, or the shorter `wait=SECONDS` the client asks for) ends: `{"events": [...], "cursors": {KEY: CURSOR}}`.
  *
  * Every stream is opened before anything is answered: one the caller may not see, or that does not
  * exist, refuses the whole request (404 naming the key); so does a bad cursor (400).
@@ -30,10 +30,17 @@ const PAGE = 100;
 const HEARTBEAT = Buffer.from(':\n\n');
 const JSON_HEADERS = { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' };
 
-export type FollowErrorCode = 'bad_request' | 'unauthorized' | 'not_found' | 'store_unavailable' | 'internal';
+export type FollowErrorCode =
+  'bad_request' | 'unauthorized' | 'not_found' | 'method_not_allowed' | 'store_unavailable' | 'internal';
 
-export const followError = (c: Context, status: number, code: FollowErrorCode, message: string): Response =>
-  c.body(JSON.stringify({ error: { code, message } }), status as 400, JSON_HEADERS);
+export const followError = (
+  c: Context,
+  status: number,
+  code: FollowErrorCode,
+  message: string,
+  headers: Record<string, string> = {},
+): Response =>
+  c.body(JSON.stringify({ error: { code, message } }), status as 400, { ...JSON_HEADERS, ...headers });
 
 interface Opened {
   key: FollowKey;
@@ -157,28 +164,19 @@ export const createFollowRoutes = (deps: AdapterDeps, sources: readonly FollowSo
       const request = parseFollowRequest(
         c.req.queries(),
         c.req.header('last-event-id'),
-        config.followMaxStreams ?? 256,
+        config.follow?.maxStreams ?? 256,
       );
       const opened = await openAll(c, request.keys);
       return request.live === 'sse' ? sse(c, opened) : await longPoll(c, opened, request.waitMs);
     } catch (err) {
       if (err instanceof FollowRequestError) return followError(c, err.status, err.code, err.message);
       if (err instanceof GatewayError && (err.code === 'store_unavailable' || err.code === 'shutting_down'))
-        return c.body(
-          JSON.stringify({
-            error: { code: 'store_unavailable', message: 'the log store is unavailable, retry' },
-          }),
-          503,
-          { ...JSON_HEADERS, 'retry-after': '1' },
-        );
+        return followError(c, 503, 'store_unavailable', 'the log store is unavailable, retry', {
+          'retry-after': '1',
+        });
       throw err;
     }
   });
-  app.all(FOLLOW_PATH, (c) =>
-    c.body(JSON.stringify({ error: { code: 'method_not_allowed', message: 'use GET' } }), 405, {
-      ...JSON_HEADERS,
-      allow: 'GET',
-    }),
-  );
+  app.all(FOLLOW_PATH, (c) => followError(c, 405, 'method_not_allowed', 'use GET', { allow: 'GET' }));
   return app;
 };

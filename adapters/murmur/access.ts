@@ -6,29 +6,26 @@
  * HTTP status (401/403), like the rest of errors.ts.
  */
 import type { MiddlewareHandler } from 'hono';
-import { may, principalOf, seesCapsule, type Principal, type Scope } from '../../src/auth/principal.js';
-import { murmurError } from './errors.js';
-
-const answer = (status: 401 | 403, rpcCode: number, message: string, challenge?: string): Response =>
-  new Response(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: rpcCode, message } }), {
-    status,
-    headers: {
-      'content-type': 'application/json',
-      ...(challenge ? { 'www-authenticate': challenge } : {}),
-    },
-  });
+import {
+  bearerChallenge,
+  may,
+  principalOf,
+  seesCapsule,
+  type Principal,
+  type Scope,
+} from '../../src/auth/principal.js';
+import { murmurError, rpcErrorResponse } from './errors.js';
 
 /** The refusal for `principal` using `scope` on `capsule`, or null when allowed. */
 export const murmurRefusal = (principal: Principal, scope: Scope, capsule: string): Response | null => {
-  if (principal.kind === 'anonymous') {
-    const error = principal.failure === 'missing' ? '' : ', error="invalid_token"';
-    return answer(401, -32001, 'Unauthorized', `Bearer realm="murmur-gateway"${error}`);
-  }
+  if (principal.kind === 'anonymous')
+    return rpcErrorResponse(401, -32001, 'Unauthorized', { 'www-authenticate': bearerChallenge(principal) });
   if (!seesCapsule(principal, capsule)) {
     const nf = murmurError('capsule_not_found');
     return new Response(null, { status: nf.status, headers: { 'content-length': '0' } });
   }
-  if (!may(principal, scope, capsule)) return answer(403, -32003, `Forbidden: needs the "${scope}" scope`);
+  if (!may(principal, scope, capsule))
+    return rpcErrorResponse(403, -32003, `Forbidden: needs the "${scope}" scope`);
   return null;
 };
 

@@ -9,7 +9,7 @@ import { EVENT } from './constants.js';
 import { projectRecord, type MurmurEvent } from './projection.js';
 
 /** Encode one event. Capsule data lines are single lines and pass through byte for byte. */
-export const encodeEvent = (event: MurmurEvent): string => {
+const encodeEvent = (event: MurmurEvent): string => {
   switch (event.kind) {
     case 'frame':
       return encodeSse({ id: event.id, event: event.event, data: event.data });

@@ -57,10 +57,22 @@ export const murmurError = (code: MurmurErrorCode, rpcId: string | number | null
   return {
     status: shape.status,
     contentType: 'application/json',
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id: rpcId,
-      error: { code: shape.rpcCode, message: shape.message },
-    }),
+    body: rpcErrorBody(rpcId, shape.rpcCode, shape.message),
   };
 };
+
+/** The JSON-RPC 2.0 error object, the one body of this grammar. */
+export const rpcErrorBody = (id: string | number | null, rpcCode: number, message: string): string =>
+  JSON.stringify({ jsonrpc: '2.0', id, error: { code: rpcCode, message } });
+
+/** A JSON-RPC error answered before a request's id was read (`id: null`): access, bounds, bad paths. */
+export const rpcErrorResponse = (
+  status: number,
+  rpcCode: number,
+  message: string,
+  headers: Record<string, string> = {},
+): Response =>
+  new Response(rpcErrorBody(null, rpcCode, message), {
+    status,
+    headers: { 'content-type': 'application/json', ...headers },
+  });

@@ -33,7 +33,7 @@ export interface FeedFormat {
   cursorGap(firstAvailable: number, status: 'gone' | 'ahead'): Buffer;
 }
 
-export const NATIVE_FORMAT: FeedFormat = {
+const NATIVE_FORMAT: FeedFormat = {
   tail: false,
   record: encodeRecord,
   cursorGap: (first, status) =>

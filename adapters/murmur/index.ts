@@ -14,7 +14,7 @@ import { createRecordsRoutes } from './records.js';
 import { createRpcRoutes } from './routes.js';
 
 /** Every route of the native Murmur surface, with full paths. */
-export const createMurmurRoutes = (deps: AdapterDeps): Hono => {
+const createMurmurRoutes = (deps: AdapterDeps): Hono => {
   const app = new Hono();
   app.use('/murmur/:capsule', murmurAccess);
   app.use('/murmur/:capsule/*', murmurAccess);

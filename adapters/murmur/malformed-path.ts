@@ -4,6 +4,7 @@
  * `{error: {code, message}}`, the EventSource door a plain status (EventSource shows no body).
  */
 import type { Context } from 'hono';
+import { rpcErrorResponse } from './errors.js';
 import { pollErrorResponse } from './poll.js';
 
 const MESSAGE = 'malformed percent-encoding in the path';
@@ -11,10 +12,6 @@ const MESSAGE = 'malformed percent-encoding in the path';
 export const murmurMalformedPath = (c: Context): Response => {
   if (c.req.method === 'GET' && /\/(poll|records)\/?$/.test(c.req.path))
     return pollErrorResponse('bad_request', MESSAGE);
-  if (c.req.method === 'POST')
-    return new Response(
-      JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32600, message: 'Invalid Request' } }),
-      { status: 400, headers: { 'content-type': 'application/json' } },
-    );
+  if (c.req.method === 'POST') return rpcErrorResponse(400, -32600, 'Invalid Request');
   return new Response(null, { status: 400, headers: { 'content-length': '0' } });
 };

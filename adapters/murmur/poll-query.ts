@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 
-export const POLL_LIMITS = {
+const POLL_LIMITS = {
   defaultLimit: 100,
   maxLimit: 1000,
   /** Contract: answers "after at most S seconds (max 30)". */

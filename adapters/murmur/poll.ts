@@ -44,7 +44,7 @@ import { pollBodyBytes } from './poll-pages.js';
 import { parsePollQuery } from './poll-query.js';
 import { countUnexpected } from '../../src/http/unexpected-errors.js';
 
-export const POLL_ROUTE = '/murmur/:capsule/poll';
+const POLL_ROUTE = '/murmur/:capsule/poll';
 
 export type PollErrorCode =
   | 'bad_request'
@@ -64,7 +64,7 @@ const STATUS: Record<PollErrorCode, 400 | 404 | 405 | 500 | 503> = {
 };
 
 /** The poll route's error body, in the one JSON error grammar of this route. */
-export const pollErrorBody = (code: PollErrorCode, message: string): string =>
+const pollErrorBody = (code: PollErrorCode, message: string): string =>
   JSON.stringify({ error: { code, message } });
 
 const JSON_HEADERS = { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' };

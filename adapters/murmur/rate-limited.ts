@@ -4,6 +4,7 @@
  * `{error: {code, message}}`, the EventSource door a plain status (EventSource shows no body).
  */
 import type { Context } from 'hono';
+import { rpcErrorResponse } from './errors.js';
 
 export const murmurRateLimited = (c: Context, retryAfterSeconds: number): Response => {
   const retry = { 'Retry-After': String(retryAfterSeconds) };
@@ -13,10 +14,6 @@ export const murmurRateLimited = (c: Context, retryAfterSeconds: number): Respon
       JSON.stringify({ error: { code: 'rate_limited', message: 'too many requests, retry later' } }),
       { status: 429, headers: { 'content-type': 'application/json', ...retry } },
     );
-  if (c.req.method === 'POST')
-    return new Response(
-      JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message: 'Rate limited' } }),
-      { status: 429, headers: { 'content-type': 'application/json', ...retry } },
-    );
+  if (c.req.method === 'POST') return rpcErrorResponse(429, -32000, 'Rate limited', retry);
   return new Response(null, { status: 429, headers: { 'content-length': '0', ...retry } });
 };

@@ -11,7 +11,7 @@ import type { FeedFormat } from './feed.js';
 import { recordText } from '../../src/http/record-json.js';
 import { possiblyMissingGap, type PollGap } from './poll-json.js';
 
-export const RECORDS_EVENT = {
+const RECORDS_EVENT = {
   /** `id: <offset>`, data: the poll's record object. */
   record: 'record',
   /** data: the poll's `gap` object (retention, ahead, possibly_missing). */

@@ -23,9 +23,9 @@ import { pollErrorResponse, pollFailure } from './poll.js';
 import { parsePollQuery } from './poll-query.js';
 import { encodeReady, RECORDS_FORMAT } from './records-codec.js';
 
-export const RECORDS_ROUTE = '/murmur/:capsule/records';
+const RECORDS_ROUTE = '/murmur/:capsule/records';
 
-export const RECORDS_MESSAGES = {
+const RECORDS_MESSAGES = {
   lastEventId: 'Last-Event-ID must be a non-negative integer',
 } as const;
 

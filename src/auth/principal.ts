@@ -67,6 +67,13 @@ export const may = (p: Principal, scope: Scope, capsule?: string): boolean => {
 export const seesCapsule = (p: Principal, capsule: string): boolean =>
   p.capsules === '*' || p.capsules.has(capsule);
 
+/**
+ * The `WWW-Authenticate` challenge of a 401 (RFC 6750 §3): bare when no credential was sent,
+ * `invalid_token` when one was sent and refused. Every surface's grammar carries this same header.
+ */
+export const bearerChallenge = (p: Principal): string =>
+  `Bearer realm="murmur-gateway"${p.failure === 'missing' ? '' : ', error="invalid_token"'}`;
+
 /** Hono context key; typed accessors below so adapters need no variable typing of their own. */
 const PRINCIPAL_KEY = 'principal';
 

@@ -12,23 +12,25 @@ const isLoopbackHost = (host: string): boolean => {
   return h.startsWith('::ffff:127.');
 };
 
-const authConfigured = (config: Pick<GatewayConfig, 'apiKeys' | 'jwt'>): boolean =>
-  config.apiKeys.length > 0 || config.jwt !== undefined;
+const authConfigured = (auth: Pick<GatewayConfig['auth'], 'apiKeys' | 'jwt'>): boolean =>
+  auth.apiKeys.length > 0 || auth.jwt !== undefined;
 
 export type AuthPosture = 'enforced' | 'loopback-open' | 'open';
 
 /** The one message a refused start prints (then exit 2, like a configuration error). */
 const OPEN_REFUSAL = (host: string): string =>
-  `refusing to serve on ${host} without authentication: configure apiKeys (sha256 of each key, owner, ` +
-  `scopes) or jwt (issuer, audience, secret/publicKey/jwksFile) in the config file, bind a loopback ` +
+  `refusing to serve on ${host} without authentication: configure auth.apiKeys (sha256 of each key, owner, ` +
+  `scopes) or auth.jwt (issuer, audience, secret/publicKey/jwksFile) in the config file, bind a loopback ` +
   `address (--host 127.0.0.1), or set auth: {open: true} to serve every caller without credentials`;
 
 /** How this configuration serves, or the refusal message when it must not start. */
-export const authPosture = (
-  config: Pick<GatewayConfig, 'apiKeys' | 'jwt' | 'auth' | 'host'>,
-): { posture: AuthPosture } | { refuse: string } => {
-  if (authConfigured(config)) return { posture: 'enforced' };
-  if (isLoopbackHost(config.host)) return { posture: 'loopback-open' };
-  if (config.auth.open) return { posture: 'open' };
-  return { refuse: OPEN_REFUSAL(config.host) };
+export const authPosture = (config: {
+  auth: Pick<GatewayConfig['auth'], 'apiKeys' | 'jwt' | 'open'>;
+  server: { host: string };
+}): { posture: AuthPosture } | { refuse: string } => {
+  const { auth, server } = config;
+  if (authConfigured(auth)) return { posture: 'enforced' };
+  if (isLoopbackHost(server.host)) return { posture: 'loopback-open' };
+  if (auth.open) return { posture: 'open' };
+  return { refuse: OPEN_REFUSAL(server.host) };
 };

@@ -37,7 +37,7 @@ const b64 = (b: Buffer): string => b.toString('base64url');
  */
 export const createTicketAuthority = (
   secret: string | (() => Promise<string>),
-  ttlSeconds: number,
+  ttlMs: number,
 ): TicketAuthority => {
   let key: Promise<Buffer> | null = null;
   const keyOf = (): Promise<Buffer> => {
@@ -54,7 +54,6 @@ export const createTicketAuthority = (
     createHmac('sha256', await keyOf())
       .update(`${VERSION}.${payload}`)
       .digest();
-  const ttlMs = ttlSeconds * 1000;
   return {
     ttlMs,
     async issue(p, nowMs = Date.now()) {

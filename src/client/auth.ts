@@ -5,7 +5,7 @@
  */
 import type { TokenInput } from './types.js';
 
-export const resolveToken = async (token: TokenInput | undefined): Promise<string | null> => {
+const resolveToken = async (token: TokenInput | undefined): Promise<string | null> => {
   if (token === undefined) return null;
   return typeof token === 'string' ? token : await token();
 };

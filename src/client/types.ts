@@ -121,7 +121,7 @@ export interface FollowTuning {
   /** First pause before probing SSE again from the fallback (doubles per failed probe). */
   probeMs: number;
   probeMaxMs: number;
-  /** Longest long-poll hold (the gateway caps it at its `longPollSeconds`). */
+  /** Longest long-poll hold (the gateway caps it at its `downstream.longPollMaxMs`). */
   pollHoldMs: number;
   /** Backoff after errors: base and ceiling. */
   backoffMs: number;

@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import type { z } from 'zod';
 import { sha256Hex } from '../auth/admin-token.js';
+import { migrateDeprecatedKeys, type Deprecation } from './deprecated-keys.js';
 import { configSchema, type GatewayConfig } from './schema.js';
 
 export class ConfigError extends Error {
@@ -39,14 +40,30 @@ const describePath = (path: PropertyKey[]): string =>
     ? '(root)'
     : path.map((p, i) => (typeof p === 'number' ? `[${p}]` : `${i ? '.' : ''}${String(p)}`)).join('');
 
-/** One line per bad field, naming it: `capsules[0].url: must be an http:// or https:// URL`. */
-export const formatIssues = (issues: z.core.$ZodIssue[], source: string): string => {
+/**
+ * One line per bad field, naming it: `capsules[0].url: must be an http:// or https:// URL`; a field
+ * given under an old key says which (`downstream.heartbeatMs (given as heartbeatSeconds): …`).
+ */
+const formatIssues = (
+  issues: z.core.$ZodIssue[],
+  source: string,
+  deprecations: readonly Deprecation[] = [],
+): string => {
+  const givenAs = (field: string): string => {
+    const old = deprecations.find(
+      (d) => !d.ignored && (field === d.to || field.startsWith(`${d.to}.`) || field.startsWith(`${d.to}[`)),
+    );
+    return old ? ` (given as ${old.from})` : '';
+  };
   const byField = new Map<string, string>();
   for (const i of issues) {
     const field = describePath(i.path);
     if (!byField.has(field)) byField.set(field, i.message);
   }
-  return `invalid configuration (${source}):\n` + [...byField].map(([f, m]) => `  ${f}: ${m}`).join('\n');
+  return (
+    `invalid configuration (${source}):\n` +
+    [...byField].map(([f, m]) => `  ${f}${givenAs(f)}: ${m}`).join('\n')
+  );
 };
 
 /** `ID=URL` → {id, url}; the URL itself is validated by the schema. */
@@ -119,12 +136,8 @@ const readRedisEnv = (env: NodeJS.ProcessEnv): unknown => {
   return undefined;
 };
 
-/**
- * Merge file < env < flags and validate. `env` is passed in (not read from process.env here) so
- * tests can supply their own.
- */
 /** `MURMUR_DOOR_TOKEN_<ID>` (id upper-cased, other characters `_`): one capsule's door token. */
-export const doorTokenEnvName = (id: string): string =>
+const doorTokenEnvName = (id: string): string =>
   `MURMUR_DOOR_TOKEN_${id.toUpperCase().replace(/[^A-Z0-9]/g, '_')}`;
 
 /**
@@ -144,41 +157,74 @@ const withEnvDoorTokens = (capsules: unknown[], env: NodeJS.ProcessEnv): unknown
 const parseWorkers = (value: string, origin: string): number | 'auto' =>
   value === 'auto' ? 'auto' : parseNumber(value, origin);
 
-export const loadConfig = (flags: FlagValues, env: NodeJS.ProcessEnv): GatewayConfig => {
-  const file = flags.config ?? env.GATEWAY_CONFIG;
-  const merged: Record<string, unknown> = file ? readConfigFile(file) : {};
+/** `group.key = value` on the merged input, making the group when the file had none. */
+const setIn = (merged: Record<string, unknown>, group: string, key: string, value: unknown): void => {
+  const node = merged[group];
+  // A group that is not a mapping is left for the schema to name.
+  if (node === undefined) merged[group] = { [key]: value };
+  else if (typeof node === 'object' && node !== null && !Array.isArray(node))
+    (node as Record<string, unknown>)[key] = value;
+};
 
-  if (env.PORT !== undefined) merged.port = parseNumber(env.PORT, 'PORT');
-  if (env.HOST !== undefined) merged.host = env.HOST;
+const getIn = (merged: Record<string, unknown>, group: string, key: string): unknown => {
+  const node = merged[group];
+  return typeof node === 'object' && node !== null ? (node as Record<string, unknown>)[key] : undefined;
+};
+
+export interface LoadedConfig {
+  config: GatewayConfig;
+  /** Old keys the file used, each with its warning (logged once at start). */
+  deprecations: Deprecation[];
+}
+
+/**
+ * Merge file < env < flags and validate. The file's old keys are moved to their places first
+ * (deprecated-keys.ts); env and flags then set the new places. `env` is passed in (not read from
+ * process.env here) so tests can supply their own.
+ */
+export const readConfig = (flags: FlagValues, env: NodeJS.ProcessEnv): LoadedConfig => {
+  const file = flags.config ?? env.GATEWAY_CONFIG;
+  const { config: merged, deprecations } = migrateDeprecatedKeys(file ? readConfigFile(file) : {});
+  // What env and flags set is theirs, not the old key's: an error there is not "given as" it.
+  const overridden = new Set<string>();
+  const set = (group: string, key: string, value: unknown): void => {
+    overridden.add(`${group}.${key}`);
+    setIn(merged, group, key, value);
+  };
+
+  if (env.PORT !== undefined) set('server', 'port', parseNumber(env.PORT, 'PORT'));
+  if (env.HOST !== undefined) set('server', 'host', env.HOST);
   const redisFromEnv = readRedisEnv(env);
-  if (redisFromEnv !== undefined) merged.redis = redisFromEnv;
-  if (env.PUBLIC_URL !== undefined && env.PUBLIC_URL !== '') merged.publicUrl = env.PUBLIC_URL;
+  if (redisFromEnv !== undefined) set('store', 'redis', redisFromEnv);
+  if (env.PUBLIC_URL !== undefined && env.PUBLIC_URL !== '') set('server', 'publicUrl', env.PUBLIC_URL);
   // Both or neither: one of them alone is a configuration error the schema names.
-  if (env.TLS_CERT || env.TLS_KEY) merged.tls = { cert: env.TLS_CERT ?? '', key: env.TLS_KEY ?? '' };
+  if (env.TLS_CERT || env.TLS_KEY) set('server', 'tls', { cert: env.TLS_CERT ?? '', key: env.TLS_KEY ?? '' });
   if (env.CAPSULES !== undefined && env.CAPSULES.trim() !== '') {
     merged.capsules = env.CAPSULES.split(',').map((p) => parseCapsulePair(p, 'CAPSULES'));
   }
 
-  if (env.REPLICA_ID !== undefined && env.REPLICA_ID !== '') merged.replicaId = env.REPLICA_ID;
+  if (env.REPLICA_ID !== undefined && env.REPLICA_ID !== '') set('fleet', 'replicaId', env.REPLICA_ID);
   if (env.LOG_LEVEL !== undefined && env.LOG_LEVEL !== '') merged.logLevel = env.LOG_LEVEL;
-  if (env.WORKERS !== undefined && env.WORKERS !== '') merged.workers = parseWorkers(env.WORKERS, 'WORKERS');
+  if (env.WORKERS !== undefined && env.WORKERS !== '')
+    set('server', 'workers', parseWorkers(env.WORKERS, 'WORKERS'));
 
   if (env.GATEWAY_ADMIN_TOKEN !== undefined && env.GATEWAY_ADMIN_TOKEN.trim() !== '') {
     // Only the hash is kept: the clear token never reaches the configuration or a log line.
     const hashed = { sha256: sha256Hex(env.GATEWAY_ADMIN_TOKEN.trim()) };
-    merged.adminTokens = [...(Array.isArray(merged.adminTokens) ? merged.adminTokens : []), hashed];
+    const given = getIn(merged, 'auth', 'adminTokens');
+    set('auth', 'adminTokens', [...(Array.isArray(given) ? given : []), hashed]);
   }
 
-  if (flags.port !== undefined) merged.port = parseNumber(flags.port, '--port');
-  if (flags.host !== undefined) merged.host = flags.host;
-  if (flags.redis !== undefined) merged.redis = flags.redis;
-  if (flags.publicUrl !== undefined) merged.publicUrl = flags.publicUrl;
+  if (flags.port !== undefined) set('server', 'port', parseNumber(flags.port, '--port'));
+  if (flags.host !== undefined) set('server', 'host', flags.host);
+  if (flags.redis !== undefined) set('store', 'redis', flags.redis);
+  if (flags.publicUrl !== undefined) set('server', 'publicUrl', flags.publicUrl);
   if (flags.tlsCert !== undefined || flags.tlsKey !== undefined)
-    merged.tls = { cert: flags.tlsCert ?? '', key: flags.tlsKey ?? '' };
+    set('server', 'tls', { cert: flags.tlsCert ?? '', key: flags.tlsKey ?? '' });
   if (flags.demo) merged.demo = true;
   if (flags.logLevel !== undefined) merged.logLevel = flags.logLevel;
-  if (flags.workers !== undefined) merged.workers = parseWorkers(flags.workers, '--workers');
-  if (flags.discoverRunning !== undefined) merged.discoverRunning = flags.discoverRunning;
+  if (flags.workers !== undefined) set('server', 'workers', parseWorkers(flags.workers, '--workers'));
+  if (flags.discoverRunning !== undefined) set('fleet', 'discoverRunning', flags.discoverRunning);
   if (flags.capsule && flags.capsule.length > 0) {
     // Flags replace the capsule list but keep door tokens the file gave the same ids.
     const fromFile = new Map(
@@ -197,6 +243,16 @@ export const loadConfig = (flags: FlagValues, env: NodeJS.ProcessEnv): GatewayCo
 
   const result = configSchema.safeParse(merged);
   if (!result.success)
-    throw new ConfigError(formatIssues(result.error.issues, file ?? 'flags and environment'));
-  return result.data;
+    throw new ConfigError(
+      formatIssues(
+        result.error.issues,
+        file ?? 'flags and environment',
+        deprecations.filter((d) => !overridden.has(d.to)),
+      ),
+    );
+  return { config: result.data, deprecations };
 };
+
+/** readConfig without the deprecations (a reload: they were logged at start). */
+export const loadConfig = (flags: FlagValues, env: NodeJS.ProcessEnv): GatewayConfig =>
+  readConfig(flags, env).config;

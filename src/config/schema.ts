@@ -20,7 +20,7 @@ const isHttpUrl = (u: string): boolean => {
 
 const httpUrl = z.string().refine(isHttpUrl, 'must be an http:// or https:// URL');
 
-export const capsuleSchema = z.object({
+const capsuleSchema = z.object({
   id: z.string().regex(CAPSULE_ID, 'must match [A-Za-z0-9][A-Za-z0-9._-]{0,63}'),
   url: httpUrl,
   /** Door token sent upstream as `Authorization: Bearer …`; never logged, never sent downstream. */
@@ -28,6 +28,32 @@ export const capsuleSchema = z.object({
 });
 
 const scopeSchema = z.enum(['submit', 'observe', 'control', 'admin', 'ops', 'write']);
+
+/**
+ * Who outgoing webhooks may call (Durable Streams subscriptions; docs/surfaces/durable-streams-subscriptions.md).
+ * Private, loopback, link-local and other internal addresses are refused (SSRF); `allowLoopback`
+ * admits loopback receivers (development and tests), `allowHosts` the hosts listed, whatever they
+ * resolve to.
+ */
+const webhooksSchema = z
+  .object({
+    allowLoopback: z.boolean().default(false),
+    allowHosts: z
+      .array(
+        z
+          .string()
+          .min(1)
+          .max(253)
+          .transform((h) => h.toLowerCase()),
+      )
+      .max(1000)
+      .default([]),
+    /** How long a receiver may take to answer one delivery. */
+    timeoutMs: z.number().positive().max(120_000).default(10_000),
+  })
+  .strict();
+
+const DAY_MS = 86_400_000;
 
 /** The writable, general Durable Streams surface and its bounds. */
 const durableStreamsSchema = z
@@ -55,30 +81,6 @@ const durableStreamsSchema = z
       .min(1)
       .max(64 * 1024 * 1024)
       .default(1024 * 1024),
-    /**
-     * Who webhook subscriptions may call (docs/surfaces/durable-streams-subscriptions.md). Private,
-     * loopback, link-local and other internal addresses are refused (SSRF); `allowLoopback` admits
-     * loopback receivers (development and tests), `allowHosts` the hosts listed, whatever they
-     * resolve to.
-     */
-    webhooks: z
-      .object({
-        allowLoopback: z.boolean().default(false),
-        allowHosts: z
-          .array(
-            z
-              .string()
-              .min(1)
-              .max(253)
-              .transform((h) => h.toLowerCase()),
-          )
-          .max(1000)
-          .default([]),
-        /** How long a receiver may take to answer one delivery. */
-        timeoutSeconds: z.number().positive().max(120).default(10),
-      })
-      .strict()
-      .default(() => ({ allowLoopback: false, allowHosts: [], timeoutSeconds: 10 })),
     subscriptions: z
       .object({
         /** Subscriptions one owner may hold (without auth: the one shared owner). */
@@ -86,25 +88,47 @@ const durableStreamsSchema = z
         /** Wakes one owner may have in flight at once (webhook deliveries and claims). */
         maxWakesPerOwner: z.number().int().min(1).max(1_000_000).default(100),
         /** Rotated-out signing keys stay in the JWKS this long (receivers replaying deliveries). */
-        replayWindowSeconds: z
+        replayWindowMs: z
           .number()
           .int()
-          .min(300)
-          .max(30 * 86_400)
-          .default(86_400),
+          .min(300_000)
+          .max(30 * DAY_MS)
+          .default(DAY_MS),
         /** Each replica looks for due deliveries, lapsed leases and retries this often. */
         sweepMs: z.number().int().min(50).max(60_000).default(1000),
-        /** The webhook signing key is replaced when it is this many days old (0: never). */
-        keyRotationDays: z.number().min(0).max(3650).default(90),
+        /** The webhook signing key is replaced when it is this old (0: never). */
+        keyRotationMs: z
+          .number()
+          .min(0)
+          .max(3650 * DAY_MS)
+          .default(90 * DAY_MS),
       })
       .strict()
       .default(() => ({
         maxPerOwner: 100,
         maxWakesPerOwner: 100,
-        replayWindowSeconds: 86_400,
+        replayWindowMs: DAY_MS,
         sweepMs: 1000,
-        keyRotationDays: 90,
+        keyRotationMs: 90 * DAY_MS,
       })),
+  })
+  .strict();
+
+/** The A2A surface (docs/surfaces/a2a.md). */
+const a2aSchema = z
+  .object({
+    /** Push notifications: webhooks of a task's status and artifact updates (A2A §4.3.3). */
+    pushNotifications: z
+      .object({
+        /** Configs one task may hold; past it -32000. */
+        maxConfigsPerTask: z.number().int().min(1).max(1000).default(10),
+        /** Tasks with configs one owner may hold at once (without auth: the one shared owner). */
+        maxTasksPerOwner: z.number().int().min(1).max(1_000_000).default(100),
+        /** Who they may be sent to; absent: as the top-level `webhooks` says. */
+        webhooks: webhooksSchema.optional(),
+      })
+      .strict()
+      .default(() => ({ maxConfigsPerTask: 10, maxTasksPerOwner: 100 })),
   })
   .strict();
 
@@ -156,22 +180,28 @@ const jwtSchema = z
     message: 'must set exactly one of secret, publicKey, jwksFile',
   });
 
-const authSchema = z
-  .object({
-    /** Serve without any credential on a non-loopback address (explicit opt-out; warned at start). */
-    open: z.boolean().default(false),
-    ticketTtlSeconds: z.number().int().min(1).max(3600).default(60),
-    /** Ticket signing key shared by replicas; absent = one random key kept in Redis (or per process). */
-    ticketSecret: z.string().min(16, 'must be at least 16 characters').optional(),
-  })
-  .strict();
-
 /** Admin API tokens, held only as SHA-256 (env GATEWAY_ADMIN_TOKEN adds the hash of a clear one). */
 const adminTokenSchema = z
   .object({
     sha256: z
       .string()
       .regex(/^[0-9a-f]{64}$/, 'must be the lowercase hex SHA-256 of the token (64 characters)'),
+  })
+  .strict();
+
+/** Who may call: keys, JWTs, browser tickets, the admin API (docs/security.md). */
+const authSchema = z
+  .object({
+    /** Serve without any credential on a non-loopback address (explicit opt-out; warned at start). */
+    open: z.boolean().default(false),
+    apiKeys: z.array(apiKeySchema).default([]),
+    jwt: jwtSchema.optional(),
+    /** The admin API (`/admin/`) is enabled only when at least one is configured. */
+    adminTokens: z.array(adminTokenSchema).default([]),
+    /** Lifetime of a browser ticket (`POST /auth/tickets`). */
+    ticketTtlMs: z.number().int().min(1000).max(3_600_000).default(60_000),
+    /** Ticket signing key shared by replicas; absent = one random key kept in Redis (or per process). */
+    ticketSecret: z.string().min(16, 'must be at least 16 characters').optional(),
   })
   .strict();
 
@@ -284,7 +314,7 @@ const bucketSchema = z
 
 /**
  * Abuse bounds (src/auth/limits.ts), shared by every replica on Redis. Every count is off (0) by
- * default, so the demo, tests and benchmarks are never throttled; the timeouts are on.
+ * default, so the demo, tests and benchmarks are never throttled.
  */
 const limitsSchema = z
   .object({
@@ -298,10 +328,6 @@ const limitsSchema = z
     streamsPerKey: z.number().int().min(0).default(0),
     /** POSTs on a capsule's surfaces (submissions, control calls) per owner per minute. */
     submissionsPerMinute: z.number().int().min(0).default(0),
-    /** Longest wait for a request's headers (slow-loris); streams are not affected. */
-    headersTimeoutSeconds: z.number().positive().max(600).default(60),
-    /** Longest wait for a request's body once its headers arrived; a stream's response is not cut. */
-    bodyTimeoutSeconds: z.number().positive().max(600).default(30),
   })
   .strict();
 
@@ -314,67 +340,23 @@ const trustProxySchema = z
   .union([z.literal(false), z.number().int().min(1).max(32), z.array(z.string().min(1)).min(1)])
   .default(false);
 
-/** Deadlines and liveness checks on every remote path (store, capsules, clients). */
-const livenessSchema = z
-  .object({
-    store: z
-      .object({
-        /** A Redis command unanswered this long fails, and its connection is dropped and reopened. */
-        commandTimeoutMs: z.number().int().min(50).max(60_000).default(2000),
-        /** How often this replica checks that the store answers. */
-        probeMs: z.number().int().min(50).max(60_000).default(1000),
-        /** No answer for this long: the store is unreachable from here; readers are told to go elsewhere. */
-        unreachableAfterMs: z.number().int().min(100).max(300_000).default(3000),
-      })
-      .strict()
-      .default({ commandTimeoutMs: 2000, probeMs: 1000, unreachableAfterMs: 3000 }),
-    upstream: z
-      .object({
-        /** TCP keep-alive idle time on capsule sockets (then 10 probes 1 s apart: a dead peer in ~idle + 10 s). */
-        keepAliveMs: z.number().int().min(1000).max(600_000).default(1000),
-        /** Time allowed for a watch connection's response headers. */
-        connectTimeoutMs: z.number().int().min(100).max(120_000).default(5000),
-        /** The capsule's heartbeat interval until one is observed (spec: 15 s). */
-        heartbeatMs: z.number().int().min(10).max(600_000).default(15_000),
-        /** 0.4+ lines: this many heartbeat intervals without a byte end the watch as lost. */
-        heartbeatMisses: z.number().min(1.5).max(100).default(3),
-        /** An owned capsule unreachable this long is given up so another replica can take it over. */
-        giveUpAfterMs: z.number().int().min(100).max(3_600_000).default(5000),
-        /** A capsule given up is not taken back by this replica for this long (unless nobody else did). */
-        giveUpCooldownMs: z.number().int().min(0).max(3_600_000).default(30_000),
-      })
-      .strict()
-      .default({
-        keepAliveMs: 1000,
-        connectTimeoutMs: 5000,
-        heartbeatMs: 15_000,
-        heartbeatMisses: 3,
-        giveUpAfterMs: 5000,
-        giveUpCooldownMs: 30_000,
-      }),
-    downstream: z
-      .object({
-        /** TCP keep-alive idle time on accepted sockets (then 10 probes 1 s apart). */
-        keepAliveMs: z.number().int().min(1000).max(600_000).default(1000),
-        /** A live stream whose sent bytes stay unacknowledged (retransmitted) this long is closed. */
-        writeStallMs: z.number().int().min(100).max(600_000).default(5000),
-      })
-      .strict()
-      .default({ keepAliveMs: 1000, writeStallMs: 5000 }),
-  })
-  .strict();
-
-export const configSchema = z
+/**
+ * The listener and what every request shares: address, TLS and HTTP/2, CORS, the client's address
+ * behind proxies, the body bound and the slow-loris deadlines.
+ */
+const serverSchema = z
   .object({
     port: z.number().int().min(0).max(65535).default(8080),
     /**
-     * Address to bind. Absent: every interface (0.0.0.0) when auth is configured (apiKeys, jwt or
-     * auth.open), else loopback only, so a gateway started with zero setup is never open to a network.
+     * Address to bind. Absent: every interface (0.0.0.0) when auth is configured (auth.apiKeys,
+     * auth.jwt or auth.open), else loopback only, so a gateway started with zero setup is never open
+     * to a network.
      */
     host: z.string().min(1).optional(),
-    /** One Redis (a URL), a Sentinel-monitored master, or a Cluster; null = the in-memory store. */
-    redis: redisSchema.default(null),
+    /** Base for absolute URLs the gateway returns; null = derived from the request. */
     publicUrl: httpUrl.nullable().default(null),
+    /** Worker processes on the one port (each a full replica; Redis needed past 1); auto = the cores. */
+    workers: z.union([z.literal('auto'), z.number().int().min(1, 'must be at least 1').max(256)]).default(1),
     /** PEM files: HTTPS with HTTP/2 (ALPN h2) and HTTP/1.1 on the same port; null = plain HTTP. */
     tls: z
       .object({
@@ -389,33 +371,54 @@ export const configSchema = z
       .object({ cleartext: z.boolean().default(false) })
       .strict()
       .default({ cleartext: false }),
-    /** Worker processes on the one port (each a full replica; Redis needed past 1); auto = the cores. */
-    workers: z.union([z.literal('auto'), z.number().int().min(1, 'must be at least 1').max(256)]).default(1),
-    /** `GET /v1/follow`: streams one connection may hold. */
-    follow: z
-      .object({ maxStreams: z.number().int().min(1).max(4096).default(256) })
-      .strict()
-      .default({ maxStreams: 256 }),
-    demo: z.boolean().default(false),
-    capsules: z.array(capsuleSchema).default([]),
-    apiKeys: z.array(apiKeySchema).default([]),
-    jwt: jwtSchema.optional(),
-    auth: authSchema.default({ open: false, ticketTtlSeconds: 60 }),
-    /** The admin API (`/admin/`) is enabled only when at least one is configured. */
-    adminTokens: z.array(adminTokenSchema).default([]),
-    /** Directory of running-capsule records to front (`--discover-running`); null = no discovery. */
-    discoverRunning: z.string().min(1, 'must not be empty').nullable().default(null),
     cors: z.object({ origins: z.array(z.string().min(1)).default([]) }).default({ origins: [] }),
+    trustProxy: trustProxySchema,
+    /** Largest request body accepted on the capsule surfaces. */
+    bodyLimitBytes: z
+      .number()
+      .int()
+      .positive()
+      .default(1024 * 1024),
+    /** Longest wait for a request's headers (slow-loris); streams are not affected. */
+    headersTimeoutMs: z.number().positive().max(600_000).default(60_000),
+    /** Longest wait for a request's body once its headers arrived; a stream's response is not cut. */
+    bodyTimeoutMs: z.number().positive().max(600_000).default(30_000),
+  })
+  .strict();
+
+/** What the gateway owes the clients it streams to, on every surface. */
+const downstreamSchema = z
+  .object({
+    /** SSE heartbeats / keepalive comments, from connection open. */
+    heartbeatMs: z.number().positive().default(15_000),
+    /** Longest a long-poll is held (every surface, Durable Streams included). */
+    longPollMaxMs: z.number().positive().max(300_000).default(30_000),
+    /** Flue SSE: an `upToDate` control event at least this often when idle. */
+    idleControlMs: z.number().positive().default(30_000),
+    /** Records queued per live client before it is disconnected as slow. */
+    maxQueuedRecords: z.number().int().positive().default(10_000),
+    /** TCP keep-alive idle time on accepted sockets (then 10 probes 1 s apart). */
+    keepAliveMs: z.number().int().min(1000).max(600_000).default(1000),
+    /** A live stream whose sent bytes stay unacknowledged (retransmitted) this long is closed. */
+    writeStallMs: z.number().int().min(100).max(600_000).default(5000),
+  })
+  .strict();
+
+/** The log's store, what it keeps, and how the gateway rides out its absence. */
+const storeSchema = z
+  .object({
+    /** One Redis (a URL), a Sentinel-monitored master, or a Cluster; null = the in-memory store. */
+    redis: redisSchema.default(null),
     retention: z
       .object({
         /** Records kept per capsule (0 = unbounded). */
         maxRecords: z.number().int().min(0).default(100_000),
         /** Records older than this are dropped (0 = forever). */
-        maxAgeSeconds: z
+        maxAgeMs: z
           .number()
           .int()
           .min(0)
-          .default(7 * 24 * 3600),
+          .default(7 * DAY_MS),
         /** About this many bytes kept per capsule (0 = unbounded): a flood cannot push out more. */
         maxBytes: z
           .number()
@@ -423,19 +426,16 @@ export const configSchema = z
           .min(0)
           .default(256 * 1024 * 1024),
       })
-      .default({ maxRecords: 100_000, maxAgeSeconds: 7 * 24 * 3600, maxBytes: 256 * 1024 * 1024 }),
-    heartbeatSeconds: z.number().positive().default(15),
-    longPollSeconds: z.number().positive().max(300).default(30),
-    idleControlSeconds: z.number().positive().default(30),
-    bodyLimitBytes: z
-      .number()
-      .int()
-      .positive()
-      .default(1024 * 1024),
-    /** Records queued per live downstream client before it is disconnected as slow. */
-    maxQueuedRecords: z.number().int().positive().default(10_000),
-    /** Frames held in memory per capsule while the store is unreachable. */
-    maxPendingAppends: z.number().int().positive().default(100_000),
+      .strict()
+      .default({ maxRecords: 100_000, maxAgeMs: 7 * DAY_MS, maxBytes: 256 * 1024 * 1024 }),
+    /** A Redis command unanswered this long fails, and its connection is dropped and reopened. */
+    commandTimeoutMs: z.number().int().min(50).max(60_000).default(2000),
+    /** How often this replica checks that the store answers. */
+    probeMs: z.number().int().min(50).max(60_000).default(1000),
+    /** No answer for this long: the store is unreachable from here; readers are told to go elsewhere. */
+    unreachableAfterMs: z.number().int().min(100).max(300_000).default(3000),
+    /** Entries (frames and facts) held in memory per capsule while the store is unreachable. */
+    maxPendingEntries: z.number().int().positive().default(100_000),
     /** Bytes held in memory per capsule while the store is unreachable (frames and facts). */
     maxPendingBytes: z
       .number()
@@ -447,17 +447,36 @@ export const configSchema = z
      * milliseconds (src/log/batch-linger.ts); 0 = append as soon as the previous append returned.
      */
     appendLingerMs: z.number().min(0).max(1000).default(5),
-    /** How long a submission waits for the store before its client is told the service is unavailable. */
-    submitStoreTimeoutSeconds: z.number().positive().max(300).default(5),
-    logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  })
+  .strict();
+
+/** Watching the capsules: deadlines and liveness checks on every capsule connection. */
+const upstreamSchema = z
+  .object({
+    /** TCP keep-alive idle time on capsule sockets (then 10 probes 1 s apart: a dead peer in ~idle + 10 s). */
+    keepAliveMs: z.number().int().min(1000).max(600_000).default(1000),
+    /** Time allowed for a watch connection's response headers. */
+    connectTimeoutMs: z.number().int().min(100).max(120_000).default(5000),
+    /** The capsule's heartbeat interval until one is observed (spec: 15 s). */
+    heartbeatMs: z.number().int().min(10).max(600_000).default(15_000),
+    /** 0.4+ lines: this many heartbeat intervals without a byte end the watch as lost. */
+    heartbeatMisses: z.number().min(1.5).max(100).default(3),
+    /** An owned capsule unreachable this long is given up so another replica can take it over. */
+    giveUpAfterMs: z.number().int().min(100).max(3_600_000).default(5000),
+    /** A capsule given up is not taken back by this replica for this long (unless nobody else did). */
+    giveUpCooldownMs: z.number().int().min(0).max(3_600_000).default(30_000),
+  })
+  .strict();
+
+/** Several replicas on one store (src/fleet): who this one is, and who ingests which capsule. */
+const fleetSchema = z
+  .object({
     /** This replica's id in a fleet (stable per process): who owns a capsule, in /capsules. */
     replicaId: z
       .string()
       .regex(/^[^\s|]{1,128}$/, 'must be 1-128 characters without spaces or "|"')
       .default(() => `${hostname()}-${process.pid}`),
-    /** Capsule ownership leases in a fleet (src/fleet): a dead owner's capsules move after about ttlMs. */
-    limits: limitsSchema.default(() => limitsSchema.parse({})),
-    trustProxy: trustProxySchema,
+    /** Capsule ownership leases: a dead owner's capsules move after about ttlMs. */
     lease: z
       .object({
         ttlMs: z.number().int().min(100).default(5000),
@@ -466,22 +485,53 @@ export const configSchema = z
       .strict()
       .refine((l) => l.renewMs * 2 <= l.ttlMs, { message: 'renewMs must be at most half of ttlMs' })
       .default({ ttlMs: 5000, renewMs: 1000 }),
-    /** The submission queue's bounds (docs/submission-queue.md): past one, 429 with Retry-After. */
-    queue: z
-      .object({
-        maxPerCapsule: z.number().int().min(1).max(1_000_000).default(1000),
-        maxPerOwner: z.number().int().min(1).max(1_000_000).default(100),
-        retryAfterSeconds: z.number().int().min(1).max(3600).default(2),
-      })
+    /** Directory of running-capsule records to front (`--discover-running`); null = no discovery. */
+    discoverRunning: z.string().min(1, 'must not be empty').nullable().default(null),
+  })
+  .strict();
+
+/** The submission queue (docs/submission-queue.md): past a bound, 429 with Retry-After. */
+const queueSchema = z
+  .object({
+    maxPerCapsule: z.number().int().min(1).max(1_000_000).default(1000),
+    maxPerOwner: z.number().int().min(1).max(1_000_000).default(100),
+    /** What a refusal tells the client to wait (Retry-After, rounded up to whole seconds). */
+    retryAfterMs: z.number().int().min(1000).max(3_600_000).default(2000),
+    /** How long a submission waits for the store before its client is told the service is unavailable. */
+    storeTimeoutMs: z.number().positive().max(300_000).default(5000),
+  })
+  .strict();
+
+/** A group's defaults: the group parsed from nothing. */
+const defaulted = <T extends z.ZodType>(schema: T) => schema.default(() => schema.parse({}) as never);
+
+/**
+ * The whole configuration, grouped by concern; every duration is in milliseconds and named `…Ms`,
+ * every size in bytes and named `…Bytes`. Keys read in code exactly as the file writes them
+ * (`config.downstream.heartbeatMs`). Older names are mapped here by deprecated-keys.ts first.
+ */
+export const configSchema = z
+  .object({
+    server: defaulted(serverSchema),
+    downstream: defaulted(downstreamSchema),
+    store: defaulted(storeSchema),
+    upstream: defaulted(upstreamSchema),
+    fleet: defaulted(fleetSchema),
+    auth: defaulted(authSchema),
+    limits: defaulted(limitsSchema),
+    queue: defaulted(queueSchema),
+    webhooks: defaulted(webhooksSchema),
+    /** `GET /v1/follow`: streams one connection may hold. */
+    follow: z
+      .object({ maxStreams: z.number().int().min(1).max(4096).default(256) })
       .strict()
-      .default({ maxPerCapsule: 1000, maxPerOwner: 100, retryAfterSeconds: 2 }),
-    /**
-     * Deadlines and liveness checks (docs/configuration.md "Liveness"): a path cut silently (no RST,
-     * no FIN) is noticed in seconds, not when TCP gives up.
-     */
-    liveness: livenessSchema.default(() => livenessSchema.parse({})),
+      .default({ maxStreams: 256 }),
     /** General Durable Streams under /v1/stream/* (docs/surfaces/durable-streams-writable.md); off by default. */
-    durableStreams: durableStreamsSchema.default(() => durableStreamsSchema.parse({})),
+    durableStreams: defaulted(durableStreamsSchema),
+    a2a: defaulted(a2aSchema),
+    capsules: z.array(capsuleSchema).default([]),
+    logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    demo: z.boolean().default(false),
   })
   .strict()
   .superRefine((cfg, ctx) => {
@@ -497,15 +547,17 @@ export const configSchema = z
       seen.add(c.id);
     });
   })
-  .transform((cfg) => ({
-    ...cfg,
-    host: cfg.host ?? (cfg.apiKeys.length > 0 || cfg.jwt || cfg.auth.open ? '0.0.0.0' : '127.0.0.1'),
-  }));
+  .transform((cfg) => {
+    const { auth } = cfg;
+    const credentials = auth.apiKeys.length > 0 || auth.jwt !== undefined || auth.open;
+    return {
+      ...cfg,
+      server: { ...cfg.server, host: cfg.server.host ?? (credentials ? '0.0.0.0' : '127.0.0.1') },
+    };
+  });
 
 export type GatewayConfig = z.output<typeof configSchema>;
 export type GatewayConfigInput = z.input<typeof configSchema>;
-export type LivenessConfig = z.output<typeof livenessSchema>;
 export type CapsuleConfig = z.output<typeof capsuleSchema>;
 export type ApiKeyConfig = z.output<typeof apiKeySchema>;
 export type JwtConfig = z.output<typeof jwtSchema>;
-export type AuthConfig = z.output<typeof authSchema>;

@@ -8,7 +8,7 @@
 import type { GatewayCore, HeldClaim } from './types.js';
 
 /** Longer than a submission may wait for its outcome (the upstream's submit timeout, 60 s). */
-export const CLAIM_TTL_MS = 75_000;
+const CLAIM_TTL_MS = 75_000;
 const RETRY_MS = 50;
 
 export interface ClaimWait<T> {

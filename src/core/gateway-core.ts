@@ -10,6 +10,7 @@ import type { LogPosition } from '../log/store.js';
 import { MemoryClaims, type ClaimStore, type HeldClaim } from '../fleet/claims.js';
 import { AckFromLog } from './ack-from-log.js';
 import { endSpan, startSpan, traceparentOf, tracingOn, withSpan } from '../tracing.js';
+import { withTimeout } from '../timeouts.js';
 import type { SubmissionQueues } from './submission-queue.js';
 import type {
   CancelOutcome,
@@ -48,7 +49,7 @@ export interface GatewayCoreDeps {
   queues?: SubmissionQueues;
 }
 
-export const DEFAULT_SUBMIT_STORE_TIMEOUT_MS = 5_000;
+const DEFAULT_SUBMIT_STORE_TIMEOUT_MS = 5_000;
 
 type Recorded = { offset: number; epoch: number };
 
@@ -242,6 +243,18 @@ export class GatewayCoreImpl implements GatewayCore {
     return this.deps.queues ? this.deps.queues.withdrawContext(capsule, contextId, outcome, reason) : 0;
   }
 
+  async withdrawSubmission(
+    capsule: string,
+    submissionId: string,
+    outcome: 'aborted' | 'failed',
+    reason: string,
+  ): Promise<boolean> {
+    this.upstream(capsule);
+    return this.deps.queues
+      ? this.deps.queues.withdrawSubmission(capsule, submissionId, outcome, reason)
+      : false;
+  }
+
   forwardRpc(capsule: string, body: string): Promise<RpcForwardResult> {
     return this.upstream(capsule).forward(body);
   }
@@ -261,16 +274,8 @@ export class GatewayCoreImpl implements GatewayCore {
     const timeoutMs = this.deps.submitStoreTimeoutMs ?? DEFAULT_SUBMIT_STORE_TIMEOUT_MS;
     const abort = new AbortController();
     const appended = this.deps.writer.append(capsule, entry, { signal: abort.signal });
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => resolve('timeout'), timeoutMs);
-    });
-    try {
-      const first = await Promise.race([appended, timedOut]);
-      if (first !== 'timeout') return first;
-    } finally {
-      clearTimeout(timer);
-    }
+    const first = await withTimeout(appended, timeoutMs, () => 'timeout' as const);
+    if (first !== 'timeout') return first;
     abort.abort();
     // The writer answers a withdrawal at once; give it one turn before deciding the entry was sent.
     const settled = await Promise.race([
@@ -315,18 +320,12 @@ export class GatewayCoreImpl implements GatewayCore {
   async claimOnce(capsule: string, key: string, ttlMs: number): Promise<HeldClaim | null> {
     this.upstream(capsule);
     const timeoutMs = this.deps.submitStoreTimeoutMs ?? DEFAULT_SUBMIT_STORE_TIMEOUT_MS;
-    let timer: NodeJS.Timeout | undefined;
     const claiming = this.claims.claimOnce(capsule, key, ttlMs);
     try {
-      const got = await Promise.race([
-        claiming,
-        new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs))),
-      ]);
+      const got = await withTimeout(claiming, timeoutMs, () => 'timeout' as const);
       if (got !== 'timeout') return got;
     } catch (err) {
       this.deps.logger?.warn({ capsule, err }, 'claim failed: the store is unavailable');
-    } finally {
-      clearTimeout(timer);
     }
     // A claim taken after we gave up is released as soon as it lands (or expires with its TTL).
     claiming.then(

@@ -187,6 +187,13 @@ export class QueueFold {
     return first ? Math.max(0, now - first.receivedAt) : 0;
   }
 
+  /** One queued or handed-but-unended submission, by id (what a cancel of one task settles). */
+  pending(messageId: string): { contextId: string } | null {
+    const h = this.handed.get(messageId);
+    if (h && !h.withdrawn) return h;
+    return this.queue.find((q) => q.messageId === messageId) ?? null;
+  }
+
   /** Queued and handed-but-unended submissions of one context (what an abort settles). */
   ofContext(contextId: string): string[] {
     return [

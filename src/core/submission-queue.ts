@@ -12,20 +12,21 @@ import { Dispatcher, type DispatchTuning } from './dispatcher.js';
 import { QueueFold } from './queue-fold.js';
 import type { LatencyMetrics } from './latency.js';
 import type { Subscription } from './types.js';
+import { withTimeout } from '../timeouts.js';
 
 export interface QueueLimits {
   /** Queued submissions per capsule, all owners. */
   maxPerCapsule: number;
   /** Queued submissions per capsule of one owner. */
   maxPerOwner: number;
-  /** What a refusal past a bound tells the client (Retry-After, seconds). */
-  retryAfterSeconds: number;
+  /** What a refusal past a bound tells the client to wait (Retry-After, rounded up to seconds). */
+  retryAfterMs: number;
 }
 
-export const DEFAULT_QUEUE_LIMITS: QueueLimits = {
+const DEFAULT_QUEUE_LIMITS: QueueLimits = {
   maxPerCapsule: 1000,
   maxPerOwner: 100,
-  retryAfterSeconds: 2,
+  retryAfterMs: 2000,
 };
 
 export interface SubmissionQueuesDeps {
@@ -209,23 +210,17 @@ export class SubmissionQueues {
   async current(capsule: string): Promise<QueueFold> {
     const q = this.queue(capsule);
     const timeoutMs = this.deps.storeTimeoutMs;
-    let timer: NodeJS.Timeout | undefined;
-    const position = await Promise.race([
-      this.deps.hub.position(capsule),
-      new Promise<never>((_r, reject) => {
-        timer = setTimeout(
-          () => reject(new GatewayError('store_unavailable', 'the log store did not answer in time')),
-          timeoutMs,
-        );
-      }),
-    ]).finally(() => clearTimeout(timer));
+    const position = await withTimeout(this.deps.hub.position(capsule), timeoutMs, () => {
+      throw new GatewayError('store_unavailable', 'the log store did not answer in time');
+    });
     await q.through(position.head, timeoutMs);
     return q.fold;
   }
 
   /** Refuses (429 on every surface) when one more submission would pass a bound. */
   checkRoom(fold: QueueFold, owner: string | null): void {
-    const { maxPerCapsule, maxPerOwner, retryAfterSeconds } = this.limits;
+    const { maxPerCapsule, maxPerOwner } = this.limits;
+    const retryAfterSeconds = Math.max(1, Math.ceil(this.limits.retryAfterMs / 1000));
     if (fold.depth() >= maxPerCapsule)
       throw new GatewayError('queue_full', 'the capsule has too many queued submissions', {
         retryAfterSeconds,
@@ -251,6 +246,34 @@ export class SubmissionQueues {
   ): Promise<number> {
     const fold = await this.current(capsule);
     const ids = fold.ofContext(contextId);
+    await this.withdraw(capsule, ids, contextId, outcome, reason);
+    return ids.length;
+  }
+
+  /**
+   * Withdraw one queued or running submission (an A2A task canceled by its id): the context's other
+   * submissions stay where they are. False when it is not in the queue (ended, or never queued).
+   */
+  async withdrawSubmission(
+    capsule: string,
+    submissionId: string,
+    outcome: 'aborted' | 'failed',
+    reason: string,
+  ): Promise<boolean> {
+    const fold = await this.current(capsule);
+    const found = fold.pending(submissionId);
+    if (!found) return false;
+    await this.withdraw(capsule, [submissionId], found.contextId, outcome, reason);
+    return true;
+  }
+
+  private async withdraw(
+    capsule: string,
+    ids: string[],
+    contextId: string,
+    outcome: 'aborted' | 'failed',
+    reason: string,
+  ): Promise<void> {
     const receivedAt = Date.now();
     await Promise.all(
       ids.map((messageId) => {
@@ -266,7 +289,6 @@ export class SubmissionQueues {
         return this.deps.writer.append(capsule, fact);
       }),
     );
-    return ids.length;
   }
 
   /**

@@ -197,6 +197,16 @@ export interface GatewayCore {
     outcome: 'aborted' | 'failed',
     reason: string,
   ): Promise<number>;
+  /**
+   * Withdraw one queued or running queued-submission by its id (its record's `messageId`), leaving
+   * the context's others alone. False when it is no longer in the queue.
+   */
+  withdrawSubmission(
+    capsule: string,
+    submissionId: string,
+    outcome: 'aborted' | 'failed',
+    reason: string,
+  ): Promise<boolean>;
   /** Forward a JSON-RPC body the gateway does not interpret (tasks/get, message/send, …). */
   forwardRpc(capsule: string, body: string): Promise<RpcForwardResult>;
   /** Append a record made by a surface (e.g. a BeeOS channel close) and return its offset. */

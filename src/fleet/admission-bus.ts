@@ -17,11 +17,11 @@ export class AdmissionBus {
   private readonly sub: Redis | Cluster;
   private readonly channel: string;
   private closed = false;
+  private listener: ((capsule: string, offset: number) => void) | null = null;
 
   constructor(
     private readonly client: Redis | Cluster,
     private readonly replicaId: string,
-    onAdmitted: (capsule: string, offset: number) => void,
     prefix = 'mg',
     logger?: Logger,
   ) {
@@ -46,8 +46,16 @@ export class AdmissionBus {
       }
       if (m.replica === this.replicaId || typeof m.capsule !== 'string') return;
       if (typeof m.offset !== 'number' || !Number.isSafeInteger(m.offset)) return;
-      onAdmitted(m.capsule, m.offset);
+      this.listener?.(m.capsule, m.offset);
     });
+  }
+
+  /**
+   * Who hears other replicas' admissions (the queue's dispatcher). Set in the turn the bus is made:
+   * nothing is heard before its connection is ready.
+   */
+  onAdmitted(listener: (capsule: string, offset: number) => void): void {
+    this.listener = listener;
   }
 
   /** Fire and forget: the admission is durable already, the signal only saves the owner a poll. */

@@ -19,7 +19,7 @@ export class LocalOwnership implements CapsuleOwnership {
 
   start(): void {
     this.started = true;
-    for (const capsule of this.capsules) this.control.start(capsule, 0);
+    for (const capsule of this.capsules) this.begin(capsule);
   }
 
   setCapsules(ids: readonly string[]): void {
@@ -32,8 +32,12 @@ export class LocalOwnership implements CapsuleOwnership {
     for (const capsule of next) {
       if (this.capsules.has(capsule)) continue;
       this.capsules.add(capsule);
-      if (this.started) this.control.start(capsule, 0);
+      if (this.started) this.begin(capsule);
     }
+  }
+
+  private begin(capsule: string): void {
+    this.control.start(capsule, 0, undefined, () => this.owns(capsule));
   }
 
   lost(): void {

@@ -18,6 +18,7 @@ import { FleetBus, type FleetMessage } from './fleet-bus.js';
 import { LeaseStore, type HeldLease } from './lease.js';
 import { ReplicaSet } from './replicas.js';
 import type { CapsuleOwnership, IngestionControl, OwnerView } from './types.js';
+import { withTimeout } from '../timeouts.js';
 
 export interface FleetOwnershipOptions {
   client: Redis | Cluster;
@@ -139,9 +140,7 @@ export class FleetOwnership implements CapsuleOwnership {
       await Promise.all([...this.owned].map(([c, o]) => this.handOver(c, o, 'shutting down').catch(noop)));
       await this.bus?.publish({ type: 'leave', replica: this.replicaId });
     })();
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([work, new Promise<void>((r) => (timer = setTimeout(r, timeoutMs)))]);
-    clearTimeout(timer);
+    await withTimeout(work, timeoutMs);
     // Whatever is still held (Redis unreachable) stops ingesting now; its lease just expires.
     await Promise.all([...this.owned.keys()].map((c) => this.drop(c, 'shutting down')));
   }
@@ -153,11 +152,7 @@ export class FleetOwnership implements CapsuleOwnership {
   }
 
   settled(timeoutMs: number): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    return Promise.race([
-      this.firstPass,
-      new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs))),
-    ]).finally(() => clearTimeout(timer));
+    return withTimeout(this.firstPass, timeoutMs);
   }
 
   private readonly onReady = (): void => this.kick();
@@ -298,7 +293,7 @@ export class FleetOwnership implements CapsuleOwnership {
       { capsule, fence: lease.fence, replica: this.replicaId, continues: continues !== undefined },
       'capsule acquired',
     );
-    this.options.control.start(capsule, lease.fence, continues);
+    this.options.control.start(capsule, lease.fence, continues, () => this.owns(capsule));
   }
 
   /** The lease is ours until at least sentAt + TTL: stop ingesting a margin before that. */

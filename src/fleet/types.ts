@@ -10,9 +10,10 @@ export interface IngestionControl {
    * still queued for the capsule is settled (the new term seeds from the stored tail). `continues`:
    * the token replaced is this replica's own last one (nobody held the capsule in between, e.g. the
    * lease lapsed during a Redis outage), so entries still queued under it are this replica's and are
-   * re-stamped rather than refused.
+   * re-stamped rather than refused. `held`: whether the capsule is still this replica's, asked once
+   * the queue has settled (the term may have ended meanwhile).
    */
-  start(capsule: string, fence: number, continues?: number): void;
+  start(capsule: string, fence: number, continues: number | undefined, held: () => boolean): void;
   /** Close the watch; resolves once the ingestor will append nothing more. */
   stop(capsule: string): Promise<void>;
   /** Wait (at most `timeoutMs`) until the capsule's queued appends are durable. */

@@ -26,7 +26,7 @@ import { countUnexpected } from './unexpected-errors.js';
 import { closeAfterUnreadRefusal } from './refusal-connection.js';
 
 /** Headers browsers must be allowed to read cross-origin (Flue and BeeOS coordination headers). */
-export const EXPOSED_HEADERS = [
+const EXPOSED_HEADERS = [
   'Stream-Next-Offset',
   'Stream-Up-To-Date',
   'Stream-Cursor',
@@ -77,7 +77,7 @@ const CORS_ALLOW_METHODS = ['GET', 'HEAD', 'PUT', 'POST', 'DELETE', 'OPTIONS'];
  * The CORS origin check: exact origins, `*` for any, and `scheme://host:*` for that host on any port
  * (the demo's loopback pages).
  */
-export const corsOriginCheck = (origins: readonly string[]): ((origin: string) => string | null) => {
+const corsOriginCheck = (origins: readonly string[]): ((origin: string) => string | null) => {
   const exact = new Set(origins.filter((o) => !o.endsWith(':*')));
   const anyPort = origins.filter((o) => o.endsWith(':*')).map((o) => o.slice(0, -2));
   const portOf = (origin: string, host: string): boolean =>

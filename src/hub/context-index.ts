@@ -20,7 +20,7 @@ import type { LogRecord } from '../log/record.js';
  * Ascending offsets, 8 bytes each (offsets sit above a µs time floor, so V8 keeps them as unboxed
  * doubles). Retention trims from the front: `start` skips dropped entries, compacted now and then.
  */
-export class OffsetList {
+class OffsetList {
   private items: number[] = [];
   private start = 0;
 

@@ -26,8 +26,6 @@ export interface LingerState {
   windowAt: number;
   windowSent: number;
   busy: boolean;
-  /** Set while the lane's next batch waits. */
-  timer: NodeJS.Timeout | null;
 }
 
 export const newLingerState = (): LingerState => ({
@@ -35,7 +33,6 @@ export const newLingerState = (): LingerState => ({
   windowAt: 0,
   windowSent: 0,
   busy: false,
-  timer: null,
 });
 
 /**

@@ -60,54 +60,38 @@ export class BatchSender {
     if (batch) batch.items = batch.items.filter((item) => item !== p);
     this.deps.room.settle(lane, p, null, withdrawnError());
     if (batch && batch.items.length === 0 && lane.inFlight === batch) {
-      if (lane.retryTimer) clearTimeout(lane.retryTimer);
-      lane.retryTimer = null;
-      lane.inFlight = null;
+      lane.abandon();
       this.sendNext(lane);
     }
     this.deps.settleIdle();
   }
 
   schedule(lane: Lane): void {
-    if (lane.scheduled || lane.inFlight || lane.retryTimer || lane.linger.timer) return;
-    if (lane.waiting.length === lane.start) return;
-    lane.scheduled = true;
+    if (lane.busy || lane.waitingCount === 0) return;
     // A microtask later: everything appended in the same synchronous run joins one batch.
-    queueMicrotask(() => {
-      lane.scheduled = false;
-      this.sendNext(lane);
-    });
+    lane.scheduleOnce(() => this.sendNext(lane));
   }
 
   /** Send the lane's next batch if it may go now (`force`: without a busy capsule's linger). */
   sendNext(lane: Lane, force = false): void {
-    if (this.deps.closed() || lane.inFlight || lane.retryTimer || lane.linger.timer) return;
+    if (this.deps.closed() || lane.busy) return;
     const { batch: bounds, linger } = this.deps.settings;
     const at = performance.now();
     const wait =
-      force || lane.waiting.length === lane.start
+      force || lane.waitingCount === 0
         ? 0
-        : lingerFor(lane.linger, lane.waiting.length - lane.start, linger, bounds.maxBatch, at);
-    if (wait > 0) {
-      lane.linger.timer = setTimeout(() => {
-        lane.linger.timer = null;
-        this.sendNext(lane);
-      }, wait);
-      return;
-    }
+        : lingerFor(lane.linger, lane.waitingCount, linger, bounds.maxBatch, at);
+    if (wait > 0) return lane.lingerThen(wait, () => this.sendNext(lane));
     const batch = takeBatch(lane, bounds, () => ({ writerId: this.deps.writerId, seq: ++this.seq }));
     if (!batch) return;
     noteSent(lane.linger, batch.items.length, at);
-    lane.inFlight = batch;
+    lane.begin(batch);
     this.attempt(lane);
   }
 
   /** Send a lingering batch now (a flush() caller waits for it). */
   cutLinger(lane: Lane): void {
-    if (!lane.linger.timer) return;
-    clearTimeout(lane.linger.timer);
-    lane.linger.timer = null;
-    this.sendNext(lane, true);
+    if (lane.cutLinger()) this.sendNext(lane, true);
   }
 
   /**
@@ -126,12 +110,9 @@ export class BatchSender {
         endSpan(span);
         batch.attempting = false;
         if (lane.inFlight !== batch) return; // closed meanwhile
-        lane.inFlight = null;
         if (lane.lastError)
           this.deps.logger?.info({ capsule: lane.capsule, failures: lane.attempt }, 'log store back');
-        lane.attempt = 0;
-        lane.lastError = null;
-        lane.batches++;
+        lane.landed();
         if (result.reset) this.onStoreReset(lane, batch, result);
         else this.resolveBatch(lane, batch, result);
         this.sendNext(lane);
@@ -143,10 +124,8 @@ export class BatchSender {
         if (lane.inFlight !== batch || this.deps.closed()) return;
         if (fenced(err) && batch.fence !== undefined) return this.onFencedBatch(lane, batch, batch.fence);
         if (!notSent(err)) batch.maybeSent = true;
-        lane.failures++;
-        lane.attempt++;
-        lane.lastError = err instanceof Error ? err.message : String(err);
-        const log = lane.attempt === 1 ? this.deps.logger?.warn : this.deps.logger?.debug;
+        const attempt = lane.failed(err instanceof Error ? err.message : String(err));
+        const log = attempt === 1 ? this.deps.logger?.warn : this.deps.logger?.debug;
         log?.call(
           this.deps.logger,
           { capsule: lane.capsule, err: lane.lastError, queued: lane.count },
@@ -158,14 +137,8 @@ export class BatchSender {
           if (lane.inFlight !== batch) return; // emptied: withdraw() moved on
         }
         const { retryBaseMs, retryMaxMs } = this.deps.settings;
-        const exp = Math.min(retryMaxMs, retryBaseMs * 2 ** (lane.attempt - 1));
-        lane.retryTimer = setTimeout(
-          () => {
-            lane.retryTimer = null;
-            this.attempt(lane);
-          },
-          exp / 2 + (Math.random() * exp) / 2,
-        );
+        const exp = Math.min(retryMaxMs, retryBaseMs * 2 ** (attempt - 1));
+        lane.retryAfter(exp / 2 + (Math.random() * exp) / 2, () => this.attempt(lane));
       },
     );
   }
@@ -178,7 +151,7 @@ export class BatchSender {
         'store returned an unexpected number of offsets',
       );
     }
-    lane.floor = Math.max(lane.floor, offsets[offsets.length - 1] ?? 0);
+    lane.raiseFloor(offsets[offsets.length - 1] ?? 0);
     batch.items.forEach((p, i) =>
       this.deps.room.settle(lane, p, { offset: offsets[i] ?? 0, epoch: result.epoch }),
     );
@@ -189,8 +162,7 @@ export class BatchSender {
   }
 
   private onFencedBatch(lane: Lane, batch: Batch, fence: number): void {
-    lane.inFlight = null;
-    lane.attempt = 0;
+    lane.refused();
     afterFenced(lane, batch, fence, this.deps.room, this.deps.fencedListeners, this.deps.logger);
     this.sendNext(lane);
     this.deps.settleIdle();

@@ -12,22 +12,6 @@ import type { AppendResult } from './store.js';
 import type { Batch, Lane, Pending } from './writer-lane.js';
 
 /**
- * The same replica's previous term, with nobody in between: its queued entries (stamped `adopt`)
- * are still true, so they carry the new token `fence`.
- */
-export const adoptFence = (lane: Lane, fence: number, adopt: number): void => {
-  for (let i = lane.start; i < lane.waiting.length; i++) {
-    const p = lane.waiting[i]!;
-    if (p.fence === adopt) p.fence = fence;
-  }
-  // A retry of the batch in flight is safe under the new token: the dedup check comes first.
-  if (lane.inFlight && lane.inFlight.fence === adopt) {
-    lane.inFlight.fence = fence;
-    for (const p of lane.inFlight.items) if (p.fence === adopt) p.fence = fence;
-  }
-};
-
-/**
  * The store lost records and began a new epoch with only the reset fact. Frames queued here came
  * after the lost ones: they are discarded (the capsule's replay re-delivers what it still holds,
  * once the ingestor re-read its tail). Submissions and facts are re-queued, in order, first.
@@ -40,24 +24,13 @@ export const afterStoreReset = (
   listeners: Iterable<(capsule: string) => void>,
   logger: Logger | undefined,
 ): void => {
-  lane.floor = Math.max(lane.floor, ...result.offsets);
+  lane.raiseFloor(...result.offsets);
   logger?.warn({ capsule: lane.capsule, epoch: result.epoch }, 'log store regressed: new epoch');
   const discarded = new GatewayError('store_unavailable', 'log store was reset: frame discarded', {
     discarded: true,
   });
-  const kept: Pending[] = [];
-  for (const p of [...batch.items, ...lane.waiting.slice(lane.start)]) {
-    if (p.withdrawn) continue;
-    if (p.entry.kind === 'frame') {
-      lane.discarded++;
-      room.settle(lane, p, null, discarded);
-    } else {
-      p.batch = null;
-      kept.push(p);
-    }
-  }
-  lane.waiting = kept;
-  lane.start = 0;
+  for (const p of lane.sift(batch, (p) => p.entry.kind === 'frame', false))
+    room.settle(lane, p, null, discarded);
   for (const listener of listeners) {
     try {
       listener(lane.capsule);
@@ -84,20 +57,8 @@ export const afterFenced = (
   const refused = new GatewayError('store_unavailable', 'fenced: another replica owns this capsule', {
     fenced: true,
   });
-  const kept: Pending[] = [];
-  for (const p of [...batch.items, ...lane.waiting.slice(lane.start)]) {
-    if (p.withdrawn) continue;
-    if (p.fence !== undefined && p.fence <= fence) {
-      lane.discarded++;
-      room.settle(lane, p, null, refused);
-    } else {
-      p.batch = null;
-      kept.push(p);
-    }
-  }
-  lane.waiting = kept;
-  lane.start = 0;
-  lane.openMarker = null;
+  const stamped = (p: Pending): boolean => p.fence !== undefined && p.fence <= fence;
+  for (const p of lane.sift(batch, stamped, true)) room.settle(lane, p, null, refused);
   for (const listener of listeners) {
     try {
       listener(lane.capsule, fence);

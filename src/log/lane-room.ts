@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import { GatewayError } from '../errors.js';
 import type { LogEntry } from './record.js';
 import type { QueueBounds } from './writer-options.js';
-import { approxBytes, type Appended, type Lane, type MissingFact, type Pending } from './writer-lane.js';
+import { approxBytes, type Appended, type Lane, type Pending } from './writer-lane.js';
 
 export const noop = (): void => {};
 
@@ -28,7 +28,9 @@ export class LaneRoom {
 
   /** Full: over a bound, or still refusing since an overflow (hysteresis down to the low water). */
   full(lane: Lane, bytes: number): boolean {
-    return lane.overflow || lane.count >= this.bounds.maxEntries || lane.bytes + bytes > this.bounds.maxBytes;
+    return (
+      lane.overflowing || lane.count >= this.bounds.maxEntries || lane.bytes + bytes > this.bounds.maxBytes
+    );
   }
 
   push(lane: Lane, pending: Pending): void {
@@ -36,11 +38,7 @@ export class LaneRoom {
     const fromAnyReplica =
       pending.entry.kind === 'submission' ||
       (pending.entry.kind === 'fact' && pending.entry.fact === 'submission-withdrawn');
-    if (!fromAnyReplica && lane.fence !== undefined) pending.fence = lane.fence;
-    lane.waiting.push(pending);
-    lane.count++;
-    lane.bytes += pending.bytes;
-    lane.openMarker = null;
+    lane.enqueue(pending, fromAnyReplica);
     this.schedule(lane);
   }
 
@@ -49,16 +47,15 @@ export class LaneRoom {
    * itself is queued past the bound (one small fact per run): the log must say frames are missing.
    */
   drop(lane: Lane, entry: LogEntry): void {
-    lane.dropped++;
-    if (!lane.overflow) {
-      lane.overflow = true;
+    if (lane.noteDrop()) {
       this.logger?.warn(
         { capsule: lane.capsule, queued: lane.count, bytes: lane.bytes },
         'log queue full: dropping',
       );
     }
-    if (!lane.openMarker) {
-      const marker: MissingFact = {
+    let marker = lane.openMarker;
+    if (!marker) {
+      marker = {
         kind: 'fact',
         fact: 'frames-possibly-missing',
         reason: 'store-unavailable',
@@ -72,15 +69,14 @@ export class LaneRoom {
         reject: noop,
         batch: null,
       });
-      lane.openMarker = marker;
+      lane.openRun(marker);
     }
-    if (entry.kind === 'frame') lane.openMarker.count = (lane.openMarker.count ?? 0) + 1;
+    if (entry.kind === 'frame') marker.count = (marker.count ?? 0) + 1;
   }
 
   /** Resolve or reject one entry and release its room. */
   settle(lane: Lane, p: Pending, value: Appended | null, err?: Error): void {
-    lane.count--;
-    lane.bytes -= p.bytes;
+    lane.release(p);
     if (p.onAbort) p.signal?.removeEventListener('abort', p.onAbort);
     if (value) p.resolve(value);
     else p.reject(err ?? withdrawnError());
@@ -90,9 +86,7 @@ export class LaneRoom {
   /** Leave overflow once below the low-water mark of both bounds, and wake `whenRoom` waiters. */
   roomNow(lane: Lane): void {
     const below = lane.count <= this.bounds.lowEntries && lane.bytes <= this.bounds.lowBytes;
-    if (lane.overflow && !below && !this.closed()) return;
-    lane.overflow = false;
-    const waiters = lane.roomWaiters.splice(0);
-    for (const resolve of waiters) resolve();
+    if (lane.overflowing && !below && !this.closed()) return;
+    lane.leaveOverflow();
   }
 }

@@ -18,12 +18,11 @@ import type { Logger } from 'pino';
 import { activeContext } from '../tracing.js';
 import { GatewayError } from '../errors.js';
 import { BatchSender } from './batch-sender.js';
-import { adoptFence } from './epoch-and-fence.js';
 import { LaneRoom, noop, withdrawnError } from './lane-room.js';
 import type { LogEntry } from './record.js';
 import { RetentionSweeper } from './retention-sweeper.js';
 import type { LogStore } from './store.js';
-import { approxBytes, newLane, type Appended, type Lane, type Pending } from './writer-lane.js';
+import { approxBytes, Lane, type Appended, type Pending } from './writer-lane.js';
 import { writerSettings, type LogWriterOptions, type WriterSettings } from './writer-options.js';
 import { laneStats, totalStats, type WriterStats } from './writer-stats.js';
 
@@ -135,7 +134,7 @@ export class LogWriter {
   private lane(capsule: string): Lane {
     let lane = this.lanes.get(capsule);
     if (!lane) {
-      lane = newLane(capsule);
+      lane = new Lane(capsule);
       this.lanes.set(capsule, lane);
       this.sweeper.track(capsule);
     }
@@ -159,11 +158,8 @@ export class LogWriter {
    * undefined = unfenced (the embedded store, or tests). Submissions are never fenced.
    */
   setFence(capsule: string, fence: number | undefined, options: { adopt?: number } = {}): void {
-    const lane = this.lane(capsule);
-    lane.fence = fence;
     // The same replica's previous term, with nobody in between: its queued entries are still true.
-    if (options.adopt === undefined || fence === undefined) return;
-    adoptFence(lane, fence, options.adopt);
+    this.lane(capsule).setFence(fence, options.adopt);
   }
 
   /**
@@ -179,8 +175,8 @@ export class LogWriter {
   /** Resolve once the capsule's queue accepts entries again (below its low-water mark after drops). */
   whenRoom(capsule: string): Promise<void> {
     const lane = this.lane(capsule);
-    if (!lane.overflow || this.closed) return Promise.resolve();
-    return new Promise((resolve) => lane.roomWaiters.push(resolve));
+    if (!lane.overflowing || this.closed) return Promise.resolve();
+    return lane.waitForRoom();
   }
 
   /** Include an idle capsule in the periodic retention sweep (capsules written to are included). */
@@ -207,15 +203,7 @@ export class LogWriter {
     this.sweeper.stop();
     const err = new GatewayError('shutting_down', 'log writer closed');
     for (const lane of this.lanes.values()) {
-      if (lane.retryTimer) clearTimeout(lane.retryTimer);
-      if (lane.linger.timer) clearTimeout(lane.linger.timer);
-      lane.retryTimer = lane.linger.timer = null;
-      for (const p of [...lane.waiting.slice(lane.start), ...(lane.inFlight?.items ?? [])]) {
-        if (!p.withdrawn) this.room.settle(lane, p, null, err);
-      }
-      lane.waiting = [];
-      lane.start = 0;
-      lane.inFlight = null;
+      for (const p of lane.clear()) if (!p.withdrawn) this.room.settle(lane, p, null, err);
       this.room.roomNow(lane);
     }
     this.settleIdle();

@@ -5,6 +5,7 @@
  * refuses reads meanwhile, so a replica cut from Redis says so in seconds instead of serving silence.
  */
 import type { Logger } from 'pino';
+import { withTimeout } from '../timeouts.js';
 
 export interface StoreHealthOptions {
   /** One probe: true when the store answered. Rejections count as no answer. */
@@ -62,12 +63,8 @@ export class StoreHealth {
     this.check();
     if (this.probing) return; // the previous probe has not answered: its deadline decides
     this.probing = true;
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<boolean>((resolve) => {
-      timer = setTimeout(() => resolve(false), this.options.unreachableAfterMs);
-    });
-    void Promise.race([this.options.ping().catch(() => false), deadline]).then((ok) => {
-      clearTimeout(timer);
+    const answered = this.options.ping().catch(() => false);
+    void withTimeout(answered, this.options.unreachableAfterMs, () => false).then((ok) => {
       this.probing = false;
       if (ok) {
         this.lastAnswer = Date.now();

@@ -7,9 +7,9 @@ import type { LingerBounds } from './batch-linger.js';
 
 export interface LogWriterOptions {
   /** Entries held per capsule (queued + in flight) before frames and facts are dropped. */
-  maxQueuedEntries?: number;
+  maxPendingEntries?: number;
   /** Approximate bytes held per capsule (facts and submissions included) before dropping. */
-  maxQueuedBytes?: number;
+  maxPendingBytes?: number;
   /** After an overflow, entries are refused until the queue is below this fraction of both bounds. */
   lowWaterRatio?: number;
   /** Entries per store call. */
@@ -17,7 +17,7 @@ export interface LogWriterOptions {
   /** Approximate bytes per store call (a batch always holds at least one entry). */
   maxBatchBytes?: number;
   /** A busy capsule's next batch waits until this long after its previous one (`batch-linger.ts`); 0 = never. */
-  lingerMs?: number;
+  appendLingerMs?: number;
   /** Entries per second above which a capsule is busy. */
   lingerAboveRate?: number;
   logger?: Logger;
@@ -52,8 +52,8 @@ export interface WriterSettings {
 }
 
 export const writerSettings = (options: LogWriterOptions): WriterSettings => {
-  const maxEntries = options.maxQueuedEntries ?? 100_000;
-  const maxBytes = options.maxQueuedBytes ?? 64 * 1024 * 1024;
+  const maxEntries = options.maxPendingEntries ?? 100_000;
+  const maxBytes = options.maxPendingBytes ?? 64 * 1024 * 1024;
   const low = options.lowWaterRatio ?? 0.5;
   return {
     queue: {
@@ -69,7 +69,7 @@ export const writerSettings = (options: LogWriterOptions): WriterSettings => {
     },
     // 5 ms: a capsule streaming 4,000 frames/s then makes 200 store calls a second instead of 800
     // (one in flight; the rest queue behind it). Ordinary capsules (below 1,000/s) never wait.
-    linger: { ms: options.lingerMs ?? 5, aboveRate: options.lingerAboveRate ?? 1000 },
+    linger: { ms: options.appendLingerMs ?? 5, aboveRate: options.lingerAboveRate ?? 1000 },
     retryBaseMs: options.retryBaseMs ?? 50,
     retryMaxMs: options.retryMaxMs ?? 2000,
     trimIntervalMs: options.trimIntervalMs ?? 60_000,

@@ -17,8 +17,8 @@ export const TOO_DEEP = `forks nest at most ${MAX_FORK_DEPTH} deep`;
 
 export type OffsetVerdict = { position: number } | { code: 'offset_gone' | 'bad_request'; message: string };
 
-export const OFFSET_GONE = 'offset from an earlier epoch of this stream';
-export const OFFSET_BEYOND = 'offset beyond the tail of the stream';
+const OFFSET_GONE = 'offset from an earlier epoch of this stream';
+const OFFSET_BEYOND = 'offset beyond the tail of the stream';
 
 /**
  * Where the offset `epoch_position` points in the stream. Position 0 names the empty prefix of any

@@ -55,7 +55,7 @@ const SWEEP_MS = 60_000;
 
 const tupleOf = (p: { id: string; epoch: number; seq: number }): string => `${p.id}\n${p.epoch}\n${p.seq}`;
 
-export const expiryOf = (config: StreamConfig, nowMs: number): number | null =>
+const expiryOf = (config: StreamConfig, nowMs: number): number | null =>
   config.ttlSeconds !== null
     ? nowMs + config.ttlSeconds * 1000
     : config.expiresAt !== null

@@ -67,7 +67,7 @@ const aliasesOf = (raw: string): EpochAlias[] =>
       });
 
 /** The nine meta fields every script answers after its verdict. */
-export const META_FIELDS = 9;
+const META_FIELDS = 9;
 const metaOf = (r: Reply, at = 1): StreamMeta => {
   const ttl = text(r[at + 1]);
   const exp = text(r[at + 2]);

@@ -5,6 +5,7 @@
  * a waiter until its timeout.
  */
 import type { WaitOutcome } from './types.js';
+import { withTimeout } from '../timeouts.js';
 
 export class StreamWaiters {
   private readonly byPath = new Map<string, Set<() => void>>();
@@ -43,13 +44,11 @@ export class StreamWaiters {
         if (await ready()) return { ready: true };
         const left = deadline - Date.now();
         if (left <= 0) return { ready: false };
-        let timer: NodeJS.Timeout | undefined;
         const onAbort = (): void => woken();
         signal.addEventListener('abort', onAbort, { once: true });
         // Aborted while ready() ran: no event will come.
         if (signal.aborted) woken();
-        await Promise.race([wake, new Promise<void>((r) => (timer = setTimeout(r, left)))]);
-        clearTimeout(timer);
+        await withTimeout(wake, left);
         signal.removeEventListener('abort', onAbort);
         if (Date.now() >= deadline) return { ready: await ready() };
       } finally {

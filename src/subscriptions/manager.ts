@@ -1,233 +1,70 @@
 /**
- * What subscriptions do (PROTOCOL.md §6–7): create, confirm, read, delete, link streams, and wake
- * the subscriber when a linked stream has messages past its acked offset, by a signed webhook or
- * by a wake event in its wake stream that a worker claims. Every change is one compare-and-set of
- * the subscription's document (types.ts), so two replicas never both mint a wake, and a replica
- * working from an older copy is refused and reads again.
- *
- * Delivery: the replica that mints a webhook wake becomes the subscription's deliverer (a lease in
- * the document, renewed while it works, fenced by the document's version like capsule ingestion's
- * token); other replicas leave the subscription alone until that lease lapses. A sweep on every
- * replica (each `sweepMs`) finds due work: appends made through another replica, retries whose
- * `nextAttemptAt` has come, and wakes whose lease lapsed (the holder crashed or never answered):
- * those are dropped and their pending work wakes again, so an un-acked wake is delivered again
- * after a restart (at least once).
+ * What subscriptions do (PROTOCOL.md §6–7): create, confirm, read, delete, link streams, claim,
+ * ack and release wakes. The documents and keys are documents.ts's (one compare-and-set per
+ * change); waking the subscriber, by a signed webhook or a wake event, is wakes.ts's.
  */
-import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { StreamStore } from '../streams/types.js';
-import { globMatches } from './glob.js';
-import { formatStreamOffset, parseStreamOffset } from './offsets.js';
-import { receiverReachable, type ReceiverPolicy } from './receiver-url.js';
-import { retryDelayMs } from './retry.js';
 import {
-  callbackToken,
-  currentKey,
-  freshKeyRing,
-  jwksOf,
-  rotated,
-  signatureHeader,
-  verifyCallbackToken,
-} from './signing.js';
+  configHashOf,
+  fail,
+  type AckInput,
+  type Claimed,
+  type Outcome,
+  type Resolve,
+  type StreamView,
+  type SubscriptionRequest,
+} from './control.js';
+import { SubscriptionDocuments, type SubscriptionSettings } from './documents.js';
+import { parseStreamOffset } from './offsets.js';
+import { callbackToken, verifyCallbackToken } from './signing.js';
 import {
   subscriptionKey,
-  type KeyRing,
   type SubscriptionDoc,
   type SubscriptionLink,
   type SubscriptionStore,
-  type SubscriptionType,
 } from './types.js';
-
-export interface SubscriptionSettings {
-  receivers: ReceiverPolicy;
-  /** Subscriptions one owner may hold. */
-  maxPerOwner: number;
-  /** Wakes one owner may have in flight at once (webhook deliveries and claims). */
-  maxWakesPerOwner: number;
-  /** Rotated-out signing keys stay published this long (receivers replaying old deliveries). */
-  replayWindowMs: number;
-  /** This replica, named in the delivery lease. */
-  replicaId: string;
-  /** How often every replica looks for due work. */
-  sweepMs: number;
-  /** How long a webhook receiver may take to answer. */
-  deliveryTimeoutMs: number;
-  /** How long a callback token is valid. */
-  tokenTtlSeconds: number;
-  /** The signing key is rotated when it is this old (0: never). */
-  keyRotationMs: number;
-}
-
-/** A validated create request (the adapter checked every field). */
-export interface SubscriptionRequest {
-  type: SubscriptionType;
-  pattern: string | null;
-  streams: string[];
-  webhookUrl: string | null;
-  wakeStream: string | null;
-  leaseTtlMs: number;
-  description: string | null;
-}
-
-/** Where a path the subscriber names lives in the stream store. */
-export type Resolve = (path: string) => string;
-
-export interface StreamView {
-  path: string;
-  link_type: 'pattern' | 'explicit';
-  acked_offset: string;
-  tail_offset: string;
-  has_pending: boolean;
-}
-
-export type SubscriptionError =
-  | 'SUBSCRIPTION_NOT_FOUND'
-  | 'SUBSCRIPTION_ALREADY_EXISTS'
-  | 'TOO_MANY_SUBSCRIPTIONS'
-  | 'TOO_MANY_WAKES'
-  | 'NO_PENDING_WORK'
-  | 'ALREADY_CLAIMED'
-  | 'FENCED'
-  | 'INVALID_OFFSET'
-  | 'TOKEN_INVALID'
-  | 'TOKEN_EXPIRED';
-
-export type Outcome<T> =
-  { ok: true; value: T } | { ok: false; code: SubscriptionError; message: string; holder?: string };
-
-const fail = <T>(code: SubscriptionError, message: string, holder?: string): Outcome<T> => ({
-  ok: false,
-  code,
-  message,
-  ...(holder !== undefined ? { holder } : {}),
-});
-
-/** The normalised configuration a re-confirming PUT must match. */
-const configHashOf = (r: SubscriptionRequest): string =>
-  JSON.stringify([
-    r.type,
-    r.pattern,
-    [...r.streams].sort(),
-    r.webhookUrl,
-    r.wakeStream,
-    r.leaseTtlMs,
-    r.description,
-  ]);
-
-export interface AckInput {
-  wakeId: string;
-  generation: number;
-  acks: { stream: string; offset: string }[];
-  done: boolean;
-}
-
-export interface Claimed {
-  wake_id: string;
-  generation: number;
-  token: string;
-  streams: StreamView[];
-  lease_ttl_ms: number;
-}
-
-/** A mutation: the new document, null to delete it, or a refusal to write anything. */
-type Change<T> = { doc: SubscriptionDoc | null; value: T } | { refuse: Outcome<T> };
-
-const MAX_CAS_TRIES = 20;
+import { Wakes } from './wakes.js';
 
 export class Subscriptions {
-  private ring: KeyRing | null = null;
-  private timer: NodeJS.Timeout | null = null;
-  /** Kicks running in this replica, and those asked for again while running. */
-  private readonly running = new Set<string>();
-  private readonly again = new Set<string>();
-  /** Webhook deliveries this replica has on the wire (close waits for them). */
-  private readonly inflight = new Set<Promise<unknown>>();
-  /** Wakes in flight per owner as the last sweep saw them, plus those minted since. */
-  private wakesByOwner = new Map<string, number>();
-  private closed = false;
-  /** Cuts deliveries still on the wire at close: their wakes lapse and are delivered again. */
-  private readonly stopping = new AbortController();
+  private readonly docs: SubscriptionDocuments;
+  private readonly wakes: Wakes;
 
   constructor(
-    private readonly store: SubscriptionStore,
-    private readonly streams: StreamStore,
-    private readonly settings: SubscriptionSettings,
-    private readonly logger: Logger,
-  ) {}
+    store: SubscriptionStore,
+    streams: StreamStore,
+    settings: SubscriptionSettings,
+    logger: Logger,
+  ) {
+    this.docs = new SubscriptionDocuments(store, streams, settings);
+    this.wakes = new Wakes(this.docs, logger);
+  }
 
   start(): void {
-    const tick = (): void => {
-      if (this.closed) return;
-      void this.sweep()
-        .catch((err: unknown) => this.logger.warn({ err: String(err) }, 'subscriptions: sweep failed'))
-        .finally(() => {
-          if (!this.closed) this.timer = setTimeout(tick, this.settings.sweepMs);
-        });
-    };
-    this.timer = setTimeout(tick, 0);
+    this.wakes.start();
   }
 
-  async close(): Promise<void> {
-    this.closed = true;
-    if (this.timer) clearTimeout(this.timer);
-    this.stopping.abort();
-    await Promise.allSettled([...this.inflight]);
+  close(): Promise<void> {
+    return this.wakes.close();
   }
 
-  // ---- keys ----------------------------------------------------------------------------------
-
-  private async keyRing(): Promise<KeyRing> {
-    this.ring ??= await this.store.keyRing(freshKeyRing);
-    return this.ring;
+  jwks(): Promise<{ keys: Record<string, string>[] }> {
+    return this.docs.jwks();
   }
 
-  async jwks(): Promise<{ keys: Record<string, string>[] }> {
-    // Read each time: another replica may have rotated.
-    return jwksOf(await this.refreshKeys(), this.settings.replayWindowMs);
+  currentKid(): Promise<string> {
+    return this.docs.currentKid();
   }
 
-  async currentKid(): Promise<string> {
-    return currentKey(await this.keyRing()).kid;
+  /** The ring as stored now, rotated first when its current key is due (documents.ts). */
+  refreshKeys(nowMs = Date.now()): ReturnType<SubscriptionDocuments['refreshKeys']> {
+    return this.docs.refreshKeys(nowMs);
   }
 
-  /**
-   * The ring as stored now (another replica may have rotated it), rotated first if the current key
-   * is `keyRotationMs` old: one replica's rotation wins, the others adopt it.
-   */
-  async refreshKeys(nowMs = Date.now()): Promise<KeyRing> {
-    let ring = await this.store.keyRing(freshKeyRing);
-    const rotation = this.settings.keyRotationMs;
-    if (rotation > 0 && nowMs - currentKey(ring).createdAt >= rotation) {
-      const next = rotated(ring, this.settings.replayWindowMs, nowMs);
-      ring = (await this.store.replaceKeyRing(ring, next)) ? next : await this.store.keyRing(freshKeyRing);
-    }
-    this.ring = ring;
-    return ring;
+  /** An append reached a stream: matching subscriptions link it and wake (wakes.ts). */
+  appended(owner: string | null, path: string, storePath: string, before: number): void {
+    this.wakes.appended(owner, path, storePath, before);
   }
-
-  // ---- the document, changed by compare-and-set ------------------------------------------------
-
-  private async change<T>(
-    key: string,
-    fn: (doc: SubscriptionDoc | null) => Promise<Change<T>> | Change<T>,
-  ): Promise<Outcome<T>> {
-    for (let i = 0; i < MAX_CAS_TRIES; i++) {
-      const current = await this.store.get(key);
-      const result = await fn(current ? structuredClone(current.doc) : null);
-      if ('refuse' in result) return result.refuse;
-      if (result.doc === null && !current) return { ok: true, value: result.value };
-      const put = await this.store.put(key, current?.version ?? 0, result.doc, this.settings.maxPerOwner);
-      if (put.kind === 'written') return { ok: true, value: result.value };
-      if (put.kind === 'owner_full')
-        return fail(
-          'TOO_MANY_SUBSCRIPTIONS',
-          `this owner holds ${this.settings.maxPerOwner} subscriptions already`,
-        );
-    }
-    throw new Error(`subscription ${key}: kept racing another writer`);
-  }
-
-  // ---- control API ---------------------------------------------------------------------------
 
   async create(
     owner: string | null,
@@ -246,10 +83,10 @@ export class Subscriptions {
         path,
         storePath,
         linkType: 'explicit',
-        acked: (await this.streams.head(storePath))?.tail ?? 0,
+        acked: (await this.docs.streams.head(storePath))?.tail ?? 0,
       });
     }
-    const outcome = await this.change<boolean>(key, (doc) => {
+    const outcome = await this.docs.change<boolean>(key, (doc) => {
       if (doc) {
         return doc.configHash === hash
           ? { doc, value: false }
@@ -291,10 +128,10 @@ export class Subscriptions {
   }
 
   async view(owner: string | null, id: string): Promise<Outcome<Record<string, unknown>>> {
-    const found = await this.store.get(subscriptionKey(owner, id));
+    const found = await this.docs.store.get(subscriptionKey(owner, id));
     if (!found) return fail('SUBSCRIPTION_NOT_FOUND', 'no such subscription');
     const doc = found.doc;
-    const streams = await this.streamViews(doc);
+    const streams = await this.docs.streamViews(doc);
     return {
       ok: true,
       value: {
@@ -309,7 +146,7 @@ export class Subscriptions {
                 url: doc.webhookUrl,
                 signing: {
                   alg: 'ed25519',
-                  kid: await this.currentKid(),
+                  kid: await this.docs.currentKid(),
                   jwks_url: `${doc.baseUrl}/v1/stream/__ds/jwks.json`,
                 },
               },
@@ -329,7 +166,7 @@ export class Subscriptions {
   }
 
   async remove(owner: string | null, id: string): Promise<Outcome<null>> {
-    return this.change<null>(subscriptionKey(owner, id), (doc) =>
+    return this.docs.change<null>(subscriptionKey(owner, id), (doc) =>
       doc ? { doc: null, value: null } : { refuse: fail('SUBSCRIPTION_NOT_FOUND', 'no such subscription') },
     );
   }
@@ -341,8 +178,8 @@ export class Subscriptions {
     resolve: Resolve,
   ): Promise<Outcome<null>> {
     const tails = new Map<string, number>();
-    for (const path of paths) tails.set(path, (await this.streams.head(resolve(path)))?.tail ?? 0);
-    return this.change<null>(subscriptionKey(owner, id), (doc) => {
+    for (const path of paths) tails.set(path, (await this.docs.streams.head(resolve(path)))?.tail ?? 0);
+    return this.docs.change<null>(subscriptionKey(owner, id), (doc) => {
       if (!doc) return { refuse: fail('SUBSCRIPTION_NOT_FOUND', 'no such subscription') };
       for (const [path, tail] of tails) {
         const link = doc.links.find((l) => l.path === path);
@@ -354,7 +191,7 @@ export class Subscriptions {
   }
 
   async removeStream(owner: string | null, id: string, path: string): Promise<Outcome<null>> {
-    return this.change<null>(subscriptionKey(owner, id), (doc) => {
+    return this.docs.change<null>(subscriptionKey(owner, id), (doc) => {
       if (!doc) return { refuse: fail('SUBSCRIPTION_NOT_FOUND', 'no such subscription') };
       doc.links = doc.links.filter((l) => l.path !== path);
       return { doc, value: null };
@@ -364,9 +201,9 @@ export class Subscriptions {
   /** Pull-wake: the pending work to `worker`, leased for the subscription's lease_ttl_ms. */
   async claim(owner: string | null, id: string, worker: string): Promise<Outcome<Claimed>> {
     const key = subscriptionKey(owner, id);
-    const ring = await this.keyRing();
+    const ring = await this.docs.keyRing();
     let streams: StreamView[] = [];
-    const outcome = await this.change<Claimed>(key, async (doc) => {
+    const outcome = await this.docs.change<Claimed>(key, async (doc) => {
       if (!doc) return { refuse: fail('SUBSCRIPTION_NOT_FOUND', 'no such subscription') };
       const now = Date.now();
       if (doc.wake && doc.wake.leaseUntil > now)
@@ -377,18 +214,21 @@ export class Subscriptions {
             doc.wake.holder ?? undefined,
           ),
         };
-      streams = await this.streamViews(doc);
+      streams = await this.docs.streamViews(doc);
       if (!streams.some((s) => s.has_pending)) return { refuse: fail('NO_PENDING_WORK', 'nothing to claim') };
-      if (!doc.wake && this.ownerWakes(doc.owner) >= this.settings.maxWakesPerOwner)
+      if (!doc.wake && this.docs.ownerWakes(doc.owner) >= this.docs.settings.maxWakesPerOwner)
         return {
-          refuse: fail('TOO_MANY_WAKES', `this owner has ${this.settings.maxWakesPerOwner} wakes in flight`),
+          refuse: fail(
+            'TOO_MANY_WAKES',
+            `this owner has ${this.docs.settings.maxWakesPerOwner} wakes in flight`,
+          ),
         };
-      const wake = this.mint(doc, streams, worker, now);
+      const wake = this.docs.mint(doc, streams, worker, now);
       doc.signalled = false;
       const token = await callbackToken(
         ring,
         { sub: key, wakeId: wake.id, generation: wake.generation },
-        this.settings.tokenTtlSeconds,
+        this.docs.settings.tokenTtlSeconds,
       );
       return {
         doc,
@@ -401,7 +241,7 @@ export class Subscriptions {
         },
       };
     });
-    if (outcome.ok) this.countWake(owner);
+    if (outcome.ok) this.docs.countWake(owner);
     return outcome;
   }
 
@@ -420,7 +260,7 @@ export class Subscriptions {
     const checked = await this.checkToken(key, token);
     if (!checked.ok) return checked;
     const claims = checked.value;
-    const outcome = await this.change<{ next_wake: boolean }>(key, async (doc) => {
+    const outcome = await this.docs.change<{ next_wake: boolean }>(key, async (doc) => {
       if (!doc) return { refuse: fail('SUBSCRIPTION_NOT_FOUND', 'no such subscription') };
       const wake = doc.wake;
       if (
@@ -435,7 +275,7 @@ export class Subscriptions {
         const link = doc.links.find((l) => l.path === ack.stream);
         if (!link)
           return { refuse: fail('INVALID_OFFSET', `the subscription does not follow ${ack.stream}`) };
-        const meta = await this.streams.head(link.storePath);
+        const meta = await this.docs.streams.head(link.storePath);
         const parsed = parseStreamOffset(ack.offset);
         if (!meta || !parsed || parsed.epoch !== meta.epoch || parsed.position > meta.tail)
           return { refuse: fail('INVALID_OFFSET', `${ack.offset} is no offset of ${ack.stream}`) };
@@ -443,10 +283,10 @@ export class Subscriptions {
       }
       if (input.done) doc.wake = null;
       else wake.leaseUntil = Date.now() + doc.leaseTtlMs;
-      const pending = (await this.streamViews(doc)).some((s) => s.has_pending);
+      const pending = (await this.docs.streamViews(doc)).some((s) => s.has_pending);
       return { doc, value: { next_wake: pending } };
     });
-    if (outcome.ok && input.done) this.kick(key);
+    if (outcome.ok && input.done) this.wakes.kick(key);
     return outcome;
   }
 
@@ -461,7 +301,7 @@ export class Subscriptions {
     const key = subscriptionKey(owner, id);
     const checked = await this.checkToken(key, token);
     if (!checked.ok) return checked;
-    const outcome = await this.change<null>(key, (doc) => {
+    const outcome = await this.docs.change<null>(key, (doc) => {
       if (!doc) return { refuse: fail('SUBSCRIPTION_NOT_FOUND', 'no such subscription') };
       const wake = doc.wake;
       if (!wake || wake.id !== wakeId || wake.generation !== generation || checked.value.wakeId !== wake.id)
@@ -469,7 +309,7 @@ export class Subscriptions {
       doc.wake = null;
       return { doc, value: null };
     });
-    if (outcome.ok) this.kick(key);
+    if (outcome.ok) this.wakes.kick(key);
     return outcome;
   }
 
@@ -477,7 +317,7 @@ export class Subscriptions {
     key: string,
     token: string,
   ): Promise<Outcome<{ wakeId: string; generation: number }>> {
-    const verdict = await verifyCallbackToken(await this.keyRing(), token);
+    const verdict = await verifyCallbackToken(await this.docs.keyRing(), token);
     if (!verdict.ok)
       return fail(
         verdict.code,
@@ -486,284 +326,5 @@ export class Subscriptions {
     // A token of another subscription (another owner's too) is no token here.
     if (verdict.claims.sub !== key) return fail('TOKEN_INVALID', 'invalid callback token');
     return { ok: true, value: verdict.claims };
-  }
-
-  // ---- wakes ---------------------------------------------------------------------------------
-
-  /**
-   * An append reached `storePath` (named `path` by `owner`), whose tail was `before` just before
-   * it. A subscription of that owner whose pattern matches and which does not follow the stream
-   * yet links it before the append (so the append is pending), then every follower is woken.
-   */
-  appended(owner: string | null, path: string, storePath: string, before: number): void {
-    void this.linkAndWake(owner, path, storePath, before).catch((err: unknown) =>
-      this.logger.warn({ err: String(err), path }, 'subscriptions: could not wake after an append'),
-    );
-  }
-
-  private async linkAndWake(
-    owner: string | null,
-    path: string,
-    storePath: string,
-    before: number,
-  ): Promise<void> {
-    for (const key of await this.store.ownerKeys(owner)) {
-      const found = await this.store.get(key);
-      if (!found) continue;
-      const doc = found.doc;
-      const follows = doc.links.some((l) => l.storePath === storePath);
-      if (!follows && doc.pattern !== null && globMatches(doc.pattern, path)) {
-        await this.change<null>(key, (d) => {
-          if (!d || d.links.some((l) => l.storePath === storePath))
-            return { refuse: { ok: true, value: null } };
-          d.links.push({ path, storePath, linkType: 'pattern', acked: before });
-          return { doc: d, value: null };
-        });
-        this.kick(key);
-      } else if (follows) this.kick(key);
-    }
-  }
-
-  /** Looks at one subscription now (coalesced: one look at a time per subscription here). */
-  kick(key: string): void {
-    if (this.closed) return;
-    if (this.running.has(key)) {
-      this.again.add(key);
-      return;
-    }
-    this.running.add(key);
-    void this.look(key)
-      .catch((err: unknown) => this.logger.warn({ err: String(err), key }, 'subscriptions: delivery failed'))
-      .finally(() => {
-        this.running.delete(key);
-        if (this.again.delete(key)) this.kick(key);
-      });
-  }
-
-  async sweep(): Promise<void> {
-    await this.refreshKeys();
-    const counts = new Map<string, number>();
-    const keys = await this.store.keys();
-    for (const key of keys) {
-      const found = await this.store.get(key);
-      if (found?.doc.wake) counts.set(found.doc.owner ?? '', (counts.get(found.doc.owner ?? '') ?? 0) + 1);
-    }
-    this.wakesByOwner = counts;
-    for (const key of keys) this.kick(key);
-  }
-
-  private ownerWakes(owner: string | null): number {
-    return this.wakesByOwner.get(owner ?? '') ?? 0;
-  }
-
-  private countWake(owner: string | null): void {
-    this.wakesByOwner.set(owner ?? '', this.ownerWakes(owner) + 1);
-  }
-
-  private async streamViews(doc: SubscriptionDoc): Promise<StreamView[]> {
-    return Promise.all(
-      doc.links.map(async (l) => {
-        const meta = await this.streams.head(l.storePath);
-        const epoch = meta?.epoch ?? 0;
-        const tail = meta && !meta.gone ? meta.tail : l.acked;
-        return {
-          path: l.path,
-          link_type: l.linkType,
-          acked_offset: meta ? formatStreamOffset(epoch, l.acked) : '-1',
-          tail_offset: meta ? formatStreamOffset(epoch, tail) : '-1',
-          has_pending: tail > l.acked,
-        };
-      }),
-    );
-  }
-
-  private mint(
-    doc: SubscriptionDoc,
-    streams: StreamView[],
-    holder: string | null,
-    now: number,
-  ): NonNullable<SubscriptionDoc['wake']> {
-    doc.generation += 1;
-    const tails: Record<string, number> = {};
-    for (const s of streams) {
-      const link = doc.links.find((l) => l.path === s.path);
-      const parsed = parseStreamOffset(s.tail_offset);
-      if (link && parsed) tails[link.storePath] = parsed.position;
-    }
-    doc.wake = {
-      id: `w_${randomUUID()}`,
-      generation: doc.generation,
-      tails,
-      holder,
-      leaseUntil: now + doc.leaseTtlMs,
-    };
-    return doc.wake;
-  }
-
-  /** Lapsed leases dropped; then a webhook delivered or a wake event written if work is due. */
-  private async look(key: string): Promise<void> {
-    const found = await this.store.get(key);
-    if (!found) return;
-    const now = Date.now();
-    const { doc } = found;
-    if (doc.wake && doc.wake.leaseUntil <= now) {
-      await this.change<null>(key, (d) => {
-        if (!d?.wake || d.wake.leaseUntil > Date.now()) return { refuse: { ok: true, value: null } };
-        d.wake = null;
-        d.signalled = false;
-        return { doc: d, value: null };
-      });
-      return this.look(key);
-    }
-    if (doc.wake) return;
-    if (doc.type === 'webhook') return this.deliverWebhook(key);
-    return this.signalWakeStream(key);
-  }
-
-  private async signalWakeStream(key: string): Promise<void> {
-    let event: Record<string, unknown> | null = null;
-    let wakeStorePath: string | null = null;
-    const outcome = await this.change<boolean>(key, async (doc) => {
-      if (!doc || doc.wake || doc.signalled || !doc.wakeStorePath)
-        return { refuse: { ok: true, value: false } };
-      const streams = await this.streamViews(doc);
-      if (!streams.some((s) => s.has_pending)) return { refuse: { ok: true, value: false } };
-      doc.signalled = true;
-      wakeStorePath = doc.wakeStorePath;
-      event = {
-        type: 'wake',
-        subscription_id: doc.id,
-        streams: streams.filter((s) => s.has_pending),
-        claim_url: `${doc.baseUrl}/v1/stream/__ds/subscriptions/${encodeURIComponent(doc.id)}/claim`,
-      };
-      return { doc, value: true };
-    });
-    if (!outcome.ok || !outcome.value || !event || !wakeStorePath) return;
-    const result = await this.streams.append(wakeStorePath, {
-      contentType: 'application/json',
-      entries: [Buffer.from(JSON.stringify(event))],
-      streamSeq: null,
-      producer: null,
-      close: false,
-    });
-    if (result.kind !== 'appended') {
-      this.logger.warn({ key, result: result.kind }, 'subscriptions: the wake stream refused a wake event');
-      // Signalled stays set: a missing or closed wake stream is not retried on every append.
-    }
-  }
-
-  private async deliverWebhook(key: string): Promise<void> {
-    const ring = await this.keyRing();
-    let payload: Record<string, unknown> | null = null;
-    let target: string | null = null;
-    let owner: string | null = null;
-    const minted = await this.change<boolean>(key, async (doc) => {
-      const now = Date.now();
-      if (!doc || doc.wake || !doc.webhookUrl || now < doc.nextAttemptAt)
-        return { refuse: { ok: true, value: false } };
-      if (doc.deliverer && doc.deliverer.replica !== this.settings.replicaId && doc.deliverer.until > now)
-        return { refuse: { ok: true, value: false } };
-      const streams = await this.streamViews(doc);
-      if (!streams.some((s) => s.has_pending)) return { refuse: { ok: true, value: false } };
-      if (this.ownerWakes(doc.owner) >= this.settings.maxWakesPerOwner)
-        return { refuse: { ok: true, value: false } };
-      const wake = this.mint(doc, streams, null, now);
-      // The wake is held while the receiver may still answer; its own lease starts with the answer.
-      wake.leaseUntil = now + Math.max(doc.leaseTtlMs, this.settings.deliveryTimeoutMs) + 1_000;
-      doc.deliverer = {
-        replica: this.settings.replicaId,
-        until: now + Math.max(doc.leaseTtlMs, this.settings.deliveryTimeoutMs) + 1_000,
-      };
-      target = doc.webhookUrl;
-      owner = doc.owner;
-      const callbackUrl = `${doc.baseUrl}/v1/stream/__ds/subscriptions/${encodeURIComponent(doc.id)}/callback`;
-      payload = {
-        subscription_id: doc.id,
-        wake_id: wake.id,
-        generation: wake.generation,
-        streams,
-        callback_url: callbackUrl,
-        callback_token: await callbackToken(
-          ring,
-          { sub: key, wakeId: wake.id, generation: wake.generation },
-          this.settings.tokenTtlSeconds,
-        ),
-      };
-      return { doc, value: true };
-    });
-    if (!minted.ok || !minted.value || !payload || !target) return;
-    this.countWake(owner);
-    const wake = payload as { wake_id: string; generation: number; streams: StreamView[] };
-    const delivery = this.post(target, JSON.stringify(payload), ring);
-    this.inflight.add(delivery);
-    let verdict: { ok: boolean; done: boolean; why?: string };
-    try {
-      verdict = await delivery;
-    } finally {
-      this.inflight.delete(delivery);
-    }
-    // Closing: the wake is left to lapse, and another replica (or the next start) delivers it again.
-    if (this.closed) return;
-    await this.change<null>(key, (doc) => {
-      if (!doc?.wake || doc.wake.id !== wake.wake_id) return { refuse: { ok: true, value: null } };
-      if (!verdict.ok) {
-        doc.wake = null;
-        doc.attempts += 1;
-        doc.nextAttemptAt = Date.now() + retryDelayMs(doc.attempts);
-        // The retry stays with this replica unless it has not made it a little after it is due
-        // (gone, or restarted under another id): then any replica takes it.
-        doc.deliverer = {
-          replica: this.settings.replicaId,
-          until: doc.nextAttemptAt + 2 * this.settings.sweepMs + 1_000,
-        };
-        return { doc, value: null };
-      }
-      doc.attempts = 0;
-      doc.nextAttemptAt = 0;
-      doc.wake.leaseUntil = Date.now() + doc.leaseTtlMs;
-      doc.deliverer = { replica: this.settings.replicaId, until: doc.wake.leaseUntil };
-      if (verdict.done) {
-        // `{done: true}`: the receiver took everything the wake showed.
-        for (const link of doc.links) {
-          const tail = doc.wake.tails[link.storePath];
-          if (tail !== undefined) link.acked = Math.max(link.acked, tail);
-        }
-        doc.wake = null;
-      }
-      return { doc, value: null };
-    });
-    if (!verdict.ok)
-      this.logger.info({ key, why: verdict.why }, 'subscriptions: webhook delivery failed; retrying later');
-    if (verdict.done) this.kick(key);
-  }
-
-  private async post(
-    url: string,
-    body: string,
-    ring: KeyRing,
-  ): Promise<{ ok: boolean; done: boolean; why?: string }> {
-    try {
-      const reachable = await receiverReachable(new URL(url), this.settings.receivers);
-      if (!reachable.ok) return { ok: false, done: false, why: reachable.reason };
-      const res = await fetch(url, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'webhook-signature': signatureHeader(ring, body) },
-        body,
-        redirect: 'manual',
-        signal: AbortSignal.any([AbortSignal.timeout(this.settings.deliveryTimeoutMs), this.stopping.signal]),
-      });
-      const text = (await res.text()).slice(0, 64 * 1024);
-      if (res.status < 200 || res.status > 299)
-        return { ok: false, done: false, why: `status ${res.status}` };
-      let done = false;
-      try {
-        done = (JSON.parse(text) as { done?: unknown } | null)?.done === true;
-      } catch {
-        // A 2xx without JSON is taken as received, not done.
-      }
-      return { ok: true, done };
-    } catch (err) {
-      return { ok: false, done: false, why: String(err) };
-    }
   }
 }

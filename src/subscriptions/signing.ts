@@ -13,7 +13,7 @@ import type { KeyRing, SigningKey } from './types.js';
 const kidOf = (x: string): string =>
   `ds_${createHash('sha256').update(x, 'utf8').digest('base64url').slice(0, 22)}`;
 
-export const newSigningKey = (nowMs = Date.now()): SigningKey => {
+const newSigningKey = (nowMs = Date.now()): SigningKey => {
   const { publicKey, privateKey } = generateKeyPairSync('ed25519');
   const pub = publicKey.export({ format: 'jwk' }) as Record<string, string>;
   const priv = privateKey.export({ format: 'jwk' }) as Record<string, string>;

@@ -41,9 +41,8 @@ export class CapsuleIngestor {
   };
   /** What the writer accepted of the current capsule session. */
   private readonly tail: AlignedTail;
-  private aligner: ReplayAligner | IdResume | null = null;
-  /** Ends the spec line's wait for a proven replay end (ReplayAligner.expire). */
-  private proofTimer: NodeJS.Timeout | undefined;
+  /** The connection open now (null between connections). */
+  private connection: Connection | null = null;
   /** What the capsule's agent card said before this connection (null: never read). */
   private card: CapsuleCard | null = null;
   private cardFailing = false;
@@ -54,10 +53,6 @@ export class CapsuleIngestor {
   private lagged = false;
   /** The live frame that made the last connection end to replay (`frames skipped`). */
   private skipped: AlignFrame | null = null;
-  /** The open connection; aborted by us when the writer refuses a frame or the store reset. */
-  private conn: AbortController | null = null;
-  /** Set when this connection's frames must no longer reach the writer. */
-  private dropping: 'log queue full' | 'store reset' | IdResumeReconnect | null = null;
   /** Bumped by every store reset: the tail must be read from the store again. */
   private resets = 0;
   private seededAt = -1;
@@ -123,18 +118,21 @@ export class CapsuleIngestor {
       if (stopped.aborted) break;
       this.plan = this.planFor(await this.readCard());
       if (stopped.aborted) break;
-      const conn = new AbortController();
-      const onStop = (): void => conn.abort();
+      const connection: Connection = {
+        abort: new AbortController(),
+        aligner: null,
+        state: { phase: 'reading' },
+      };
+      const onStop = (): void => connection.abort.abort();
       stopped.addEventListener('abort', onStop, { once: true });
-      this.conn = conn;
-      this.dropping = null;
+      this.connection = connection;
       const end = await runWatch({
         url: this.options.url,
         doorToken: this.options.doorToken ?? null,
         lastEventId: this.plan.lastEventId,
         ...(speaksA2a1(this.plan.line) ? { extraHeaders: { 'a2a-version': '1.0' } } : {}),
         agent: this.agent,
-        signal: conn.signal,
+        signal: connection.abort.signal,
         replayQuietMs: this.options.replayQuietMs,
         replayMaxMs: this.options.replayMaxMs,
         connectTimeoutMs: this.options.connectTimeoutMs ?? 10_000,
@@ -149,24 +147,25 @@ export class CapsuleIngestor {
             }
           : {}),
         handlers: {
-          onAck: (ack) => this.onAck(ack),
-          onGap: (gap) => this.aligner?.gap(gap),
+          onAck: (ack) => this.onAck(connection, ack),
+          onGap: (gap) => connection.aligner?.gap(gap),
           onFrame: (frame) => {
-            if (this.dropping === null) this.aligner?.push(frame);
+            if (connection.state.phase === 'reading') connection.aligner?.push(frame);
           },
-          onComment: () => this.aligner?.comment(),
-          onQuiet: () => this.aligner?.hint(),
+          onComment: () => connection.aligner?.comment(),
+          onQuiet: () => connection.aligner?.hint(),
         },
       });
       stopped.removeEventListener('abort', onStop);
-      clearTimeout(this.proofTimer);
-      this.conn = null;
+      clearTimeout(connection.proofTimer);
+      this.connection = null;
       // Frames whose fate is decided are released; a replay cut short is replayed next time.
-      if (this.dropping === null) this.aligner?.close();
-      this.aligner = null;
+      if (connection.state.phase === 'reading') connection.aligner?.close();
       if (stopped.aborted) break;
-      if (end.kind === 'aborted') await this.afterDropped(end.acked);
-      else await this.sleep(this.onEnd(end));
+      if (end.kind === 'aborted') {
+        const why = connection.state.phase === 'dropping' ? connection.state.reason : 'dropped';
+        await this.afterDropped(why, end.acked);
+      } else await this.sleep(this.onEnd(end));
     }
   }
 
@@ -253,7 +252,7 @@ export class CapsuleIngestor {
     };
   }
 
-  private onAck(ack: string | null): void {
+  private onAck(connection: Connection, ack: string | null): void {
     this.connections++;
     if (this.connections > 1) this.current.reconnects++;
     this.current.ack = ack ?? this.current.ack;
@@ -280,13 +279,13 @@ export class CapsuleIngestor {
       const lagged = this.lagged;
       this.anotherSession = false;
       this.lagged = false;
-      this.aligner = new IdResume({
+      connection.aligner = new IdResume({
         lastId: plan.lastId ?? null,
         lastFrame: plan.lastFrame ?? null,
         hasHistory,
         newSession: plan.newSession,
         lagged,
-        emit: (out) => this.onAligned(out),
+        emit: (out) => this.onAligned(connection, out),
       });
     } else {
       const aligner = new ReplayAligner({
@@ -296,29 +295,28 @@ export class CapsuleIngestor {
         bufferSize: this.bufferSize,
         idZero: this.tail.idZero,
         acceptSkip: this.skipped,
-        emit: (out) => this.onAligned(out),
+        emit: (out) => this.onAligned(connection, out),
       });
-      this.aligner = aligner;
+      connection.aligner = aligner;
       this.skipped = null;
-      clearTimeout(this.proofTimer);
-      this.proofTimer = setTimeout(() => {
-        if (this.aligner === aligner && this.dropping === null) aligner.expire();
+      clearTimeout(connection.proofTimer);
+      connection.proofTimer = setTimeout(() => {
+        if (connection.aligner === aligner && connection.state.phase === 'reading') aligner.expire();
       }, this.options.replayProofMs ?? 2000);
-      this.proofTimer.unref();
+      connection.proofTimer.unref();
     }
     this.setState('connected', 'connection-ack');
   }
 
-  private onAligned(out: IdResumeOutput): void {
-    if (this.dropping !== null) return;
+  private onAligned(connection: Connection, out: IdResumeOutput): void {
+    if (connection.state.phase === 'dropping') return;
     if (out.kind === 'reconnect') {
       // 0.4+: what this connection lost is still in the capsule's buffer: replay it now.
       if (out.reason === 'another session') this.anotherSession = true;
       if (out.reason === 'lagged') this.lagged = true;
       if (out.reason === 'frames skipped') this.skipped = out.frame ?? null;
       this.options.logger?.info({ capsule: this.capsule, reason: out.reason }, 'reconnecting to replay');
-      this.dropping = out.reason;
-      this.conn?.abort();
+      this.drop(connection, out.reason);
       return;
     }
     if (out.kind === 'missing') return this.missing(out.fact);
@@ -334,12 +332,17 @@ export class CapsuleIngestor {
       if (f.event === 'gap') this.fact({ fact: 'frames-possibly-missing', reason: 'gap' });
       return;
     }
-    this.frame(f);
+    this.frame(connection, f);
+  }
+
+  /** End the connection ourselves: nothing more of it reaches the writer. */
+  private drop(connection: Connection, reason: DropReason): void {
+    connection.state = { phase: 'dropping', reason };
+    connection.abort.abort();
   }
 
   /** A connection we ended ourselves: wait for what made us end it, then reconnect at once. */
-  private async afterDropped(acked: boolean): Promise<void> {
-    const why = this.dropping ?? 'dropped';
+  private async afterDropped(why: DropReason | 'dropped', acked: boolean): Promise<void> {
     if (acked) this.fact({ fact: 'upstream-lost', reason: why });
     this.setState('backoff', why);
     if (why === 'log queue full') await this.untilStopped(this.options.writer.whenRoom?.(this.capsule));
@@ -363,10 +366,7 @@ export class CapsuleIngestor {
   private onStoreReset(): void {
     this.resets++;
     this.options.logger?.warn({ capsule: this.capsule }, 'log store reset: re-reading the aligned tail');
-    if (this.conn && this.dropping === null) {
-      this.dropping = 'store reset';
-      this.conn.abort();
-    }
+    if (this.connection?.state.phase === 'reading') this.drop(this.connection, 'store reset');
   }
 
   private missing(m: MissingFact): void {
@@ -378,7 +378,7 @@ export class CapsuleIngestor {
     });
   }
 
-  private frame(f: AlignFrame): void {
+  private frame(connection: Connection, f: AlignFrame): void {
     const receivedAt = Date.now();
     const entry: FrameEntry = {
       kind: 'frame',
@@ -390,8 +390,7 @@ export class CapsuleIngestor {
     if (!this.append(entry)) {
       // Refused: it will never be in the log, so it must not join the tail. Stop here; the next
       // replay re-delivers it (and what follows) if the capsule still holds it.
-      this.dropping = 'log queue full';
-      this.conn?.abort();
+      this.drop(connection, 'log queue full');
       return;
     }
     this.current.lastFrameAt = receivedAt;
@@ -442,6 +441,24 @@ export class CapsuleIngestor {
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
 type IdResumeReconnect = Extract<IdResumeOutput, { kind: 'reconnect' }>['reason'];
+
+/** Why we ended a connection ourselves. */
+type DropReason = 'log queue full' | 'store reset' | IdResumeReconnect;
+
+/** One `stream/watch` connection, from its request to its end. */
+interface Connection {
+  /** Aborted by us to end it (see `drop`), or by stop(). */
+  abort: AbortController;
+  /** From its ack: the spec line's replay alignment, or 0.4+'s resume by id. */
+  aligner: ReplayAligner | IdResume | null;
+  /** Ends the spec line's wait for a proven replay end (ReplayAligner.expire). */
+  proofTimer?: NodeJS.Timeout;
+  /**
+   * `reading`: its frames reach the writer through the aligner. `dropping`: we ended it (the writer
+   * refused a frame, the store reset, or the replay must be read again): nothing more of it does.
+   */
+  state: { phase: 'reading' } | { phase: 'dropping'; reason: DropReason };
+}
 
 interface ConnectionPlan {
   card: CapsuleCard | null;

@@ -120,40 +120,65 @@ export interface AlignerInput {
 
 const isKey = replayPredicate('0', false);
 
-export class ReplayAligner {
-  private readonly keys: string[];
-  /** Stored frames after the last key frame (id-0 frames received live): a gap replay repeats them. */
-  private readonly trailing: string[];
-  /** Whether a stored frame after our last key frame is another task's (see `trailingProof`). */
-  private readonly trailingOtherTask: boolean;
-  /** Candidate starts p in the filtered tail (overlap keys.length - p ≥ 1), ascending. */
-  private alive: number[];
-  private held: AlignFrame[] = [];
+/**
+ * Before the overlap is decided: frames are held while a longer overlap may still claim them, or
+ * while their label waits for a proof (see the header).
+ */
+interface Aligning {
+  phase: 'aligning';
+  /** Frames since the ack (and its leading gap), held until the overlap is decided. */
+  held: AlignFrame[];
   /** Frames received before the replay's end was proven: the replay, as far as labels go. */
-  private readonly replay: AlignFrame[] = [];
-  private keyCount = 0;
-  private gapInfo: { firstAvailableId: string } | null = null;
-  private started = false;
-  private ended = false;
-  private hinted = false;
-  /** The caller stopped waiting for the replay's end to be proven: unproven continuity is flagged. */
-  private expired = false;
-  private overlap: number | null = null;
-  private ambiguous = false;
-  private live = false;
-  private trailingAt = 0;
-  private pastKey = false;
-  private coveredByLabel = false;
-  private oneTaskMemo: boolean | undefined;
+  replay: AlignFrame[];
+  /** Candidate starts p in the filtered tail (overlap keys.length - p ≥ 1), ascending. */
+  alive: number[];
+  /** Key frames received. */
+  keyCount: number;
+  /** Frames received (a leading `gap` comes before the first). */
+  received: number;
+  gap: { firstAvailableId: string } | null;
+  /** The replay's end: not shown yet, or proven (a frame no replay holds, a heartbeat, a batch's end). */
+  end: 'open' | 'proven';
+  /**
+   * The caller's timing: nothing said yet; `hinted`, the burst is probably over (labels may be judged
+   * on the replay's length); `expired`, it stopped waiting for the end to be proven (unproven
+   * continuity is flagged).
+   */
+  patience: 'waiting' | 'hinted' | 'expired';
+  /** Once no longer candidate can claim the held frames: its length k, and whether shorter ones match too. */
+  overlap: { k: number; ambiguous: boolean } | null;
+}
+
+/** The overlap is decided and labelled: every frame from here on is released in order. */
+interface Live {
+  phase: 'live';
+  /**
+   * Right after the overlap, where a `gap` replay repeats the stored frames after our last key frame
+   * (see `afterOverlap`): the next one it may repeat, until a key frame arrives (then null).
+   */
+  repeats: number | null;
   /**
    * The buffer holds every frame after the overlap in write order, and live frames follow it, so any
    * released frame that skips ahead of its task is the witness of a run dropped from this connection
    * (often right behind the replay, which still filled the socket). Only the first frame of a replay
    * that does not continue ours (no overlap, first contact, a gap) may begin inside a task.
    */
-  private firstMayStartInside = false;
-  /** A reconnect was asked for: nothing more of this connection is released. */
-  private stopped = false;
+  firstMayStartInside: boolean;
+}
+
+/** A reconnect was asked for: nothing more of this connection is released. */
+interface Stopped {
+  phase: 'stopped';
+}
+
+export class ReplayAligner {
+  private readonly keys: string[];
+  /** Stored frames after the last key frame (id-0 frames received live): a gap replay repeats them. */
+  private readonly trailing: string[];
+  /** Whether a stored frame after our last key frame is another task's (see `trailingProof`). */
+  private readonly trailingOtherTask: boolean;
+  private state: Aligning | Live | Stopped;
+  private oneTaskMemo: boolean | undefined;
   /** The previous connection's skip, shown again by this replay: the capsule wrote it so. */
   private readonly acceptsSkip = (f: AlignFrame): boolean => {
     const skip = this.input.acceptSkip;
@@ -174,44 +199,56 @@ export class ReplayAligner {
     this.trailing = trailing.map(frameKey);
     const lastTask = lastKey >= 0 ? taskOf(tail[lastKey]!) : null;
     this.trailingOtherTask = trailing.some((f) => taskOf(f) !== lastTask);
-    this.alive = this.keys.map((_, p) => p);
+    this.state = {
+      phase: 'aligning',
+      held: [],
+      replay: [],
+      alive: this.keys.map((_, p) => p),
+      keyCount: 0,
+      received: 0,
+      gap: null,
+      end: 'open',
+      patience: 'waiting',
+      overlap: null,
+    };
   }
 
   /** The `gap` frame that opened the replay (only before any other frame). */
   gap(gap: { firstAvailableId: string }): void {
-    if (!this.started) this.gapInfo = gap;
+    if (this.state.phase === 'aligning' && this.state.received === 0) this.state.gap = gap;
   }
 
   /** Every frame after the ack (and the leading gap), in order. */
   push(frame: AlignFrame): void {
-    if (this.live) return this.afterOverlap(frame);
-    this.started = true;
-    this.held.push(frame);
+    const a = this.state;
+    if (a.phase !== 'aligning') return this.afterOverlap(frame);
+    a.received++;
+    a.held.push(frame);
     if (isKey(frame)) {
-      if (!this.ended) this.replay.push(frame);
+      if (a.end === 'open') a.replay.push(frame);
       const key = frameKey(frame);
       const n = this.keys.length;
-      const j = this.keyCount++;
-      this.alive = this.alive.filter((p) => n - p <= j || this.keys[p + j] === key);
-    } else if (this.gapInfo !== null && frame.upstreamId !== null) {
-      if (!this.ended) this.replay.push(frame); // a gap replay holds the id-0 frames too
+      const j = a.keyCount++;
+      a.alive = a.alive.filter((p) => n - p <= j || this.keys[p + j] === key);
+    } else if (a.gap !== null && frame.upstreamId !== null) {
+      if (a.end === 'open') a.replay.push(frame); // a gap replay holds the id-0 frames too
     } else {
-      this.ended = true; // never in a replay: the replay is over and this frame is live
+      a.end = 'proven'; // never in a replay: the replay is over and this frame is live
     }
     this.advance();
   }
 
   /** A comment (heartbeat): never inside a replay, so the replay is over. */
   comment(): void {
-    if (this.ended || this.live) return;
-    this.ended = true;
+    if (this.state.phase !== 'aligning' || this.state.end === 'proven') return;
+    this.state.end = 'proven';
     this.advance();
   }
 
   /** Timing says the replay burst is probably over: judge labels now (never duplicates vs new). */
   hint(): void {
-    if (this.hinted || this.live) return;
-    this.hinted = true;
+    if (this.state.phase !== 'aligning' || this.state.patience !== 'waiting') return;
+    this.state.patience = 'hinted';
     this.advance();
   }
 
@@ -220,15 +257,15 @@ export class ReplayAligner {
    * what only that proof could clear is flagged now, and held frames are released after the fact.
    */
   expire(): void {
-    if (this.expired || this.live) return;
-    this.expired = true;
-    this.hinted = true;
+    if (this.state.phase !== 'aligning' || this.state.patience === 'expired') return;
+    this.state.patience = 'expired';
     this.advance();
   }
 
   /** The whole replay has been pushed (a batch caller): everything is decided now. */
   end(): void {
-    this.ended = true;
+    if (this.state.phase !== 'aligning') return;
+    this.state.end = 'proven';
     this.advance();
   }
 
@@ -237,73 +274,68 @@ export class ReplayAligner {
    * unproven continuity flagged); undecided ones are dropped: the next connection replays them.
    */
   close(): void {
-    if (this.live) return;
-    this.hinted = true;
-    this.expired = true;
+    if (this.state.phase !== 'aligning') return;
+    this.state.patience = 'expired';
     this.advance();
-    this.held = [];
+    if (this.state.phase === 'aligning') this.state.held = [];
   }
 
   /** Frames held back (tests, logs). */
   get pending(): number {
-    return this.live ? 0 : this.held.length;
+    return this.state.phase === 'aligning' ? this.state.held.length : 0;
   }
 
   private advance(): void {
-    if (this.live) return;
+    const a = this.state;
+    if (a.phase !== 'aligning') return;
     const n = this.keys.length;
-    if (this.overlap === null) {
-      if (this.ended) this.alive = this.alive.filter((p) => n - p <= this.keyCount);
-      const best = this.alive[0];
+    if (a.overlap === null) {
+      if (a.end === 'proven') a.alive = a.alive.filter((p) => n - p <= a.keyCount);
+      const best = a.alive[0];
       const k = best === undefined ? 0 : n - best;
-      if (k > this.keyCount) return; // a longer overlap may still claim the held frames
-      this.overlap = k;
-      this.ambiguous = this.alive.length > 1; // shorter overlaps, all fully matched
+      if (k > a.keyCount) return; // a longer overlap may still claim the held frames
+      a.overlap = { k, ambiguous: a.alive.length > 1 }; // shorter overlaps, all fully matched
     }
-    const k = this.overlap;
-    if (!(this.started || this.ended || this.hinted)) return; // a leading gap may still come
+    const { k, ambiguous } = a.overlap;
+    if (a.received === 0 && a.end === 'open' && a.patience === 'waiting') return; // a leading gap may still come
     const needsLength =
       this.input.hasHistory &&
-      this.gapInfo === null &&
-      ((k === 0 && this.replay.length > 0) || (this.ambiguous && k === n) || (k > 0 && this.oneTask(k)));
+      a.gap === null &&
+      ((k === 0 && a.replay.length > 0) || (ambiguous && k === n) || (k > 0 && this.oneTask(k)));
     // A replay already too long for a buffer that never evicted has told its length: no need to wait.
-    const told = !replayIsWholeSession(this.replay, false, this.input.bufferSize);
-    if (needsLength && !this.ended && !this.hinted && !told) return;
-    if (this.awaitsProof(k)) return;
-    const byTrailing = this.trailingProof(k);
+    const told = !replayIsWholeSession(a.replay, false, this.input.bufferSize);
+    if (needsLength && a.end === 'open' && a.patience === 'waiting' && !told) return;
+    if (this.awaitsProof(a, k, ambiguous)) return;
+    const byTrailing = this.trailingProof(a, k);
     if (byTrailing === null) return;
-    this.label(k, byTrailing);
-    this.live = true;
-    this.firstMayStartInside = k === 0;
-    const held = this.held;
-    this.held = [];
+    this.label(a, k, ambiguous, byTrailing);
+    this.state = { phase: 'live', repeats: k === 0 ? null : 0, firstMayStartInside: k === 0 };
     let skip = k;
-    this.pastKey = k === 0;
     // On first contact the cold-attach fact already says the attempts' starts are unknown.
-    this.coveredByLabel = !this.input.hasHistory && !this.provedFresh();
-    for (const f of held) {
+    const coveredByLabel = !this.input.hasHistory && !this.provedFresh(a);
+    for (const f of a.held) {
       if (skip > 0) {
         if (isKey(f)) skip--;
         continue;
       }
-      this.afterOverlap(f);
+      this.afterOverlap(f, coveredByLabel);
     }
-    this.coveredByLabel = false;
   }
 
   /**
    * Whether the label hangs on the buffer never having evicted, which only the replay's proven end
    * can show and nothing has disproven yet: then the frames wait (see the header).
    */
-  private awaitsProof(k: number): boolean {
-    if (this.ended || !this.input.hasHistory || this.gapInfo !== null) return false;
-    if (!replayIsWholeSession(this.replay, false, this.input.bufferSize)) return false; // evicted: flag now
+  private awaitsProof(a: Aligning, k: number, ambiguous: boolean): boolean {
+    if (a.end === 'proven' || !this.input.hasHistory || a.gap !== null) return false;
+    if (!replayIsWholeSession(a.replay, false, this.input.bufferSize)) return false; // evicted: flag now
     const n = this.keys.length;
+    const expired = a.patience === 'expired';
     // Nothing replayable stored: whatever comes first may be a replay held up, so even past the
     // window nothing is decided before a frame arrives (nothing is held meanwhile).
-    if (k === 0) return n === 0 && (this.replay.length === 0 || !this.expired);
+    if (k === 0) return n === 0 && (a.replay.length === 0 || !expired);
     // An overlap that starts after our first stored key frame proves the buffer evicted: flag now.
-    return !this.expired && k === n && (this.ambiguous || this.oneTask(k));
+    return !expired && k === n && (ambiguous || this.oneTask(k));
   }
 
   /**
@@ -312,11 +344,11 @@ export class ReplayAligner {
    * overlap spans two tasks after all, which no reopened attempt can repeat. True: proven; false:
    * not (or not applicable); null: the frames after the overlap have not all arrived yet.
    */
-  private trailingProof(k: number): boolean | null {
-    if (this.gapInfo === null || k === 0 || !this.trailingOtherTask || !this.oneTask(k)) return false;
+  private trailingProof(a: Aligning, k: number): boolean | null {
+    if (a.gap === null || k === 0 || !this.trailingOtherTask || !this.oneTask(k)) return false;
     let skip = k;
     let at = 0;
-    for (const f of this.held) {
+    for (const f of a.held) {
       if (skip > 0) {
         if (isKey(f)) skip--;
         continue;
@@ -324,25 +356,25 @@ export class ReplayAligner {
       if (frameKey(f) !== this.trailing[at]) return false;
       if (++at === this.trailing.length) return true;
     }
-    return this.ended || this.expired ? false : null;
+    return a.end === 'proven' || a.patience === 'expired' ? false : null;
   }
 
   /** The buffer provably never evicted: the replay's end is proven and it is short enough. */
-  private provenWhole(): boolean {
+  private provenWhole(a: Aligning): boolean {
     return (
-      this.ended && this.gapInfo === null && replayIsWholeSession(this.replay, false, this.input.bufferSize)
+      a.end === 'proven' && a.gap === null && replayIsWholeSession(a.replay, false, this.input.bufferSize)
     );
   }
 
-  private label(k: number, spansTasks: boolean): void {
-    const { gapInfo: gap, replay } = this;
+  private label(a: Aligning, k: number, ambiguous: boolean, spansTasks: boolean): void {
+    const { gap, replay } = a;
     const n = this.keys.length;
     const missing = (reason: MissingReason): void =>
       this.input.emit({
         kind: 'missing',
         fact: gap ? { reason, firstAvailableId: gap.firstAvailableId } : { reason },
       });
-    if (!this.input.hasHistory) return this.provedFresh() ? undefined : missing('cold-attach');
+    if (!this.input.hasHistory) return this.provedFresh(a) ? undefined : missing('cold-attach');
     const whole = replayIsWholeSession(replay, gap !== null, this.input.bufferSize);
     // A new capsule session. Within one session the buffer never loses its newest frames, so an
     // empty replay after we stored replayable frames means the buffer was emptied (restart), and a
@@ -355,13 +387,13 @@ export class ReplayAligner {
     }
     // From here a fact is withheld only where continuity is proven: by content (an overlap that spans
     // two tasks), or by the buffer provably never having evicted (`provenWhole`), never by timing.
-    const proven = this.provenWhole();
+    const proven = this.provenWhole(a);
     // A gap says the buffer's start is gone even before (or without) any replayed frame in hand.
     if (k === 0 && (replay.length > 0 || gap)) {
       if (gap) missing('gap');
       else if (n > 0 || !proven) missing('no-overlap');
       // else: nothing replayable stored and the replay is the whole session: nothing skipped but id-0.
-    } else if (this.ambiguous && !(proven && k === n)) {
+    } else if (ambiguous && !(proven && k === n)) {
       // The stored tail is periodic where it meets the replay (a reopened attempt repeating the
       // previous one), so the replay could start at more than one point. We took the longest overlap
       // (never a duplicate); a shorter one would mean frames we now skip were new: say so.
@@ -377,8 +409,8 @@ export class ReplayAligner {
   }
 
   /** First contact with a capsule that had written nothing, and a replay that agrees. */
-  private provedFresh(): boolean {
-    return this.input.freshCapsule === true && this.replay.length === 0 && this.gapInfo === null;
+  private provedFresh(a: Aligning): boolean {
+    return this.input.freshCapsule === true && a.replay.length === 0 && a.gap === null;
   }
 
   /** Whether the last k stored key frames all belong to one task (then the label needs the length). */
@@ -407,38 +439,35 @@ export class ReplayAligner {
    * alignment skips (id 0, received live); a `gap` replay holds them again here, so those are
    * dropped in order until the next key frame, and any other is new to us and kept.
    */
-  private afterOverlap(f: AlignFrame): void {
-    if (!this.pastKey) {
-      this.pastKey = isKey(f);
-      if (
-        !this.pastKey &&
-        this.trailingAt < this.trailing.length &&
-        frameKey(f) === this.trailing[this.trailingAt]
-      ) {
-        this.trailingAt++;
+  private afterOverlap(f: AlignFrame, coveredByLabel = false): void {
+    const live = this.state;
+    if (live.phase !== 'live') return;
+    if (live.repeats !== null) {
+      if (isKey(f)) live.repeats = null;
+      else if (live.repeats < this.trailing.length && frameKey(f) === this.trailing[live.repeats]) {
+        live.repeats++;
         return;
       }
     }
-    this.release(f);
+    this.release(live, f, coveredByLabel);
   }
 
-  private release(f: AlignFrame): void {
-    if (this.stopped) return;
-    const watch = this.input.watchDrops !== false && !this.firstMayStartInside;
-    this.firstMayStartInside = false;
+  private release(live: Live, f: AlignFrame, coveredByLabel: boolean): void {
+    const watch = this.input.watchDrops !== false && !live.firstMayStartInside;
+    live.firstMayStartInside = false;
     const seen = this.input.idZero.admit(f, watch, this.acceptsSkip);
     if (seen === 'skips') {
       // Frames before this one were dropped from the connection, not from the buffer: replay them
       // in their place rather than record this one after a hole (the next connection takes this
       // frame as is if its replay shows the same skip).
-      this.stopped = true;
+      this.state = { phase: 'stopped' };
       this.input.emit({ kind: 'reconnect', reason: 'frames skipped', frame: f });
       return;
     }
     // A dropped run that ends at a task's first status took the previous task's end with it; the
     // replay could not put them before this frame, which is already here: say so in place.
     if (seen === 'opens-over-unended') this.input.emit({ kind: 'missing', fact: { reason: 'lagged' } });
-    else if (seen === 'reveals-id-zero' && !this.coveredByLabel) {
+    else if (seen === 'reveals-id-zero' && !coveredByLabel) {
       this.input.emit({ kind: 'missing', fact: { reason: 'id-zero-unreplayable', count: 1 } });
     }
     this.input.emit({ kind: 'frame', frame: f });

@@ -54,7 +54,7 @@ describe('validStreamGrant', () => {
     const p = join(mkdtempSync(join(tmpdir(), 'mg-grants-')), 'grants.yaml');
     writeFileSync(
       p,
-      `apiKeys:\n  - sha256: ${'a'.repeat(64)}\n    owner: team\n    scopes: [write]\n    streams: ["team-a/../b"]\n`,
+      `auth:\n  apiKeys:\n    - sha256: ${'a'.repeat(64)}\n      owner: team\n      scopes: [write]\n      streams: ["team-a/../b"]\n`,
     );
     let message = '';
     try {
@@ -63,6 +63,6 @@ describe('validStreamGrant', () => {
       expect(err).toBeInstanceOf(ConfigError);
       message = (err as Error).message;
     }
-    expect(message).toContain('apiKeys[0].streams[0]: must be "/"-separated segments');
+    expect(message).toContain('\n  auth.apiKeys[0].streams[0]: must be "/"-separated segments');
   });
 });

@@ -18,6 +18,8 @@ interface ClientMsg {
   subs?: number;
   from?: number;
   to?: number;
+  /** Several streams per connection, each data line naming its stream (`start-keyed`). */
+  keyed?: boolean;
 }
 
 const NODE_CLIENTS = fileURLToPath(new URL('./fanout-clients.ts', import.meta.url));
@@ -32,10 +34,10 @@ export const fanoutClientKind = (): string =>
 export const startLine = (msg: ClientMsg): string => {
   const n = msg.subs ?? 0;
   const urls = Array.from({ length: n }, (_, i) => msg.urls?.[i % msg.urls.length] ?? msg.url!);
-  return `start ${msg.from ?? 1} ${msg.to ?? 0} ${urls.join(' ')}\n`;
+  return `${msg.keyed ? 'start-keyed' : 'start'} ${msg.from ?? 1} ${msg.to ?? 0} ${urls.join(' ')}\n`;
 };
 
-export const startFanoutClient = (core: number): ChildProcess => {
+export const startFanoutClient = (core: number | string): ChildProcess => {
   const binary = buildBenchBinary('fanout-client');
   if (!binary) return forkPinned(core, NODE_CLIENTS);
   const child = spawnPinned(core, binary, [], { stdio: ['pipe', 'pipe', 'inherit'] });

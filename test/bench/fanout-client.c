@@ -8,9 +8,10 @@
  *
  *   stdin:  start FROM TO URL...   one subscriber per URL, opened 50 at a time (each batch's
  *                                  responses read before the next, as the Node clients do)
+ *           start-keyed FROM TO URL...   the same, each connection carrying several streams
  *           report
  *   stdout: {"type":"ready"} | {"type":"error","error":"..."} |
- *           {"type":"report","delivered":N,"hist":[...],"ended":N,"seen":N}
+ *           {"type":"report","delivered":N,"hist":[...],"ended":N,"seen":N,"repeated":N,"bytes":N}
  *
  * Stdin's end (or SIGTERM) stops it. Each subscriber: a non-blocking socket, the request written by
  * hand, the status from the head, chunked framing undone when the head says so, and the body scanned
@@ -19,6 +20,13 @@
  * measured window [FROM, TO] is delivered, and its publish → receipt latency goes into the same
  * log-bucketed histogram (1 % buckets from 0.01 ms). Receipt is the time of the read that completed
  * the marker (the Node clients take the read that completed its event: the same read in practice).
+ *
+ * `start-keyed` (the follow bench, fanout-follow.ts): a connection carries several streams, each
+ * event's data line opening with the stream's key, `data: {"stream":"KEY"` (`GET /v1/follow`'s
+ * framing, and the body the bench POSTs to nchan's multiplexed channels), so a seq counts once per
+ * stream of a connection, and a seq at or below its stream's highest is counted as `repeated` (a
+ * redelivery or a reordering: the follow contract allows neither). A line without a key is stream
+ * "" (one stream per connection). `bytes` is the body read, chunked framing undone, in either mode.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -39,6 +47,12 @@
 #define BUCKETS 1400
 #define BATCH 50
 #define HEAD_TIMEOUT_MS 20000.0
+#define MAX_KEYS 4096
+#define KEY_BYTES 256
+
+/* What opens a keyed event's data line: the stream key follows, up to its closing quote. */
+static const char KEY_PREFIX[] = "data: {\"stream\":\"";
+#define KEY_PREFIX_LEN ((int)sizeof KEY_PREFIX - 1)
 
 enum phase { CONNECTING, HEAD, BODY, DONE };
 
@@ -56,10 +70,23 @@ struct sub {
   int mstate, mdigits;
   double seq, ts, scale;
   double max_seq;
+  /* keyed: where the current line is in KEY_PREFIX (-1: not a key line), the key read so far, the
+     current line's stream (an index into keys[]) and each stream's highest seq */
+  int line_pos, key_len, cur;
+  char key[KEY_BYTES];
+  struct stream_max {
+    int key;
+    double max;
+  } *maxes;
+  int nmaxes;
 };
 
 static long hist[BUCKETS];
-static long delivered, seen, ended;
+static long delivered, seen, ended, repeated, bytes_read;
+static int keyed;
+/* Stream keys seen, interned; 0 is "" (a line without a key). */
+static char *keys[MAX_KEYS] = {""};
+static int nkeys = 1;
 static double win_from = 1, win_to = 0;
 static struct sub *subs;
 static int nsubs, opened, pending_batch;
@@ -85,6 +112,25 @@ static void reply_error(const char *fmt, const char *a, const char *b) {
     if (*p == '"' || *p == '\\' || (unsigned char)*p < 32) *p = '?';
   printf("{\"type\":\"error\",\"error\":\"%s\"}\n", msg);
   fflush(stdout);
+}
+
+static int intern(const char *key, int len) {
+  for (int i = 1; i < nkeys; i++)
+    if ((int)strlen(keys[i]) == len && memcmp(keys[i], key, (size_t)len) == 0) return i;
+  if (nkeys == MAX_KEYS) return 0; /* past the table: counted as one stream */
+  keys[nkeys] = strndup(key, (size_t)len);
+  return nkeys++;
+}
+
+/* The highest seq seen on the marker's stream of this connection (one per connection unkeyed). */
+static double *max_slot(struct sub *s) {
+  if (!keyed) return &s->max_seq;
+  for (int i = 0; i < s->nmaxes; i++)
+    if (s->maxes[i].key == s->cur) return &s->maxes[i].max;
+  s->maxes = realloc(s->maxes, sizeof *s->maxes * (size_t)(s->nmaxes + 1));
+  s->maxes[s->nmaxes].key = s->cur;
+  s->maxes[s->nmaxes].max = 0;
+  return &s->maxes[s->nmaxes++].max;
 }
 
 static void marker_byte(struct sub *s, unsigned char c, double t) {
@@ -118,8 +164,10 @@ static void marker_byte(struct sub *s, unsigned char c, double t) {
       if (c == '@' && s->mdigits > 0) {
         double published = s->scale > 0 ? s->ts / s->scale : s->ts;
         s->mstate = 0;
-        if (s->seq > s->max_seq) {
-          s->max_seq = s->seq;
+        double *max = max_slot(s);
+        if (keyed && s->seq <= *max) repeated++;
+        if (s->seq > *max) {
+          *max = s->seq;
           seen++;
           if (s->seq >= win_from && s->seq <= win_to) {
             delivered++;
@@ -136,7 +184,37 @@ static void marker_byte(struct sub *s, unsigned char c, double t) {
   s->mdigits = 0;
 }
 
+/* Keyed: every byte, for the line starts (a key line names the stream of its markers). */
+static void keyed_bytes(struct sub *s, const unsigned char *p, size_t n, double t) {
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = p[i];
+    if (c == '\n') {
+      s->line_pos = 0;
+      s->key_len = 0;
+      s->cur = 0;
+      s->mstate = 0;
+      continue;
+    }
+    if (s->line_pos >= 0) {
+      if (s->line_pos < KEY_PREFIX_LEN) {
+        s->line_pos = c == (unsigned char)KEY_PREFIX[s->line_pos] ? s->line_pos + 1 : -1;
+        if (s->line_pos >= 0) continue;
+      } else if (c == '"') {
+        s->cur = intern(s->key, s->key_len);
+        s->line_pos = -1;
+        continue;
+      } else {
+        if (s->key_len < KEY_BYTES - 1) s->key[s->key_len++] = (char)c;
+        continue;
+      }
+    }
+    if (s->mstate != 0 || c == '@') marker_byte(s, c, t);
+  }
+}
+
 static void body_bytes(struct sub *s, const unsigned char *p, size_t n, double t) {
+  bytes_read += (long)n;
+  if (keyed) return keyed_bytes(s, p, n, t);
   const unsigned char *end = p + n;
   while (p < end) {
     if (s->mstate == 0) {
@@ -308,7 +386,8 @@ static void on_event(struct sub *s, unsigned events) {
 }
 
 static void report(void) {
-  printf("{\"type\":\"report\",\"delivered\":%ld,\"ended\":%ld,\"seen\":%ld,\"hist\":[", delivered, ended, seen);
+  printf("{\"type\":\"report\",\"delivered\":%ld,\"ended\":%ld,\"seen\":%ld,\"repeated\":%ld,\"bytes\":%ld,\"hist\":[",
+         delivered, ended, seen, repeated, bytes_read);
   for (int i = 0; i < BUCKETS; i++) printf(i ? ",%ld" : "%ld", hist[i]);
   printf("]}\n");
   fflush(stdout);
@@ -320,7 +399,8 @@ static int command(char *line) {
     report();
     return 0;
   }
-  if (strncmp(line, "start ", 6) != 0) return -1;
+  if (strncmp(line, "start-keyed ", 12) == 0) keyed = 1;
+  else if (strncmp(line, "start ", 6) != 0) return -1;
   char *save = NULL;
   strtok_r(line, " \n", &save);
   win_from = atof(strtok_r(NULL, " \n", &save));

@@ -3,7 +3,9 @@
  * by it, and its p99 comes from its histogram. Against one loopback server, it must report what the
  * Node clients (fanout-clients.ts) report for the same streams: chunked and close-delimited bodies
  * cut at odd places, BeeOS-style envelopes that repeat every earlier marker, events outside the
- * measured window, responses that end, and a start that fails.
+ * measured window, responses that end, and a start that fails. Keyed (the follow bench): one
+ * connection carrying several streams in `GET /v1/follow`'s framing, each seq counted once per
+ * stream, a redelivered one counted as repeated.
  */
 import type { ChildProcess } from 'node:child_process';
 import http from 'node:http';
@@ -19,6 +21,8 @@ interface Report {
   delivered: number;
   seen: number;
   ended: number;
+  repeated: number;
+  bytes: number;
   hist: number[];
 }
 
@@ -36,7 +40,9 @@ afterEach(async () => {
 /**
  * Each stream: SEQS events, written in pieces of 1-97 bytes; `?beeos` repeats every earlier marker
  * in each event (as a cumulative body does); `?chunked=0` is close-delimited; every response ends
- * once `release` resolves.
+ * once `release` resolves. `?keyed`: `/v1/follow`'s framing, seq N on stream `murmur:s{N % 3}`, the
+ * streams written one after another (s2's seqs, then s1's, then s0's: in order per stream, not
+ * across them), and with `&repeat` seq 5 written a second time at the end.
  */
 const serve = async (release: Promise<void>): Promise<string> => {
   const server = http.createServer((req, res) => {
@@ -53,7 +59,17 @@ const serve = async (release: Promise<void>): Promise<string> => {
     for (let seq = 1; seq <= SEQS; seq++) {
       markers.push(`@${seq}@${nowMs().toFixed(3)}@${'.'.repeat(seq * 7)}`);
       const body = q.has('beeos') ? markers.join('') : markers[seq - 1];
-      text += `id: ${seq}\nevent: message\ndata: {"text":"${body}"}\n\n: comment\n\n`;
+      if (!q.has('keyed')) text += `id: ${seq}\nevent: message\ndata: {"text":"${body}"}\n\n: comment\n\n`;
+    }
+    if (q.has('keyed')) {
+      const event = (seq: number): string => {
+        const record = { offset: seq, kind: 'frame', data: JSON.stringify({ text: markers[seq - 1] }) };
+        const data = { stream: `murmur:s${seq % 3}`, cursor: String(seq), event: 'record', data: record };
+        return `id: v1.${Buffer.from(String(seq)).toString('base64url')}\ndata: ${JSON.stringify(data)}\n\n:\n\n`;
+      };
+      for (const stream of [2, 1, 0])
+        for (let seq = 1; seq <= SEQS; seq++) if (seq % 3 === stream) text += event(seq);
+      if (q.has('repeat')) text += event(5);
     }
     const pieces: string[] = [];
     for (let i = 0, k = 0; i < text.length; k++) {
@@ -86,17 +102,19 @@ const settled = async (child: ChildProcess, subs: number): Promise<Report> => {
   return ask<Report>(child, { type: 'report' }, 'report');
 };
 
-const counts = (r: Report): Omit<Report, 'hist'> => ({
+const counts = (r: Report): Pick<Report, 'delivered' | 'seen' | 'ended'> => ({
   delivered: r.delivered,
   seen: r.seen,
   ended: r.ended,
 });
 
-const run = async (child: ChildProcess, urls: string[], subs: number): Promise<Report> => {
+const run = async (child: ChildProcess, urls: string[], subs: number, keyed = false): Promise<Report> => {
   children.push(child);
-  await ask(child, { type: 'start', urls, subs, ...WINDOW }, 'ready', 20_000);
+  await ask(child, { type: 'start', urls, subs, keyed, ...WINDOW }, 'ready', 20_000);
   return settled(child, subs);
 };
+
+const NODE_CLIENTS = fileURLToPath(new URL('./fanout-clients.ts', import.meta.url));
 
 describe('fanout-client.c', () => {
   it('builds with the machine C compiler', () => {
@@ -109,6 +127,9 @@ describe('fanout-client.c', () => {
     );
     expect(startLine({ type: 'start', url: 'http://a/x', subs: 2, from: 1, to: 4 })).toBe(
       'start 1 4 http://a/x http://a/x\n',
+    );
+    expect(startLine({ type: 'start', url: 'http://a/x', subs: 1, from: 1, to: 4, keyed: true })).toBe(
+      'start-keyed 1 4 http://a/x\n',
     );
   });
 
@@ -160,5 +181,36 @@ describe('fanout-client.c', () => {
     await expect(ask(c, { type: 'start', urls: [url], subs: 2, ...WINDOW }, 'ready', 20_000)).rejects.toThrow(
       `${url}: HTTP 404`,
     );
+  });
+
+  it('counts each stream of a keyed connection on its own, as the Node clients do', async () => {
+    const base = await serve(Promise.resolve());
+    const urls = ['?keyed&chunked=1', '?keyed&chunked=0', '?keyed&repeat&chunked=1'].map(
+      (q) => `${base}/v1/follow${q}`,
+    );
+    const subs = 6;
+    const [fromC, fromNode] = await Promise.all([
+      run(startFanoutClient(0), urls, subs, true),
+      run(forkPinned(0, NODE_CLIENTS), urls, subs, true),
+    ]);
+    const perWindow = WINDOW.to - WINDOW.from + 1;
+    // Every seq of every stream once, though the streams' seqs interleave out of order on the wire;
+    // the seq written twice (two of the six connections) is repeated, not delivered again.
+    expect(counts(fromC)).toEqual({ delivered: subs * perWindow, seen: subs * SEQS, ended: subs });
+    expect(fromC.repeated).toBe(2);
+    expect({ ...counts(fromNode), repeated: fromNode.repeated, bytes: fromNode.bytes }).toEqual({
+      ...counts(fromC),
+      repeated: fromC.repeated,
+      bytes: fromC.bytes,
+    });
+    expect(fromC.bytes).toBeGreaterThan(subs * SEQS * 100);
+  });
+
+  it('counts a keyed stream as one stream when not told it is keyed (so the key is what counts)', async () => {
+    const base = await serve(Promise.resolve());
+    const report = await run(startFanoutClient(0), [`${base}/v1/follow?keyed&chunked=1`], 1);
+    // s2's seqs (2, 5, 8, 11) first: only 12 of s1's and s0's later ones is above them.
+    expect(report.seen).toBe(5);
+    expect(report.repeated).toBe(0);
   });
 });

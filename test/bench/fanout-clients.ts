@@ -6,6 +6,10 @@
  * A seq counts once per connection, the first time it is seen: BeeOS envelopes carry the reply's
  * cumulative body, so one envelope repeats every earlier chunk's marker, and only its newest is the
  * chunk it delivers. Driven over IPC: start → ready, report, stop.
+ *
+ * `keyed` (the follow bench): a connection carries several streams, each event's data line opening
+ * with `data: {"stream":"KEY"`; a seq then counts once per stream of a connection, and one at or
+ * below its stream's highest is `repeated` (fanout-client.c says the same).
  */
 import type { Socket } from 'node:net';
 import { BUCKETS, bucketOf, nowMs } from './fanout-event.js';
@@ -19,6 +23,8 @@ interface Start {
   /** The measured window, in publish seqs (inclusive). */
   from: number;
   to: number;
+  /** Several streams per connection, each data line naming its stream (see the header). */
+  keyed?: boolean;
 }
 
 let window = { from: 1, to: 0 };
@@ -26,6 +32,11 @@ let delivered = 0;
 /** Every marker seen, in the window or not (a sanity check when nothing is delivered). */
 let seen = 0;
 let ended = 0;
+/** Keyed: seqs at or below their stream's highest on that connection. */
+let repeated = 0;
+/** Body bytes handed over in complete events. */
+let bytes = 0;
+let keyed = false;
 const hist = new Array<number>(BUCKETS).fill(0);
 const sockets: Socket[] = [];
 
@@ -46,19 +57,23 @@ const numberAt = (buf: Buffer, from: number, to: number): number => {
 
 const AT = 64; // '@'
 
-/** Scan complete events `buf[0, end)` for `@seq@t@` markers; returns the highest seq seen. */
-const scan = (buf: Buffer, end: number, t: number, max: number): number => {
-  let pos = 0;
+/**
+ * Scan `buf[from, end)` for `@seq@t@` markers; `max` holds the highest seq seen on the stream (per
+ * connection, or per stream of a connection when keyed) and is moved on.
+ */
+const scanRange = (buf: Buffer, from: number, end: number, t: number, max: { seq: number }): void => {
+  let pos = from;
   for (;;) {
     const a = buf.indexOf(AT, pos);
-    if (a < 0 || a >= end) return max;
+    if (a < 0 || a >= end) return;
     const b = buf.indexOf(AT, a + 1);
     const c = b < 0 || b >= end ? -1 : buf.indexOf(AT, b + 1);
-    if (c < 0 || c >= end) return max;
+    if (c < 0 || c >= end) return;
     pos = c + 1;
     const seq = numberAt(buf, a + 1, b);
-    if (!(seq > max)) continue;
-    max = seq;
+    if (keyed && seq <= max.seq) repeated++;
+    if (!(seq > max.seq)) continue;
+    max.seq = seq;
     seen++;
     if (seq >= window.from && seq <= window.to) {
       delivered++;
@@ -67,17 +82,50 @@ const scan = (buf: Buffer, end: number, t: number, max: number): number => {
   }
 };
 
+const KEY_PREFIX = Buffer.from('data: {"stream":"');
+const LF = 10;
+const QUOTE = 34;
+
+/** Keyed: line by line, a key line's markers counted against its stream's highest seq. */
+const scanKeyed = (buf: Buffer, end: number, t: number, maxes: Map<string, { seq: number }>): void => {
+  for (let line = 0; line < end;) {
+    const nl = buf.indexOf(LF, line);
+    const lineEnd = nl < 0 || nl >= end ? end : nl;
+    let key = '';
+    let from = line;
+    if (
+      lineEnd - line > KEY_PREFIX.length &&
+      buf.compare(KEY_PREFIX, 0, KEY_PREFIX.length, line, line + KEY_PREFIX.length) === 0
+    ) {
+      const q = buf.indexOf(QUOTE, line + KEY_PREFIX.length);
+      if (q >= 0 && q < lineEnd) {
+        key = buf.toString('latin1', line + KEY_PREFIX.length, q);
+        from = q + 1;
+      }
+    }
+    let max = maxes.get(key);
+    if (!max) maxes.set(key, (max = { seq: 0 }));
+    scanRange(buf, from, lineEnd, t, max);
+    line = lineEnd + 1;
+  }
+};
+
 const open = (url: string): Promise<void> =>
   new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no response from ${url} within 20 s`)), 20_000);
-    let max = 0;
+    const max = { seq: 0 };
+    const maxes = new Map<string, { seq: number }>();
     const socket = openRawSse(url, {
       onStatus: (status) => {
         clearTimeout(timer);
         if (status !== 200) reject(new Error(`${url}: HTTP ${status}`));
         else resolve();
       },
-      onEvents: (bytes, end) => (max = scan(bytes, end, nowMs(), max)),
+      onEvents: (buf, end) => {
+        bytes += end;
+        if (keyed) scanKeyed(buf, end, nowMs(), maxes);
+        else scanRange(buf, 0, end, nowMs(), max);
+      },
       onEnd: () => ended++,
       onError: (err) => {
         clearTimeout(timer);
@@ -91,6 +139,7 @@ process.on('message', (msg: { type: string } & Partial<Start>) => {
   if (msg.type === 'start') {
     const { url, urls, subs, from, to } = msg as Start;
     window = { from, to };
+    keyed = msg.keyed === true;
     const at = (i: number): string => urls?.[i % urls.length] ?? url!;
     void (async () => {
       // Batches of 50 so the server's accept queue is not flooded.
@@ -100,7 +149,7 @@ process.on('message', (msg: { type: string } & Partial<Start>) => {
       process.send?.({ type: 'ready' });
     })().catch((err: unknown) => process.send?.({ type: 'error', error: String(err) }));
   } else if (msg.type === 'report') {
-    process.send?.({ type: 'report', delivered, hist, ended, seen });
+    process.send?.({ type: 'report', delivered, hist, ended, seen, repeated, bytes });
   } else if (msg.type === 'stop') {
     for (const s of sockets) s.destroy();
     process.exit(0);

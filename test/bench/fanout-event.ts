@@ -22,6 +22,29 @@ export const eventText = (seq: number, taskId: string): string => {
 export const eventData = (seq: number, taskId: string): string =>
   `{"id":"${taskId}","text":"${eventText(seq, taskId)}","final":false}`;
 
+/** The follow bench's stream `i`: capsule id and nchan channel (`f0`…), key `murmur:f0`…. */
+export const streamName = (i: number): string => `f${i}`;
+
+/**
+ * What nchan's multiplexed subscribers get for event `seq` of stream `key`: `GET /v1/follow`'s
+ * envelope around the record `/murmur/{c}/poll` would give (fanout-follow.ts), so both sides carry
+ * about the same bytes per event and the keyed clients read the stream from the data line's start.
+ */
+export const keyedEventData = (seq: number, key: string): string =>
+  JSON.stringify({
+    stream: key,
+    cursor: String(seq),
+    event: 'record',
+    data: {
+      offset: seq,
+      kind: 'frame',
+      event: 'text',
+      id: String(seq),
+      data: eventData(seq, 'tsk_bench'),
+      received_at: new Date().toISOString(),
+    },
+  });
+
 const BASE_MS = 0.01;
 const STEP = Math.log(1.01);
 export const BUCKETS = 1400; // up to ~0.01 ms × 1.01^1400 ≈ 11 min

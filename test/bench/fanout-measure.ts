@@ -4,7 +4,10 @@
  * subscriber processes on the client core, publish at a fixed rate, and over a steady window after a
  * warm-up read the server's CPU (process + redis-server, /proc utime+stime), the cores' loads and the
  * subscribers' latency histogram. `prepare` lets a bench create what its subscribers read (Flue and
- * BeeOS conversations) and name a URL per subscriber.
+ * BeeOS conversations) and name a URL per subscriber. `streams` (the follow bench) publishes to
+ * several capsules or nchan channels at once, `server` starts the servers with several workers or on
+ * other cores, `clientCores` moves the publisher and subscribers (the 2-worker bench spreads all of
+ * them over both cores).
  */
 import type { ChildProcess } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
@@ -16,12 +19,14 @@ import {
   coreLoad,
   coreTicks,
   cpuUs,
+  cpuUsByProcess,
   forkPinned,
   rssBytes,
   SERVER_CORE,
   stopProcess,
 } from './fanout-procs.js';
-import { startGateway, startNchan, type Server } from './fanout-servers.js';
+import { startGateway, startNchan, type Server, type ServerOptions } from './fanout-servers.js';
+import { streamName } from './fanout-event.js';
 import { startFanoutClient } from './fanout-client-proc.js';
 import { num } from './bench-env.js';
 
@@ -41,8 +46,20 @@ export interface FanoutSample {
   redisCpu: number;
   clientCpu: number;
   deliveredRatio: number;
+  /** Events in the window counted at the subscribers, and how many there should be. */
+  delivered: number;
+  expected: number;
+  /** Keyed subscribers: events at or below their stream's highest seq (a redelivery or reordering). */
+  repeated: number;
+  /** Body bytes the subscribers read per event seen (framing and ids included). */
+  bytesPerEvent: number;
   /** Subscriber connections the server ended during the run. */
   ended: number;
+  /**
+   * Each server process's CPU over the window, in cores, in tree order: nginx's master and workers
+   * or the gateway's process (its node:cluster primary and workers), then redis-server.
+   */
+  serverProcs: number[];
 }
 
 /** What the publisher reports at the end: how far it fell behind, and POSTs pending or failed (nchan). */
@@ -61,12 +78,22 @@ export interface MeasureSpec {
   share?: number;
   /** The rate that sets the warm-up (warmMsAt), when not `rate`: one per subscriber for the surfaces. */
   warmRate?: number;
+  /** The warm-up in ms, when not warmMsAt's (a short run's). */
+  warmMs?: number;
   windowMs: number;
   clientProcs: number;
   /** Capsule options for the publisher (`queue` when conversations are created first). */
   acceptance?: 'queue';
   /** Once the server watches the capsule: the URL of each subscriber (default: all on server.subUrl). */
   prepare?: (server: Server, publisher: ChildProcess) => Promise<string[]>;
+  /** Streams published to (capsules or nchan channels streamName(0…)), seq N on (N - 1) % streams. */
+  streams?: number;
+  /** Subscribers reading several streams per connection (fanout-client.c's `start-keyed`). */
+  keyed?: boolean;
+  /** Workers and cores of the server (default: one process on SERVER_CORE). */
+  server?: ServerOptions;
+  /** Where the publisher and the subscriber processes run (default CLIENT_CORE). */
+  clientCores?: number | string;
   label: string;
 }
 
@@ -102,31 +129,45 @@ export const warmLabel = (): string =>
     : `a warm-up of ${WARM_EVENTS.toLocaleString('en')} published events (2-10 s)`;
 const TAIL_MS = 1000;
 
-/** Poll the subscribers until their count stops moving (bounded): the window's last events land. */
-export const drain = async (
-  clients: ChildProcess[],
-): Promise<{ delivered: number; hist: number[]; ended: number; seen: number }> => {
+/** What the subscriber processes report (fanout-client.c, fanout-clients.ts), summed. */
+interface ClientReport {
+  delivered: number;
+  hist: number[];
+  ended: number;
+  seen: number;
+  repeated?: number;
+  bytes?: number;
+}
+
+/**
+ * Poll the subscribers until every expected event has arrived, or their count has stopped moving for
+ * a second (bounded: 10 s): the window's last events land. Clients far behind (a busy machine) are
+ * still reading when the publisher stops, so a count that has not moved yet is not the end.
+ */
+export const drain = async (clients: ChildProcess[], expected = Infinity): Promise<ClientReport> => {
   let last = -1;
-  const deadline = Date.now() + 5000;
+  let still = performance.now();
+  const deadline = Date.now() + 10_000;
   for (;;) {
-    const reports = await Promise.all(
-      clients.map((c) =>
-        ask<{ delivered: number; hist: number[]; ended: number; seen: number }>(
-          c,
-          { type: 'report' },
-          'report',
-        ),
-      ),
-    );
+    const reports = await Promise.all(clients.map((c) => ask<ClientReport>(c, { type: 'report' }, 'report')));
     const delivered = reports.reduce((a, r) => a + r.delivered, 0);
-    if (delivered === last || Date.now() > deadline) {
+    if (delivered !== last) still = performance.now();
+    if (delivered >= expected || performance.now() - still >= 1000 || Date.now() > deadline) {
       const hist = new Array<number>(BUCKETS).fill(0);
       for (const r of reports) r.hist.forEach((n, i) => (hist[i]! += n));
-      const sum = (k: 'ended' | 'seen'): number => reports.reduce((a, r) => a + r[k], 0);
-      return { delivered, hist, ended: sum('ended'), seen: sum('seen') };
+      const sum = (k: 'ended' | 'seen' | 'repeated' | 'bytes'): number =>
+        reports.reduce((a, r) => a + (r[k] ?? 0), 0);
+      return {
+        delivered,
+        hist,
+        ended: sum('ended'),
+        seen: sum('seen'),
+        repeated: sum('repeated'),
+        bytes: sum('bytes'),
+      };
     }
     last = delivered;
-    await new Promise((r) => setTimeout(r, 300));
+    await new Promise((r) => setTimeout(r, 250));
   }
 };
 
@@ -135,37 +176,43 @@ const part = (total: number, n: number, i: number): number => Math.floor(total /
 
 export const measure = async (spec: MeasureSpec): Promise<FanoutSample> => {
   const { target, subs, rate, windowMs, clientProcs } = spec;
-  const warmMs = warmMsAt(spec.warmRate ?? rate);
+  const warmMs = spec.warmMs ?? warmMsAt(spec.warmRate ?? rate);
   const from = Math.floor((warmMs * rate) / 1000) + 1;
   const to = Math.floor(((warmMs + windowMs) * rate) / 1000);
   const count = Math.floor(((warmMs + windowMs + TAIL_MS) * rate) / 1000);
   const expected = (to - from + 1) * subs * (spec.share ?? 1);
-  const publisher = forkPinned(CLIENT_CORE, PUBLISHER);
+  const clientCores = spec.clientCores ?? CLIENT_CORE;
+  const streams = spec.streams;
+  const publisher = forkPinned(clientCores, PUBLISHER);
   const clients: ChildProcess[] = [];
   let server: Server | null = null;
   try {
     if (target === 'anchor') {
-      server = await startNchan();
-      await ask(publisher, { type: 'nchan', url: server.pubUrl }, 'ready');
+      server = await startNchan(spec.server);
+      await ask(publisher, { type: 'nchan', url: server.pubUrl, streams }, 'ready');
     } else {
-      const { url } = await ask<{ url: string }>(
+      const { url, urls } = await ask<{ url: string; urls: string[] }>(
         publisher,
-        { type: 'capsule', ...(spec.acceptance ? { acceptance: spec.acceptance } : {}) },
+        { type: 'capsule', streams, ...(spec.acceptance ? { acceptance: spec.acceptance } : {}) },
         'ready',
       );
-      server = await startGateway(url, target === 'redis');
+      server = await startGateway(url, target === 'redis', {
+        ...spec.server,
+        ...(streams ? { capsules: urls.map((u, i) => ({ id: streamName(i), url: u })) } : {}),
+      });
       await ask(publisher, { type: 'watched' }, 'watched', 30_000);
     }
     const urls = spec.prepare ? await spec.prepare(server, publisher) : [server.subUrl];
     const procs = Math.max(1, Math.min(clientProcs, subs));
     let next = 0;
-    for (let i = 0; i < procs; i++) clients.push(startFanoutClient(CLIENT_CORE));
+    for (let i = 0; i < procs; i++) clients.push(startFanoutClient(clientCores));
     await Promise.all(
       clients.map((c, i) => {
         const n = part(subs, procs, i);
         const mine = Array.from({ length: n }, (_, k) => urls[(next + k) % urls.length]!);
         next += n;
-        return ask(c, { type: 'start', urls: mine, subs: n, from, to }, 'ready', 120_000);
+        const keyed = spec.keyed === true;
+        return ask(c, { type: 'start', urls: mine, subs: n, from, to, keyed }, 'ready', 120_000);
       }),
     );
 
@@ -175,6 +222,7 @@ export const measure = async (spec: MeasureSpec): Promise<FanoutSample> => {
     const marks: {
       at: number;
       cpu: number;
+      byProcess: Map<number, number>;
       redisCpu: number;
       clientCpu: number;
       client: ReturnType<typeof coreTicks>;
@@ -189,6 +237,7 @@ export const measure = async (spec: MeasureSpec): Promise<FanoutSample> => {
       marks.push({
         at: performance.now(),
         cpu: cpuUs(pids),
+        byProcess: cpuUsByProcess(pids),
         redisCpu: cpuUs(pids.slice(1)),
         clientCpu: cpuUs(clientPids),
         client: coreTicks(CLIENT_CORE),
@@ -208,7 +257,7 @@ export const measure = async (spec: MeasureSpec): Promise<FanoutSample> => {
       clearInterval(rssTimer);
       publisher.off('message', onMark);
     }
-    const { delivered, hist, ended, seen } = await drain(clients);
+    const { delivered, hist, ended, seen, repeated = 0, bytes = 0 } = await drain(clients, expected);
     if (delivered < 0.5 * expected) {
       console.warn(
         `${spec.label}: delivered ${delivered} of ${Math.round(expected)} in the window ` +
@@ -238,7 +287,14 @@ export const measure = async (spec: MeasureSpec): Promise<FanoutSample> => {
       redisCpu: (b.redisCpu - a.redisCpu) / 1000 / (b.at - a.at),
       clientCpu: (b.clientCpu - a.clientCpu) / 1000 / (b.at - a.at),
       deliveredRatio: delivered / expected,
+      delivered,
+      expected,
+      repeated,
+      bytesPerEvent: seen > 0 ? bytes / seen : NaN,
       ended,
+      serverProcs: [...b.byProcess].map(
+        ([pid, us]) => (us - (a.byProcess.get(pid) ?? 0)) / 1000 / (b.at - a.at),
+      ),
     };
   } finally {
     for (const c of [...clients, publisher]) if (c.connected) c.send({ type: 'stop' });
@@ -265,7 +321,15 @@ export const medianSample = (samples: FanoutSample[]): FanoutSample => ({
   redisCpu: median(samples.map((s) => s.redisCpu)),
   clientCpu: median(samples.map((s) => s.clientCpu)),
   deliveredRatio: median(samples.map((s) => s.deliveredRatio)),
+  delivered: median(samples.map((s) => s.delivered)),
+  expected: median(samples.map((s) => s.expected)),
+  // Any run's repeat is worth seeing: the largest, not the median.
+  repeated: Math.max(0, ...samples.map((s) => s.repeated)),
+  bytesPerEvent: median(samples.map((s) => s.bytesPerEvent)),
   ended: median(samples.map((s) => s.ended)),
+  serverProcs: (samples[0]?.serverProcs ?? []).map((_, i) =>
+    median(samples.map((s) => s.serverProcs[i] ?? NaN)),
+  ),
 });
 
 /**

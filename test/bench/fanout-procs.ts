@@ -18,9 +18,12 @@ export const haveCommand = (cmd: string, args: string[] = ['--version']): boolea
 /** Two cores and taskset: otherwise server and clients cannot be kept apart and the figures mean little. */
 export const canPin = (): boolean => haveCommand('taskset', ['-V']) && existsSync('/proc/stat');
 
-/** Spawn `cmd` pinned to `core` (taskset execs, so the pid is the command's own). Tracked for killAll. */
+/**
+ * Spawn `cmd` pinned to `core` (a core, or a taskset list such as `0,1`; taskset execs, so the pid
+ * is the command's own). Tracked for killAll.
+ */
 export const spawnPinned = (
-  core: number,
+  core: number | string,
   cmd: string,
   args: string[],
   opts: SpawnOptions = {},
@@ -47,10 +50,35 @@ export const stopProcess = (child: ChildProcess, graceMs = 2000): Promise<void> 
 export const killAll = async (): Promise<void> => {
   await Promise.all([...started].map((c) => stopProcess(c, 500)));
 };
-// A bench interrupted by an exception or Ctrl-C must not leave nginx or a gateway listening.
-process.once('exit', () => {
-  for (const c of started) c.kill('SIGKILL');
-});
+/** Not exited, or exited but not yet reaped (a zombie, which the event loop would reap). */
+const running = (c: ChildProcess): boolean => {
+  try {
+    const stat = readFileSync(`/proc/${c.pid}/stat`, 'utf8');
+    return stat[stat.lastIndexOf(')') + 2] !== 'Z';
+  } catch {
+    return false;
+  }
+};
+
+/**
+ * At exit, synchronously: SIGTERM to everything still running (nginx's master then stops its
+ * workers and the gateway's primary its node:cluster workers, which a SIGKILL would leave behind),
+ * up to 3 s for them to go, then SIGKILL.
+ */
+const stopAllNow = (): void => {
+  for (const c of started) c.kill('SIGTERM');
+  const nap = new Int32Array(new SharedArrayBuffer(4));
+  for (const deadline = Date.now() + 3000; [...started].some(running) && Date.now() < deadline;)
+    Atomics.wait(nap, 0, 0, 50);
+  for (const c of started) if (running(c)) c.kill('SIGKILL');
+};
+// A bench interrupted by an exception, Ctrl-C or a kill must not leave nginx or a gateway listening.
+process.once('exit', stopAllNow);
+for (const [signal, code] of [
+  ['SIGINT', 130],
+  ['SIGTERM', 143],
+] as const)
+  process.once(signal, () => process.exit(code));
 
 /** The pid and its direct children (nginx's master and its worker). */
 const tree = (pid: number): number[] => {
@@ -64,21 +92,28 @@ const tree = (pid: number): number[] => {
 
 const TICK_US = 1e6 / 100; // CLK_TCK is 100 on every Linux this runs on (getconf CLK_TCK)
 
-/** utime + stime of the processes and their direct children, in µs (10 ms resolution). */
-export const cpuUs = (pids: number[]): number => {
-  let ticks = 0;
-  for (const pid of pids.flatMap(tree)) {
-    try {
-      // Fields after the parenthesised command name: utime is the 12th, stime the 13th.
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      ticks += Number(f[11]) + Number(f[12]);
-    } catch {
-      // exited: its CPU is lost, which a steady window does not see
-    }
+/** utime + stime of one process in µs (10 ms resolution); 0 once it has exited. */
+const processCpuUs = (pid: number): number => {
+  try {
+    // Fields after the parenthesised command name: utime is the 12th, stime the 13th.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) * TICK_US;
+  } catch {
+    return 0; // exited: its CPU is lost, which a steady window does not see
   }
-  return ticks * TICK_US;
 };
+
+/** utime + stime of the processes and their direct children, in µs (10 ms resolution). */
+export const cpuUs = (pids: number[]): number =>
+  pids.flatMap(tree).reduce((sum, pid) => sum + processCpuUs(pid), 0);
+
+/**
+ * The same per process, in tree order (each pid, then its direct children): where a server's CPU
+ * went among its workers (nginx's, the gateway's node:cluster ones).
+ */
+export const cpuUsByProcess = (pids: number[]): Map<number, number> =>
+  new Map(pids.flatMap(tree).map((pid) => [pid, processCpuUs(pid)]));
 
 /** Resident set of the processes and their direct children, in bytes. */
 export const rssBytes = (pids: number[]): number => {
@@ -111,10 +146,13 @@ export const coreLoad = (a: { busy: number; total: number }, b: { busy: number; 
 
 export { waitForPort };
 
-/** A throwaway redis-server pinned to the server core: no persistence, one per measured run. */
-export const startPinnedRedis = async (port: number): Promise<ChildProcess> => {
+/** A throwaway redis-server pinned to the server core(s): no persistence, one per measured run. */
+export const startPinnedRedis = async (
+  port: number,
+  cores: number | string = SERVER_CORE,
+): Promise<ChildProcess> => {
   const child = spawnPinned(
-    SERVER_CORE,
+    cores,
     'redis-server',
     [
       '--port',
@@ -156,8 +194,8 @@ export const ask = <T>(child: ChildProcess, msg: object, reply: string, timeoutM
     child.send(msg);
   });
 
-/** A bench child (TypeScript through tsx) pinned to `core`, with an IPC channel. */
-export const forkPinned = (core: number, file: string): ChildProcess =>
+/** A bench child (TypeScript through tsx) pinned to `core` (or a taskset list), with an IPC channel. */
+export const forkPinned = (core: number | string, file: string): ChildProcess =>
   spawnPinned(core, process.execPath, ['--import', 'tsx', file], {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });

@@ -8,13 +8,18 @@
  * rate and cannot embed a publish time, so the frames are written here on a catch-up schedule
  * through the session's own write path (replay buffer, then every live watch connection), with ids
  * from its chunk counter, as a running task's chunks are.
+ *
+ * With `streams: S` (the follow bench, fanout-follow.ts) there are S capsules (or nchan channels),
+ * `f0`…`f{S-1}`, and seq N goes to stream (N - 1) % S; nchan's bodies then carry their stream's key
+ * in `GET /v1/follow`'s envelope (keyedEventData), since its multiplexed subscribers do not name
+ * the channel a message came from.
  */
 import http from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { textFrame, type Frame } from '../../src/simulator/frames.js';
 import type { Session } from '../../src/simulator/session.js';
-import { eventData, eventText } from './fanout-event.js';
+import { eventData, eventText, keyedEventData, streamName } from './fanout-event.js';
 import { conversationsWorkload, type WorkloadSpec } from './fanout-workload.js';
 
 interface Run {
@@ -32,15 +37,18 @@ interface SimInternals {
 
 let publish: ((seq: number) => void) | null = null;
 let capsule: SimulatedCapsule | null = null;
+/** Every capsule (one but with `streams`); `capsule` is the first. */
+let capsules: SimulatedCapsule[] = [];
 let inFlight = 0;
 let failed = 0;
 
-const startNchan = (url: string): void => {
+const startNchan = (url: string, streams?: number): void => {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
   publish = (seq) => {
     inFlight++;
-    const body = eventData(seq, 'tsk_bench');
-    const req = http.request(url, {
+    const stream = streams ? streamName((seq - 1) % streams) : null;
+    const body = stream ? keyedEventData(seq, `murmur:${stream}`) : eventData(seq, 'tsk_bench');
+    const req = http.request(stream ? `${url}/${stream}` : url, {
       method: 'POST',
       agent,
       headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
@@ -63,12 +71,14 @@ const startNchan = (url: string): void => {
  * creation's task queues behind the last instead of being refused). Publishing is one held task's
  * chunks until a `workload` message switches it to many conversations (fanout-workload.ts).
  */
-const startCapsule = async (acceptance?: 'queue'): Promise<string> => {
+const startCapsule = async (acceptance?: 'queue', streams?: number): Promise<string[]> => {
+  if (streams) return startCapsules(streams);
   capsule = await startSimulator({
     heartbeatMs: 15_000,
     bufferSize: 4096,
     ...(acceptance ? { taskAcceptance: acceptance } : {}),
   });
+  capsules = [capsule];
   const sim = capsule as unknown as SimInternals;
   // The held task would block a queue: with conversations, the workload writes the tasks.
   const task = acceptance ? null : capsule.submit('#sim {"hold":true}');
@@ -79,7 +89,26 @@ const startCapsule = async (acceptance?: 'queue'): Promise<string> => {
     session.buffer.push(frame);
     sim.broadcast(frame, session);
   };
-  return capsule.url;
+  return [capsule.url];
+};
+
+/** `streams` capsules, each holding one task open; seq N is a chunk of capsule (N - 1) % streams. */
+const startCapsules = async (streams: number): Promise<string[]> => {
+  capsules = await Promise.all(
+    Array.from({ length: streams }, () => startSimulator({ heartbeatMs: 15_000, bufferSize: 4096 })),
+  );
+  capsule = capsules[0]!;
+  const tasks = capsules.map((c) => c.submit('#sim {"hold":true}'));
+  publish = (seq) => {
+    const i = (seq - 1) % streams;
+    const sim = capsules[i] as unknown as SimInternals;
+    const session = sim.current;
+    const task = tasks[i]!;
+    const frame = textFrame(task.taskId, eventText(seq, task.taskId), false, session.chunk.next());
+    session.buffer.push(frame);
+    sim.broadcast(frame, session);
+  };
+  return capsules.map((c) => c.url);
 };
 
 const startWorkload = (spec: WorkloadSpec): void => {
@@ -106,19 +135,27 @@ const contexts = async (): Promise<string[]> => {
   return [...seen];
 };
 
+/** Every capsule watched by the gateway (by some worker of it, with `--workers`). */
 const waitWatched = (timeoutMs: number): Promise<void> =>
-  new Promise((resolve, reject) => {
-    const c = capsule!;
-    if (c.watchers > 0) return resolve();
-    const timer = setTimeout(() => reject(new Error('the gateway never watched the capsule')), timeoutMs);
-    const on = (n: number): void => {
-      if (n < 1) return;
-      clearTimeout(timer);
-      c.off('watchers', on);
-      resolve();
-    };
-    c.on('watchers', on);
-  });
+  Promise.all(
+    capsules.map(
+      (c) =>
+        new Promise<void>((resolve, reject) => {
+          if (c.watchers > 0) return resolve();
+          const timer = setTimeout(
+            () => reject(new Error('the gateway never watched the capsule')),
+            timeoutMs,
+          );
+          const on = (n: number): void => {
+            if (n < 1) return;
+            clearTimeout(timer);
+            c.off('watchers', on);
+            resolve();
+          };
+          c.on('watchers', on);
+        }),
+    ),
+  ).then(() => undefined);
 
 /** POSTs nchan has not answered yet (it throttles its publishers under overload): wait, bounded. */
 const settled = async (maxBehind: number): Promise<number> => {
@@ -147,14 +184,17 @@ const run = ({ rate, count, marks }: Run): Promise<number> =>
     }, 1);
   });
 
-process.on('message', (msg: { type: string; url?: string } & Partial<Run>) => {
+process.on('message', (msg: { type: string; url?: string; streams?: number } & Partial<Run>) => {
   const fail = (err: unknown): void => void process.send?.({ type: 'error', error: String(err) });
   if (msg.type === 'nchan') {
-    startNchan(msg.url!);
+    startNchan(msg.url!, msg.streams);
     process.send?.({ type: 'ready' });
   } else if (msg.type === 'capsule') {
     const acceptance = (msg as { acceptance?: 'queue' }).acceptance;
-    startCapsule(acceptance).then((url) => process.send?.({ type: 'ready', url }), fail);
+    startCapsule(acceptance, msg.streams).then(
+      (urls) => process.send?.({ type: 'ready', url: urls[0], urls }),
+      fail,
+    );
   } else if (msg.type === 'contexts') {
     contexts().then((list) => process.send?.({ type: 'contexts', contexts: list }), fail);
   } else if (msg.type === 'workload') {
@@ -173,12 +213,12 @@ process.on('message', (msg: { type: string; url?: string } & Partial<Run>) => {
             maxBehind,
             inFlight,
             failed,
-            capsuleDropped: capsule?.droppedToWatchers ?? 0,
+            capsuleDropped: capsules.reduce((n, c) => n + c.droppedToWatchers, 0),
           }),
         fail,
       );
   } else if (msg.type === 'stop') {
-    void (capsule?.stop() ?? Promise.resolve()).finally(() => process.exit(0));
+    void Promise.all(capsules.map((c) => c.stop())).finally(() => process.exit(0));
   }
 });
 process.on('disconnect', () => process.exit(0));

@@ -4,6 +4,10 @@
  * subscribers) and the gateway as a user runs it (`dist/bin/murmur-gateway`, built first:
  * gateway-build.ts; embedded or Redis store) watching a simulated capsule. Nothing is installed:
  * nginx/nchan are used when present.
+ *
+ * Options for the follow and 2-worker benches (fanout-follow.ts, fanout-workers.ts): several
+ * capsules, nchan's multiplexed subscriber (`/sub/f0,f1,…`, one channel per `/pub/{channel}`),
+ * `--workers N` / `worker_processes N`, and the cores the server and its redis-server may use.
  */
 import { spawnSync } from 'node:child_process';
 import { openSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -15,6 +19,25 @@ import { SERVER_CORE, spawnPinned, startPinnedRedis, stopProcess, waitForPort } 
 import { gatewayLaunch } from './gateway-build.js';
 
 export const NCHAN_MODULE = '/usr/lib/nginx/modules/ngx_nchan_module.so';
+
+/**
+ * The servers' temp dirs (configs, nginx's logs) not removed yet: a bench that exits mid-run (Ctrl-C,
+ * a kill) removes them once fanout-procs.ts's exit hook, registered before this one, has stopped the
+ * servers.
+ */
+const dirs = new Set<string>();
+process.once('exit', () => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+const tempDir = (prefix: string): string => {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  dirs.add(dir);
+  return dir;
+};
+const removeDir = (dir: string): void => {
+  rmSync(dir, { recursive: true, force: true });
+  dirs.delete(dir);
+};
 const REPO = fileURLToPath(new URL('../../', import.meta.url));
 
 export interface Server {
@@ -36,10 +59,17 @@ export const nchanMissing = (): string | null => {
   return null;
 };
 
-const nginxConf = (dir: string, port: number, redisPort: number): string => `
+export interface ServerOptions {
+  /** Worker processes: nginx's `worker_processes`, the gateway's `--workers` (default 1). */
+  workers?: number;
+  /** Where the server and its redis-server run: a core or a taskset list (default SERVER_CORE). */
+  cores?: number | string;
+}
+
+const nginxConf = (dir: string, port: number, redisPort: number, workers: number): string => `
 load_module ${NCHAN_MODULE};
 daemon off;
-worker_processes 1;
+worker_processes ${workers};
 worker_rlimit_nofile 20000;
 pid ${dir}/nginx.pid;
 error_log ${dir}/error.log warn;
@@ -53,7 +83,9 @@ http {
   scgi_temp_path ${dir}/scgi;
   upstream bench_redis { nchan_redis_server redis://127.0.0.1:${redisPort}; }
   server {
-    listen 127.0.0.1:${port};
+    # Several workers: one listening socket each (SO_REUSEPORT), so the kernel spreads connections
+    # over them; without it one worker took ~90 % of them in a trial of 200 subscribers.
+    listen 127.0.0.1:${port}${workers > 1 ? ' reuseport' : ''};
     location = /pub {
       nchan_publisher;
       nchan_channel_id bench;
@@ -64,6 +96,20 @@ http {
     location = /sub {
       nchan_subscriber eventsource;
       nchan_channel_id bench;
+      nchan_redis_pass bench_redis;
+    }
+    location ~ ^/pub/([a-z0-9]+)$ {
+      nchan_publisher;
+      nchan_channel_id $1;
+      nchan_redis_pass bench_redis;
+      nchan_message_buffer_length 1000;
+      nchan_message_timeout 60s;
+    }
+    # Multiplexed: /sub/f0,f1,… subscribes one connection to every channel named.
+    location ~ ^/sub/([a-z0-9,]+)$ {
+      nchan_subscriber eventsource;
+      nchan_channel_id $1;
+      nchan_channel_id_split_delimiter ",";
       nchan_redis_pass bench_redis;
     }
   }
@@ -77,19 +123,22 @@ const readErrorLog = (file: string): string => {
     .split('\n')
     .filter((l) => /\[(warn|error|crit|alert|emerg)\]/.test(l))
     // nchan logs these for the Redis replies still pending when nginx is stopped: not a run's error.
-    .filter((l) => !l.includes('got a NULL redis reply'));
+    .filter((l) => !l.includes('got a NULL redis reply'))
+    // …and these for the messages its workers still hold at a fast shutdown (worker_processes > 1).
+    .filter((l) => !l.includes('force-reaping msg'));
   if (lines.length === 0) return '';
   return [...lines.slice(0, 5), `… ${lines.length} lines`, ...lines.slice(-3)].join('\n');
 };
 
-export const startNchan = async (): Promise<Server> => {
-  const dir = mkdtempSync(join(tmpdir(), 'bench-nchan-'));
+export const startNchan = async (opts: ServerOptions = {}): Promise<Server> => {
+  const cores = opts.cores ?? SERVER_CORE;
+  const dir = tempDir('bench-nchan-');
   for (const d of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) mkdirSync(join(dir, d));
   const [port, redisPort] = [await freePort(), await freePort()];
-  const redis = await startPinnedRedis(redisPort);
-  writeFileSync(join(dir, 'nginx.conf'), nginxConf(dir, port, redisPort));
+  const redis = await startPinnedRedis(redisPort, cores);
+  writeFileSync(join(dir, 'nginx.conf'), nginxConf(dir, port, redisPort, opts.workers ?? 1));
   const nginx = spawnPinned(
-    SERVER_CORE,
+    cores,
     'nginx',
     ['-p', dir, '-c', join(dir, 'nginx.conf'), '-e', join(dir, 'error.log')],
     { stdio: ['ignore', 'ignore', 'inherit'] },
@@ -100,7 +149,7 @@ export const startNchan = async (): Promise<Server> => {
     const log = readErrorLog(join(dir, 'error.log'));
     if (log) console.warn(`nginx error.log (last lines):\n${log}`);
     await stopProcess(redis);
-    rmSync(dir, { recursive: true, force: true });
+    removeDir(dir);
   };
   try {
     await waitForPort(port, 10_000, 'nginx');
@@ -123,23 +172,31 @@ const gatewayStdout = (): number | 'ignore' => {
 };
 
 /**
- * The gateway process watching `capsuleUrl` as capsule `bench`, embedded store unless `redis`.
- * BENCH_GATEWAY_CONFIG (a JSON object) adds to its config file, to compare a setting within one
- * sitting, e.g. `{"appendLingerMs":0}`.
+ * The gateway process watching `capsuleUrl` as capsule `bench` (or `opts.capsules`), embedded store
+ * unless `redis`. BENCH_GATEWAY_CONFIG (a JSON object) adds to its config file, to compare a setting
+ * within one sitting, e.g. `{"appendLingerMs":0}`.
  */
-export const startGateway = async (capsuleUrl: string, redis: boolean): Promise<Server> => {
-  const dir = mkdtempSync(join(tmpdir(), 'bench-gw-'));
+export const startGateway = async (
+  capsuleUrl: string,
+  redis: boolean,
+  opts: ServerOptions & { capsules?: { id: string; url: string }[] } = {},
+): Promise<Server> => {
+  const cores = opts.cores ?? SERVER_CORE;
+  const dir = tempDir('bench-gw-');
   const port = await freePort();
   const redisPort = redis ? await freePort() : 0;
-  const redisProc = redis ? await startPinnedRedis(redisPort) : null;
+  const redisProc = redis ? await startPinnedRedis(redisPort, cores) : null;
   const config = join(dir, 'gateway.json');
   const extra = JSON.parse(process.env.BENCH_GATEWAY_CONFIG ?? '{}') as Record<string, unknown>;
-  const settings = { logLevel: 'warn', capsules: [{ id: 'bench', url: capsuleUrl }], ...extra };
+  const capsules = opts.capsules ?? [{ id: 'bench', url: capsuleUrl }];
+  const settings = { logLevel: 'warn', capsules, ...extra };
   writeFileSync(config, JSON.stringify(settings));
   const args = ['--config', config, '--host', '127.0.0.1', '--port', String(port)];
   if (redis) args.push('--redis', `redis://127.0.0.1:${redisPort}`);
+  // The primary hands connections to the workers (node:cluster); its CPU counts with theirs.
+  if ((opts.workers ?? 1) > 1) args.push('--workers', String(opts.workers));
   const launch = gatewayLaunch();
-  const gw = spawnPinned(SERVER_CORE, launch.cmd, args, {
+  const gw = spawnPinned(cores, launch.cmd, args, {
     cwd: REPO,
     stdio: ['ignore', gatewayStdout(), 'inherit'],
     env: { ...process.env, ...launch.env, REDIS_URL: '', NODE_ENV: 'production' },
@@ -147,7 +204,7 @@ export const startGateway = async (capsuleUrl: string, redis: boolean): Promise<
   const stop = async (): Promise<void> => {
     await stopProcess(gw, 5000);
     if (redisProc) await stopProcess(redisProc);
-    rmSync(dir, { recursive: true, force: true });
+    removeDir(dir);
   };
   try {
     await waitForPort(port, 30_000, 'the gateway');
@@ -156,7 +213,7 @@ export const startGateway = async (capsuleUrl: string, redis: boolean): Promise<
     throw err;
   }
   return {
-    subUrl: `http://127.0.0.1:${port}/murmur/bench/events`,
+    subUrl: `http://127.0.0.1:${port}/murmur/${capsules[0]!.id}/events`,
     baseUrl: `http://127.0.0.1:${port}`,
     pids: redisProc ? [gw.pid!, redisProc.pid!] : [gw.pid!],
     stop,

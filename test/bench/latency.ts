@@ -15,7 +15,7 @@
  * shortest gap; 1000, quick 100: each gap is this plus up to as much again at random).
  */
 import { randomUUID } from 'node:crypto';
-import { hashApiKey } from '../../adapters/beeos/auth.js';
+import { hashApiKey } from '../support/api-keys.js';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { startTestGateway, type TestGateway } from '../support/gateway.js';
 import { startCrossReplica } from '../fleet/cross-replica-rig.js';

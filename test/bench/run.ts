@@ -7,10 +7,16 @@
  * Selectors (`npm run bench -- <name> [<name> …]`), each printing its tables and the summary:
  *   fanout     native fan-out vs nginx + nchan + Redis (fanout.ts; its 1000×1000 overload row too)
  *   surfaces   BeeOS and Flue SSE fan-out vs native (fanout-surfaces.ts)
+ *   follow     1,000 clients × 10 capsule streams over one /v1/follow connection each vs a
+ *              connection per stream vs nchan's multiplexed subscriber (fanout-follow.ts)
+ *   fanout-workers  1,000 × 100 fan-out, gateway --workers 2 vs nchan worker_processes 2, servers and
+ *              clients on every core (fanout-workers.ts)
  *   overload   1,000 × 1,000 ev/s native with slow readers (overload.ts)
  *   ai-sdk     POST → first text-delta on the AI SDK surface beside message/stream straight to the
  *              capsule (ai-sdk-first-delta.ts)
  *   idle | resume | capsules | ingest | reads, or `scale` for those five (scale-*.ts)
+ *   streams    general Durable Streams appends/s and catch-up reads/s, embedded and Redis, beside
+ *              the reference server @durable-streams/server (streams.ts)
  *   extras     store append, end-to-end ingest, id-0 cuts, hub fan-out to long-pollers, the write
  *              floor (not a headline figure)
  *   floor      what a socket write costs on this machine, with no gateway in it (write-floor.ts)
@@ -20,7 +26,8 @@
  * `--check` names what the selectors would run and stops (nothing is measured).
  * The default run (no selector) is every headline figure. Env: BENCH_RUNS (store and ingest runs, 5),
  * BENCH_FANOUT_RUNS (fan-out runs, 3), BENCH_SURFACES_RUNS (surface runs, 5; BENCH_FANOUT_RUNS when
- * only that is set), and each bench's own (see its header).
+ * only that is set), BENCH_DS_RUNS (Durable Streams runs, 3), BENCH_SHORT=1 (follow and
+ * fanout-workers: 3 s windows and warm-ups, 2 runs), and each bench's own (see its header).
  */
 import { cpus, loadavg } from 'node:os';
 import { spawnSync } from 'node:child_process';
@@ -37,6 +44,7 @@ const fanoutRuns = num('BENCH_FANOUT_RUNS', 3);
  * The surfaces' ratio sits near its bound and swings ±0.15 between runs (docs/benchmarks.md):
  * five interleaved runs by default, BENCH_FANOUT_RUNS when only that is set (older commands).
  */
+const dsRuns = num('BENCH_DS_RUNS', 3);
 const surfaceRuns = num('BENCH_SURFACES_RUNS', process.env.BENCH_FANOUT_RUNS ? fanoutRuns : 5);
 
 interface Ctx {
@@ -100,6 +108,22 @@ const BENCHES: Record<string, Bench> = {
     target: '≤ 1.5× native',
     run: async () => (await import('./fanout-surfaces.js')).benchSurfaces(surfaceRuns),
   },
+  follow: {
+    target: '≤ a connection per stream; ≤ 1× nchan multiplexed',
+    run: async () => {
+      const { benchFollow, SHORT } = await import('./fanout-follow.js');
+      return benchFollow(num('BENCH_FOLLOW_RUNS', SHORT ? 2 : fanoutRuns));
+    },
+  },
+  // Unpinned: servers and clients share every core here (fanout-workers.ts says why).
+  'fanout-workers': {
+    target: 'CPU ≤ 1×, p99 ≤ 1.25× nchan',
+    unpinned: true,
+    run: async () =>
+      (await import('./fanout-workers.js')).benchWorkers(
+        num('BENCH_WORKERS_RUNS', process.env.BENCH_SHORT === '1' ? 2 : fanoutRuns),
+      ),
+  },
   overload: {
     target: '< 400 MB, p99 < 1 s',
     run: async () => (await import('./overload.js')).benchOverload(),
@@ -112,6 +136,10 @@ const BENCHES: Record<string, Bench> = {
   resume: SCALE.resume!,
   capsules: SCALE.capsules!,
   reads: SCALE.reads!,
+  streams: {
+    target: '≥ reference',
+    run: async () => (await import('./streams.js')).benchStreams(dsRuns),
+  },
   // Unpinned: the gateways, the simulator and the clients all run in this process.
   latency: {
     target: 'hand-off ≤ 25 / 50 ms p95, TTFT ≤ 25 ms above direct',

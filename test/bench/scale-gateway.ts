@@ -38,7 +38,7 @@ export interface BenchGateway {
 /**
  * `bash -c 'ulimit -n <hard> && exec dist/bin/murmur-gateway …'` under taskset: exec (there and in the
  * launcher) keeps the pid the node process's own.
- * `config` is written as the gateway's JSON config file (capsules, heartbeatSeconds, …).
+ * `config` is written as the gateway's JSON config file (capsules, downstream, store, …).
  */
 export const startBenchGateway = async (
   config: Record<string, unknown>,

@@ -114,7 +114,7 @@ export const writeConversations = async (
   turns: number,
 ): Promise<{ conversations: Conversation[]; records: number }> => {
   const store = new RedisStore(redisUrl, { retention: { maxRecords: 0, maxAgeMs: 0 } });
-  const writer = new LogWriter(store, { maxQueuedEntries: 1_000_000, trimIntervalMs: 0 });
+  const writer = new LogWriter(store, { maxPendingEntries: 1_000_000, trimIntervalMs: 0 });
   const convs: { c: Conversation; t: Template; ids: Map<string, string> }[] = [];
   let records = 0;
   let failed = 0;

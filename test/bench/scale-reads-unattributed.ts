@@ -18,7 +18,7 @@ const CAPSULE = 'u';
 /** Append `count` entries made by `make`, flushed every few thousand (the writer's own batching). */
 const appendMany = async (redisUrl: string, count: number, make: (i: number) => LogEntry): Promise<void> => {
   const store = new RedisStore(redisUrl, { retention: { maxRecords: 0, maxAgeMs: 0 } });
-  const writer = new LogWriter(store, { maxQueuedEntries: 1_000_000, trimIntervalMs: 0 });
+  const writer = new LogWriter(store, { maxPendingEntries: 1_000_000, trimIntervalMs: 0 });
   try {
     for (let done = 0; done < count;) {
       const batch = Math.min(5000, count - done);
@@ -57,7 +57,7 @@ export const benchUnattributedReads = async (opts: {
   records: number;
 }): Promise<Figure[]> => {
   const gw = await startBenchGateway(
-    { capsules: [{ id: CAPSULE, url: opts.sim.url }], retention: { maxRecords: 0, maxAgeSeconds: 0 } },
+    { capsules: [{ id: CAPSULE, url: opts.sim.url }], store: { retention: { maxRecords: 0, maxAgeMs: 0 } } },
     opts.redisUrl,
   );
   try {

@@ -103,7 +103,7 @@ export const benchReads = async (opts: { redis: boolean }): Promise<Figure[]> =>
     if (only === 'core') return core;
     const capsules = [{ id: 'tpl', url: sim.url }, ...sizes.map((n) => ({ id: `r${n}`, url: sim.url }))];
     const gw = await startBenchGateway(
-      { capsules, retention: { maxRecords: 0, maxAgeSeconds: 0 } },
+      { capsules, store: { retention: { maxRecords: 0, maxAgeMs: 0 } } },
       redis.url,
     );
     try {

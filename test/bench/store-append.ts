@@ -32,7 +32,7 @@ const median = (xs: number[]): number => {
 
 /** One run: append `frames` in upstream-sized bursts, then wait until all are durable. */
 const runOnce = async (store: LogStore, frames: number): Promise<number> => {
-  const writer = new LogWriter(store, { maxQueuedEntries: frames + 1, trimIntervalMs: 0 });
+  const writer = new LogWriter(store, { maxPendingEntries: frames + 1, trimIntervalMs: 0 });
   const capsule = `bench-${randomUUID().slice(0, 8)}`;
   // Built beforehand: the figure is the writer and the store, not the frame generator.
   const entries = Array.from({ length: frames }, (_, i) => textFrame(i));

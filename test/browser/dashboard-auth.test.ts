@@ -60,10 +60,12 @@ const submitKey = async (p: Page, key: string): Promise<void> => {
 
 describe.skipIf(!hasBrowser)('dashboard in Chromium with auth on', () => {
   const gw = demoGatewayForFile({
-    apiKeys: [
-      { sha256: sha256Hex(KEY.operator), owner: 'operator', scopes: ['ops', 'observe'] },
-      { sha256: sha256Hex(KEY.observeOnly), owner: 'operator', scopes: ['observe'] },
-    ],
+    auth: {
+      apiKeys: [
+        { sha256: sha256Hex(KEY.operator), owner: 'operator', scopes: ['ops', 'observe'] },
+        { sha256: sha256Hex(KEY.observeOnly), owner: 'operator', scopes: ['observe'] },
+      ],
+    },
   });
   const browser = chromiumForFile();
 

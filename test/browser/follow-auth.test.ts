@@ -56,8 +56,10 @@ describe.skipIf(!hasBrowser)('followCapsule in Chromium with a key (EventSource 
   const setup = async () => {
     const { sim, gw } = await rig.start({
       extra: {
-        apiKeys: [{ sha256: sha256Hex(KEY), owner: 'operator', scopes: ['observe'] }],
-        auth: { ticketTtlSeconds: 2 },
+        auth: {
+          apiKeys: [{ sha256: sha256Hex(KEY), owner: 'operator', scopes: ['observe'] }],
+          ticketTtlMs: 2000,
+        },
       },
     });
     const proxy = stopAfterTest(await startCuttingProxy(gw.baseUrl, { lifetimeMs: 3_000 }));

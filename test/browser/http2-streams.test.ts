@@ -101,7 +101,9 @@ describe.skipIf(!hasBrowser)('many EventSources in one page', () => {
   });
 
   it('HTTPS with HTTP/2: 40 live EventSources on one connection, each gets the frame, other requests go', async () => {
-    const p = await setup({ tls: { cert: join(certDir, 'cert.pem'), key: join(certDir, 'key.pem') } });
+    const p = await setup({
+      server: { tls: { cert: join(certDir, 'cert.pem'), key: join(certDir, 'key.pem') } },
+    });
     expect(gw!.baseUrl).toMatch(/^https:/);
     await openSources(p, STREAMS);
     await p.waitForFunction((n) => window.sources.filter((s) => s.opened > 0).length === n, STREAMS);

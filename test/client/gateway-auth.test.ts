@@ -43,11 +43,13 @@ const startGateway = async (simUrl: string, ticketSecret: string): Promise<TestG
     capsules: { alpha: simUrl },
     config: { heartbeatMs: 15_000 },
     extra: {
-      apiKeys: [
-        { sha256: sha256Hex(KEY.observe), owner: 'operator', scopes: ['observe'] },
-        { sha256: sha256Hex(KEY.submitOnly), owner: 'alice', scopes: ['submit'] },
-      ],
-      auth: { ticketSecret },
+      auth: {
+        apiKeys: [
+          { sha256: sha256Hex(KEY.observe), owner: 'operator', scopes: ['observe'] },
+          { sha256: sha256Hex(KEY.submitOnly), owner: 'alice', scopes: ['submit'] },
+        ],
+        ticketSecret,
+      },
     },
   });
   gateways.push(gw);

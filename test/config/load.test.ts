@@ -25,27 +25,24 @@ describe('loadConfig', () => {
   it('applies defaults with nothing given', () => {
     const cfg = loadConfig({}, {});
     expect(cfg).toMatchObject({
-      port: 8080,
-      host: '127.0.0.1', // no auth configured: loopback by default (secure by default)
-      redis: null,
-      publicUrl: null,
+      // no auth configured: loopback by default (secure by default)
+      server: { port: 8080, host: '127.0.0.1', publicUrl: null, bodyLimitBytes: 1024 * 1024 },
+      store: { redis: null, appendLingerMs: 5 },
       capsules: [],
       demo: false,
     });
-    expect(cfg.heartbeatSeconds).toBe(15);
-    expect(cfg.longPollSeconds).toBe(30);
-    expect(cfg.bodyLimitBytes).toBe(1024 * 1024);
-    expect(cfg.appendLingerMs).toBe(5);
+    expect(cfg.downstream.heartbeatMs).toBe(15_000);
+    expect(cfg.downstream.longPollMaxMs).toBe(30_000);
   });
 
   it('reads YAML, then env overrides the file, then flags override env', () => {
     const p = file(
       'ok.yaml',
-      `port: 9000\nhost: 127.0.0.1\ncapsules:\n  - id: alpha\n    url: http://127.0.0.1:5001/\n    doorToken: s3cret\n`,
+      `server: {port: 9000, host: 127.0.0.1}\ncapsules:\n  - id: alpha\n    url: http://127.0.0.1:5001/\n    doorToken: s3cret\n`,
     );
-    expect(loadConfig({ config: p }, {}).port).toBe(9000);
-    expect(loadConfig({ config: p }, { PORT: '9100' }).port).toBe(9100);
-    expect(loadConfig({ config: p, port: '9200' }, { PORT: '9100' }).port).toBe(9200);
+    expect(loadConfig({ config: p }, {}).server.port).toBe(9000);
+    expect(loadConfig({ config: p }, { PORT: '9100' }).server.port).toBe(9100);
+    expect(loadConfig({ config: p, port: '9200' }, { PORT: '9100' }).server.port).toBe(9200);
     const cfg = loadConfig(
       { config: p, capsule: ['alpha=http://127.0.0.1:6001/', 'beta=http://127.0.0.1:6002/'] },
       {},
@@ -69,22 +66,27 @@ describe('loadConfig', () => {
   });
 
   it('TLS: file, then TLS_CERT/TLS_KEY, then --tls-cert/--tls-key; one without the other names the field', () => {
-    const p = file('tls.yaml', 'tls: {cert: /etc/a.pem, key: /etc/a.key}\nhttp2: {cleartext: false}\n');
-    expect(loadConfig({ config: p }, {}).tls).toEqual({ cert: '/etc/a.pem', key: '/etc/a.key' });
-    expect(loadConfig({ config: p }, { TLS_CERT: '/e/c.pem', TLS_KEY: '/e/k.pem' }).tls).toEqual({
+    const p = file(
+      'tls.yaml',
+      'server:\n  tls: {cert: /etc/a.pem, key: /etc/a.key}\n  http2: {cleartext: false}\n',
+    );
+    expect(loadConfig({ config: p }, {}).server.tls).toEqual({ cert: '/etc/a.pem', key: '/etc/a.key' });
+    expect(loadConfig({ config: p }, { TLS_CERT: '/e/c.pem', TLS_KEY: '/e/k.pem' }).server.tls).toEqual({
       cert: '/e/c.pem',
       key: '/e/k.pem',
     });
-    expect(loadConfig({ tlsCert: '/f/c.pem', tlsKey: '/f/k.pem' }, { TLS_CERT: '/e/c.pem' }).tls).toEqual({
+    expect(
+      loadConfig({ tlsCert: '/f/c.pem', tlsKey: '/f/k.pem' }, { TLS_CERT: '/e/c.pem' }).server.tls,
+    ).toEqual({
       cert: '/f/c.pem',
       key: '/f/k.pem',
     });
-    expect(loadConfig({}, {}).tls).toBeNull();
+    expect(loadConfig({}, {}).server.tls).toBeNull();
     expect(errorOf(() => loadConfig({ tlsCert: '/f/c.pem' }, {}))).toBe(
-      'invalid configuration (flags and environment):\n  tls.key: must name a PEM file',
+      'invalid configuration (flags and environment):\n  server.tls.key: must name a PEM file',
     );
     expect(errorOf(() => loadConfig({}, { TLS_KEY: '/e/k.pem' }))).toBe(
-      'invalid configuration (flags and environment):\n  tls.cert: must name a PEM file',
+      'invalid configuration (flags and environment):\n  server.tls.cert: must name a PEM file',
     );
   });
 
@@ -116,7 +118,10 @@ describe('loadConfig', () => {
   it('reads JSON config files and the GATEWAY_CONFIG / CAPSULES / REDIS_URL / PUBLIC_URL env', () => {
     const p = file(
       'ok.json',
-      JSON.stringify({ longPollSeconds: 5, cors: { origins: ['https://app.example'] } }),
+      JSON.stringify({
+        downstream: { longPollMaxMs: 5000 },
+        server: { cors: { origins: ['https://app.example'] } },
+      }),
     );
     const cfg = loadConfig(
       {},
@@ -127,11 +132,11 @@ describe('loadConfig', () => {
         PUBLIC_URL: 'https://gw.example',
       },
     );
-    expect(cfg.longPollSeconds).toBe(5);
-    expect(cfg.cors.origins).toEqual(['https://app.example']);
+    expect(cfg.downstream.longPollMaxMs).toBe(5000);
+    expect(cfg.server.cors.origins).toEqual(['https://app.example']);
     expect(cfg.capsules.map((c) => c.id)).toEqual(['a', 'b']);
-    expect(cfg.redis).toBe('redis://127.0.0.1:6379');
-    expect(cfg.publicUrl).toBe('https://gw.example');
+    expect(cfg.store.redis).toBe('redis://127.0.0.1:6379');
+    expect(cfg.server.publicUrl).toBe('https://gw.example');
   });
 
   it.each([
@@ -147,104 +152,145 @@ describe('loadConfig', () => {
       'capsules[1].id: duplicate capsule id "a"',
     ],
     ['an unknown field', 'prot: 80\n', 'Unrecognized key: "prot"'],
-    ['a port of the wrong type', 'port: eighty\n', 'port: Invalid input: expected number, received string'],
-    ['a port out of range', 'port: 70000\n', 'port: Too big'],
+    ['an unknown field in a group', 'server: {prot: 80}\n', 'server: Unrecognized key: "prot"'],
+    [
+      'a port of the wrong type',
+      'server: {port: eighty}\n',
+      'server.port: Invalid input: expected number, received string',
+    ],
+    ['a port out of range', 'server: {port: 70000}\n', 'server.port: Too big'],
+    ['a port out of range under its old key', 'port: 70000\n', 'server.port (given as port): Too big'],
+    [
+      'a group that is not a mapping',
+      'server: 8080\n',
+      'server: Invalid input: expected object, received number',
+    ],
     [
       'a redis URL of the wrong scheme',
-      'redis: http://h:6379\n',
-      'redis: must be a redis:// or rediss:// URL',
+      'store: {redis: "http://h:6379"}\n',
+      'store.redis: must be a redis:// or rediss:// URL',
     ],
     [
       'a redis setting of no known form',
-      'redis: {host: h}\n',
-      'redis: must be a redis:// or rediss:// URL, {sentinels: [...], name} or {cluster: [...]}',
+      'store: {redis: {host: h}}\n',
+      'store.redis: must be a redis:// or rediss:// URL, {sentinels: [...], name} or {cluster: [...]}',
     ],
     [
       'an empty sentinel list',
-      'redis: {sentinels: [], name: mymaster}\n',
-      'redis.sentinels: must list at least one sentinel',
+      'store: {redis: {sentinels: [], name: mymaster}}\n',
+      'store.redis.sentinels: must list at least one sentinel',
     ],
     [
       'a sentinel that is no address',
-      'redis: {sentinels: ["redis://127.0.0.1:26379", "http://h:1", {host: h}], name: mymaster}\n',
-      'redis.sentinels[1]: must be a redis://host:port URL or {host, port}',
+      'store: {redis: {sentinels: ["redis://127.0.0.1:26379", "http://h:1", {host: h}], name: mymaster}}\n',
+      'store.redis.sentinels[1]: must be a redis://host:port URL or {host, port}',
     ],
     [
       'a sentinel object without a port',
-      'redis: {sentinels: [{host: h}], name: mymaster}\n',
-      'redis.sentinels[0]: must be a redis://host:port URL or {host, port}',
+      'store: {redis: {sentinels: [{host: h}], name: mymaster}}\n',
+      'store.redis.sentinels[0]: must be a redis://host:port URL or {host, port}',
     ],
     [
       'sentinels without a master name',
-      'redis: {sentinels: ["redis://127.0.0.1:26379"]}\n',
-      'redis.name: must be the name the sentinels monitor the master under (e.g. mymaster)',
+      'store: {redis: {sentinels: ["redis://127.0.0.1:26379"]}}\n',
+      'store.redis.name: must be the name the sentinels monitor the master under (e.g. mymaster)',
     ],
     [
       'an empty sentinel password',
-      'redis: {sentinels: ["redis://127.0.0.1:26379"], name: m, sentinelPassword: ""}\n',
-      'redis.sentinelPassword: must not be empty',
+      'store: {redis: {sentinels: ["redis://127.0.0.1:26379"], name: m, sentinelPassword: ""}}\n',
+      'store.redis.sentinelPassword: must not be empty',
     ],
     [
       'an unknown sentinel setting',
-      'redis: {sentinels: ["redis://127.0.0.1:26379"], name: m, master: x}\n',
-      'redis: Unrecognized key: "master"',
+      'store: {redis: {sentinels: ["redis://127.0.0.1:26379"], name: m, master: x}}\n',
+      'store.redis: Unrecognized key: "master"',
     ],
-    ['an empty cluster', 'redis: {cluster: []}\n', 'redis.cluster: must list at least one node'],
+    [
+      'an empty cluster',
+      'store: {redis: {cluster: []}}\n',
+      'store.redis.cluster: must list at least one node',
+    ],
     [
       'a cluster given as one string',
-      'redis: {cluster: "redis://127.0.0.1:7000"}\n',
-      'redis.cluster: must be a list of redis:// URLs',
+      'store: {redis: {cluster: "redis://127.0.0.1:7000"}}\n',
+      'store.redis.cluster: must be a list of redis:// URLs',
     ],
     [
       'a cluster node that is no redis URL',
-      'redis: {cluster: ["redis://127.0.0.1:7000", "127.0.0.1:7001"]}\n',
-      'redis.cluster[1]: must be a redis:// or rediss:// URL',
+      'store: {redis: {cluster: ["redis://127.0.0.1:7000", "127.0.0.1:7001"]}}\n',
+      'store.redis.cluster[1]: must be a redis:// or rediss:// URL',
     ],
     [
       'cluster nodes with mixed TLS',
-      'redis: {cluster: ["redis://127.0.0.1:7000", "rediss://127.0.0.1:7001"]}\n',
-      'redis.cluster[1]: must use the same scheme and credentials as cluster[0]',
+      'store: {redis: {cluster: ["redis://127.0.0.1:7000", "rediss://127.0.0.1:7001"]}}\n',
+      'store.redis.cluster[1]: must use the same scheme and credentials as cluster[0]',
+    ],
+    [
+      'a cluster node that is no redis URL, under the old key',
+      'redis: {cluster: ["redis://127.0.0.1:7000", "127.0.0.1:7001"]}\n',
+      'store.redis.cluster[1] (given as redis): must be a redis:// or rediss:// URL',
     ],
     [
       'an API key that is not a hash',
-      'apiKeys:\n  - {sha256: oag_abc, owner: alice}\n',
-      'apiKeys[0].sha256: must be the lowercase hex SHA-256',
+      'auth:\n  apiKeys:\n    - {sha256: oag_abc, owner: alice}\n',
+      'auth.apiKeys[0].sha256: must be the lowercase hex SHA-256',
     ],
     ['a list at the root', '- a\n- b\n', '(root): must be a mapping of settings'],
     [
       'a negative append linger',
-      'appendLingerMs: -1\n',
-      'appendLingerMs: Too small: expected number to be >=0',
+      'store: {appendLingerMs: -1}\n',
+      'store.appendLingerMs: Too small: expected number to be >=0',
     ],
     [
       'an append linger over a second',
-      'appendLingerMs: 5000\n',
-      'appendLingerMs: Too big: expected number to be <=1000',
+      'store: {appendLingerMs: 5000}\n',
+      'store.appendLingerMs: Too big: expected number to be <=1000',
     ],
     [
       'an append linger that is no number',
-      'appendLingerMs: fast\n',
-      'appendLingerMs: Invalid input: expected number, received string',
+      'store: {appendLingerMs: fast}\n',
+      'store.appendLingerMs: Invalid input: expected number, received string',
     ],
     [
       'a store command timeout below 50 ms',
-      'liveness: {store: {commandTimeoutMs: 10}}\n',
-      'liveness.store.commandTimeoutMs: Too small: expected number to be >=50',
+      'store: {commandTimeoutMs: 10}\n',
+      'store.commandTimeoutMs: Too small: expected number to be >=50',
     ],
     [
       'a heartbeat miss count below 1.5',
-      'liveness: {upstream: {heartbeatMisses: 1}}\n',
-      'liveness.upstream.heartbeatMisses: Too small: expected number to be >=1.5',
+      'upstream: {heartbeatMisses: 1}\n',
+      'upstream.heartbeatMisses: Too small: expected number to be >=1.5',
     ],
     [
       'a write stall that is no number',
-      'liveness: {downstream: {writeStallMs: soon}}\n',
-      'liveness.downstream.writeStallMs: Invalid input: expected number, received string',
+      'downstream: {writeStallMs: soon}\n',
+      'downstream.writeStallMs: Invalid input: expected number, received string',
     ],
     [
-      'an unknown liveness setting',
-      'liveness: {upstream: {heartbeat: 3}}\n',
-      'liveness.upstream: Unrecognized key: "heartbeat"',
+      'a write stall that is no number, under its old key',
+      'liveness: {downstream: {writeStallMs: soon}}\n',
+      'downstream.writeStallMs (given as liveness.downstream.writeStallMs): Invalid input: expected number, received string',
+    ],
+    ['an unknown upstream setting', 'upstream: {heartbeat: 3}\n', 'upstream: Unrecognized key: "heartbeat"'],
+    [
+      'a long-poll over five minutes',
+      'downstream: {longPollMaxMs: 300001}\n',
+      'downstream.longPollMaxMs: Too big: expected number to be <=300000',
+    ],
+    [
+      'a long-poll over five minutes, in seconds under the old key',
+      'longPollSeconds: 301\n',
+      'downstream.longPollMaxMs (given as longPollSeconds): Too big: expected number to be <=300000',
+    ],
+    [
+      'a lease renewed less often than half its TTL',
+      'fleet: {lease: {ttlMs: 1000, renewMs: 600}}\n',
+      'fleet.lease: renewMs must be at most half of ttlMs',
+    ],
+    [
+      'a ticket lifetime under a second',
+      'auth: {ticketTtlMs: 999}\n',
+      'auth.ticketTtlMs: Too small: expected number to be >=1000',
     ],
   ])('rejects %s naming the field', (_name, text, expected) => {
     const p = file(`bad-${Math.random().toString(36).slice(2)}.yaml`, text);
@@ -256,9 +302,9 @@ describe('loadConfig', () => {
   it('accepts the three redis forms: a URL, Sentinel and Cluster, from a file or the environment', () => {
     const sentinel = file(
       'sentinel.yaml',
-      'redis:\n  sentinels: ["redis://10.0.0.1:26379", {host: 10.0.0.2, port: 26380}]\n  name: mymaster\n  password: pw\n  sentinelPassword: spw\n',
+      'store:\n  redis:\n    sentinels: ["redis://10.0.0.1:26379", {host: 10.0.0.2, port: 26380}]\n    name: mymaster\n    password: pw\n    sentinelPassword: spw\n',
     );
-    expect(loadConfig({ config: sentinel }, {}).redis).toEqual({
+    expect(loadConfig({ config: sentinel }, {}).store.redis).toEqual({
       sentinels: ['redis://10.0.0.1:26379', { host: '10.0.0.2', port: 26380 }],
       name: 'mymaster',
       password: 'pw',
@@ -266,13 +312,13 @@ describe('loadConfig', () => {
     });
     const cluster = file(
       'cluster.yaml',
-      'redis:\n  cluster: ["rediss://:pw@10.0.0.1:7000", "rediss://:pw@10.0.0.2:7000"]\n',
+      'store:\n  redis:\n    cluster: ["rediss://:pw@10.0.0.1:7000", "rediss://:pw@10.0.0.2:7000"]\n',
     );
-    expect(loadConfig({ config: cluster }, {}).redis).toEqual({
+    expect(loadConfig({ config: cluster }, {}).store.redis).toEqual({
       cluster: ['rediss://:pw@10.0.0.1:7000', 'rediss://:pw@10.0.0.2:7000'],
     });
-    expect(loadConfig({}, { REDIS_URL: 'rediss://u:p@h:6380/2' }).redis).toBe('rediss://u:p@h:6380/2');
-    expect(loadConfig({}, { REDIS_CLUSTER: 'redis://a:7000, redis://b:7000' }).redis).toEqual({
+    expect(loadConfig({}, { REDIS_URL: 'rediss://u:p@h:6380/2' }).store.redis).toBe('rediss://u:p@h:6380/2');
+    expect(loadConfig({}, { REDIS_CLUSTER: 'redis://a:7000, redis://b:7000' }).store.redis).toEqual({
       cluster: ['redis://a:7000', 'redis://b:7000'],
     });
     expect(
@@ -283,10 +329,10 @@ describe('loadConfig', () => {
           REDIS_SENTINEL_NAME: 'm',
           REDIS_PASSWORD: 'pw',
         },
-      ).redis,
+      ).store.redis,
     ).toEqual({ sentinels: ['redis://a:26379', 'redis://b:26379'], name: 'm', password: 'pw' });
     // The --redis flag (a URL) overrides whichever form the file gave.
-    expect(loadConfig({ config: cluster, redis: 'redis://127.0.0.1:6379' }, {}).redis).toBe(
+    expect(loadConfig({ config: cluster, redis: 'redis://127.0.0.1:6379' }, {}).store.redis).toBe(
       'redis://127.0.0.1:6379',
     );
   });
@@ -296,15 +342,15 @@ describe('loadConfig', () => {
       'invalid configuration (REDIS_URL, REDIS_CLUSTER): set only one of them',
     );
     expect(errorOf(() => loadConfig({}, { REDIS_SENTINELS: 'redis://a:26379' }))).toBe(
-      'invalid configuration (flags and environment):\n  redis.name: must be the name the sentinels monitor the master under (e.g. mymaster)',
+      'invalid configuration (flags and environment):\n  store.redis.name: must be the name the sentinels monitor the master under (e.g. mymaster)',
     );
   });
 
   it('accepts the example config shipped in config/', () => {
     const cfg = loadConfig({ config: 'config/gateway.example.yaml' }, {});
     expect(cfg.capsules).toEqual([{ id: 'alpha', url: 'http://127.0.0.1:52222/' }]);
-    expect(cfg.redis).toBe('redis://127.0.0.1:6379');
-    expect(cfg.retention).toEqual({ maxRecords: 100000, maxAgeSeconds: 604800, maxBytes: 268435456 });
+    expect(cfg.store.redis).toBe('redis://127.0.0.1:6379');
+    expect(cfg.store.retention).toEqual({ maxRecords: 100000, maxAgeMs: 604_800_000, maxBytes: 268435456 });
   });
 
   it('rejects unparseable YAML and JSON with the file named', () => {

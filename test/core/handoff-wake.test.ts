@@ -8,7 +8,7 @@
  */
 import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashApiKey } from '../../adapters/beeos/auth.js';
+import { hashApiKey } from '../support/api-keys.js';
 import type { DispatchTuning } from '../../src/core/dispatcher.js';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { startTestGateway, type TestGateway } from '../support/gateway.js';

@@ -11,7 +11,7 @@ import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { createFlueClient } from '@flue/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashApiKey } from '../../adapters/beeos/auth.js';
+import { hashApiKey } from '../support/api-keys.js';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { startTracing, type RunningTracing } from '../../src/tracing-sdk.js';
 import { startTestGateway, type TestGateway } from '../support/gateway.js';

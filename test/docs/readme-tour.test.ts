@@ -90,6 +90,20 @@ const EXPECT: [string, (out: string) => void | Promise<void>][] = [
     },
   ],
   [
+    'an A2A webhook refused',
+    (out) =>
+      // The demo admits no loopback receiver: the config is refused before anything is queued.
+      expect(JSON.parse(out)).toEqual({
+        jsonrpc: '2.0',
+        id: 2,
+        error: {
+          code: -32602,
+          message:
+            'configuration.taskPushNotificationConfig.url is a loopback address (a2a.pushNotifications.webhooks.allowLoopback is off)',
+        },
+      }),
+  ],
+  [
     'a BeeOS task',
     (out) => {
       const body = JSON.parse(out);

@@ -35,7 +35,7 @@ export const adminScenario = (kind: FleetRedisKind): void => {
       redis = await kind.start();
       sim = await startSimulator();
       store = new RedisStore(redis.config, { commandTimeoutMs: TEST_READER_TIMEOUT_MS });
-      const extra = { adminTokens: [{ sha256: sha256Hex(TOKEN) }] };
+      const extra = { auth: { adminTokens: [{ sha256: sha256Hex(TOKEN) }] } };
       replicas = await Promise.all(
         ['m-a', 'm-b', 'm-c'].map((id) => replica(id, redis.config, [], undefined, extra)),
       );

@@ -4,7 +4,7 @@
  * requests with one Idempotency-Key on both replicas at the same instant make one task.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashApiKey } from '../../adapters/beeos/auth.js';
+import { hashApiKey } from '../support/api-keys.js';
 import type { TestGateway } from '../support/gateway.js';
 import { testRedisUrl } from '../support/redis.js';
 import { startCrossReplica, until, type CrossReplicaRig } from './cross-replica-rig.js';

@@ -88,7 +88,7 @@ describe('door tokens that rotate', () => {
     const writeConfig = (token: string): void =>
       writeFileSync(
         file,
-        `host: 127.0.0.1\nport: ${port}\nlogLevel: debug\ncapsules:\n  - id: alpha\n    url: ${s.url}\n    doorToken: ${token}\n`,
+        `server: {host: 127.0.0.1, port: ${port}}\nlogLevel: debug\ncapsules:\n  - id: alpha\n    url: ${s.url}\n    doorToken: ${token}\n`,
       );
     writeConfig(first);
     child = spawn(process.execPath, [...CLI, '--config', file], { stdio: 'pipe' });
@@ -180,7 +180,7 @@ describe('door tokens that rotate', () => {
     // The periodic rescan is far away: only the directory watch and a refusal make the gateway look.
     gw = await startTestGateway({
       capsules: {},
-      extra: { discoverRunning: dir },
+      extra: { fleet: { discoverRunning: dir } },
       tuning: {
         fleet: { discoveryRescanMs: 600_000 },
         upstream: { backoffBaseMs: 100, backoffCapMs: 1_000 },

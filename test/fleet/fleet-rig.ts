@@ -48,8 +48,8 @@ export const replica = async (
 ): Promise<Replica> => {
   const file = join(dir, `${id}.json`);
   // A URL goes on the command line as a user would give it; Sentinel and Cluster only in the file.
-  const config = { replicaId: id, logLevel: 'info', ...(lease ? { lease } : {}), ...extra };
-  writeFileSync(file, JSON.stringify(typeof redis === 'string' ? config : { ...config, redis }));
+  const config = { fleet: { replicaId: id, ...(lease ? { lease } : {}) }, logLevel: 'info', ...extra };
+  writeFileSync(file, JSON.stringify(typeof redis === 'string' ? config : { ...config, store: { redis } }));
   const args = ['--config', file, ...(typeof redis === 'string' ? ['--redis', redis] : [])];
   for (const c of capsules) args.push('--capsule', `${c.id}=${c.url}`);
   const proc = gatewayProcess(await freePort(), args);

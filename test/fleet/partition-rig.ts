@@ -29,7 +29,7 @@ export const LIVENESS = {
     giveUpAfterMs: 1500,
     giveUpCooldownMs: 60_000,
   },
-  downstream: { keepAliveMs: 1000, writeStallMs: 1500 },
+  downstream: { heartbeatMs: 1000, keepAliveMs: 1000, writeStallMs: 1500 },
 };
 export const LEASE = { ttlMs: 2000, renewMs: 400 };
 /** The simulated capsule's heartbeat interval (ms). */
@@ -238,16 +238,15 @@ export const startPartitionFleet = async (): Promise<PartitionFleet> => {
       writeFileSync(
         file,
         JSON.stringify({
-          replicaId: id,
-          redis: `redis://${redis.ip}:6379`,
+          fleet: { replicaId: id, lease: LEASE },
+          store: { redis: `redis://${redis.ip}:6379`, ...LIVENESS.store },
+          upstream: LIVENESS.upstream,
+          downstream: LIVENESS.downstream,
           auth: { open: true },
           capsules: [
             { id: CAPSULE, url: `http://${capsule.ip}:9000` },
             { id: SPEC_CAPSULE, url: `http://${specCapsule.ip}:9000` },
           ],
-          lease: LEASE,
-          heartbeatSeconds: 1,
-          liveness: LIVENESS,
           logLevel: 'info',
         }),
       );

@@ -70,7 +70,7 @@ describe('discovery of running capsules', () => {
     writeFileSync(join(dir, 'garbage.json'), '{not json');
     gw = await startTestGateway({
       capsules: {},
-      extra: { discoverRunning: dir },
+      extra: { fleet: { discoverRunning: dir } },
       tuning: { fleet: { discoveryRescanMs: 200 } },
     });
   });

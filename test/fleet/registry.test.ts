@@ -35,7 +35,7 @@ describe.skipIf(!redisUrl)('capsule registry in Redis, two replicas', () => {
       startTestGateway({
         capsules: seed,
         redisUrl,
-        extra: { adminTokens: [{ sha256: sha256Hex(TOKEN) }] },
+        extra: { auth: { adminTokens: [{ sha256: sha256Hex(TOKEN) }] } },
         // A long resync: a change must arrive by the notification, not by the safety net.
         tuning: { fleet: { registryKey, registryResyncMs: 60_000 } },
       });

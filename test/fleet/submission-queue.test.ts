@@ -7,7 +7,7 @@
 import { once } from 'node:events';
 import { createFlueClient } from '@flue/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashApiKey } from '../../adapters/beeos/auth.js';
+import { hashApiKey } from '../support/api-keys.js';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { startTestGateway, TEST_OPS_HEADERS, type TestGateway } from '../support/gateway.js';
 import { testRedisUrl } from '../support/redis.js';
@@ -235,7 +235,7 @@ describe('submission queue bounds (embedded store)', () => {
     gw = await startTestGateway({
       capsules: { cap: sim.url },
       config: { apiKeys: [{ sha256: hashApiKey(ALICE), owner: 'alice' }] },
-      extra: { queue: { maxPerCapsule: 2, maxPerOwner: 2, retryAfterSeconds: 3 } },
+      extra: { queue: { maxPerCapsule: 2, maxPerOwner: 2, retryAfterMs: 3000 } },
     });
   }, 30_000);
   afterAll(async () => {

@@ -40,15 +40,17 @@ beforeAll(async () => {
   gw = await startTestGateway({
     capsules: { alpha: sim.url, beta: sim.url },
     extra: {
-      apiKeys: [
-        { sha256: sha256Hex(KEY.valid), owner: 'alice', scopes: [...ALL], capsules: ['alpha'] },
-        { sha256: sha256Hex(KEY.otherOwner), owner: 'bob', scopes: [...ALL] },
-        { sha256: sha256Hex(KEY.noScope), owner: 'alice', scopes: [] },
-        { sha256: sha256Hex(KEY.otherCapsule), owner: 'alice', scopes: [...ALL], capsules: ['beta'] },
-      ],
-      jwt: { issuer: 'https://id.test', audience: 'murmur-gateway', secret: JWT_SECRET },
-      auth: { ticketSecret: TICKET_SECRET },
-      adminTokens: [{ sha256: sha256Hex(ADMIN_TOKEN) }],
+      auth: {
+        apiKeys: [
+          { sha256: sha256Hex(KEY.valid), owner: 'alice', scopes: [...ALL], capsules: ['alpha'] },
+          { sha256: sha256Hex(KEY.otherOwner), owner: 'bob', scopes: [...ALL] },
+          { sha256: sha256Hex(KEY.noScope), owner: 'alice', scopes: [] },
+          { sha256: sha256Hex(KEY.otherCapsule), owner: 'alice', scopes: [...ALL], capsules: ['beta'] },
+        ],
+        jwt: { issuer: 'https://id.test', audience: 'murmur-gateway', secret: JWT_SECRET },
+        ticketSecret: TICKET_SECRET,
+        adminTokens: [{ sha256: sha256Hex(ADMIN_TOKEN) }],
+      },
     },
   });
   // Alice's records: a BeeOS task in a chosen context, and a Flue conversation.
@@ -75,7 +77,7 @@ beforeAll(async () => {
   expect(t.status).toBe(200);
   validTicket = ((await t.json()) as { ticket: string }).ticket;
   // Signed with the gateway's key, expired a minute ago.
-  const authority = createTicketAuthority(TICKET_SECRET, 1);
+  const authority = createTicketAuthority(TICKET_SECRET, 1000);
   expiredTicket = (
     await authority.issue(
       {

@@ -19,7 +19,7 @@ beforeAll(async () => {
   sim = await startSimulator();
   gw = await startTestGateway({
     capsules: { seeded: sim.url },
-    extra: { adminTokens: [{ sha256: sha256Hex(TOKEN) }, { sha256: sha256Hex('other-token') }] },
+    extra: { auth: { adminTokens: [{ sha256: sha256Hex(TOKEN) }, { sha256: sha256Hex('other-token') }] } },
   });
 });
 afterAll(async () => {

@@ -44,7 +44,7 @@ const now = () => Math.floor(Date.now() / 1000);
 describe('JWT', () => {
   it('HS256: sub → owner, scope → scopes; issuer, audience, exp and nbf are enforced', async () => {
     const secret = 'a-shared-hs256-secret-of-the-test';
-    const { gw } = await start({ jwt: { issuer: ISSUER, audience: AUDIENCE, secret } });
+    const { gw } = await start({ auth: { jwt: { issuer: ISSUER, audience: AUDIENCE, secret } } });
     const key = new TextEncoder().encode(secret);
     const sign = (claims: { iss?: string; aud?: string; exp?: number; nbf?: number; scope?: string }) =>
       new SignJWT({ ...(claims.scope !== undefined ? { scope: claims.scope } : { scope: 'ops' }) })
@@ -77,7 +77,7 @@ describe('JWT', () => {
   it('ES256 with a PEM public key; an HS256 token is refused (no algorithm confusion)', async () => {
     const { publicKey, privateKey } = await generateKeyPair('ES256');
     const { gw, capsule } = await start({
-      jwt: { issuer: ISSUER, audience: AUDIENCE, publicKey: await exportSPKI(publicKey) },
+      auth: { jwt: { issuer: ISSUER, audience: AUDIENCE, publicKey: await exportSPKI(publicKey) } },
     });
     const jwt = await new SignJWT({ scope: 'submit', capsules: [capsule] })
       .setProtectedHeader({ alg: 'ES256' })
@@ -114,7 +114,7 @@ describe('tickets', () => {
     expect(redisUrl).toBeDefined();
     const observer = `observer-key-${Date.now()}`;
     const extra = {
-      apiKeys: [{ sha256: sha256Hex(observer), owner: 'ops-team', scopes: ['observe' as const] }],
+      auth: { apiKeys: [{ sha256: sha256Hex(observer), owner: 'ops-team', scopes: ['observe' as const] }] },
     };
     sim = await startSimulator({ heartbeatMs: 1_000 });
     const capsule = uniqueCapsule('tix');
@@ -188,18 +188,18 @@ describe('secure by default', () => {
     const port = await freePort();
     const dir = mkdtempSync(join(tmpdir(), 'mg-auth-'));
     const file = join(dir, 'open.yaml');
-    writeFileSync(file, `host: 0.0.0.0\nport: ${port}\nauth:\n  open: true\n`);
+    writeFileSync(file, `server:\n  host: 0.0.0.0\n  port: ${port}\nauth:\n  open: true\n`);
     const child = spawn(process.execPath, [...CLI, '--config', file], { stdio: 'pipe' });
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
     let out = '';
     await new Promise<void>((resolve, reject) => {
       child.stdout.on('data', (d: Buffer) => {
         out += d.toString();
-        if (out.includes('listening on')) resolve();
+        // The log lines and the banner reach the pipe in either order: wait for both.
+        if (out.includes('listening on') && out.includes('auth.open')) resolve();
       });
       child.once('exit', () => reject(new Error(`exited early: ${out}`)));
     });
-    expect(out).toContain('auth.open');
     const ready = (await (await fetch(`http://127.0.0.1:${port}/readyz`)).json()) as { auth?: string };
     expect(ready.auth).toBe('open');
     child.kill('SIGTERM');

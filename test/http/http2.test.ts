@@ -95,7 +95,7 @@ describe('HTTP/2', () => {
     sim = await startSimulator({ heartbeatMs: 200 });
     gw = await startTestGateway({
       capsules: { cap: sim.url },
-      extra: { tls: { cert: join(certDir, 'cert.pem'), key: join(certDir, 'key.pem') } },
+      extra: { server: { tls: { cert: join(certDir, 'cert.pem'), key: join(certDir, 'key.pem') } } },
     });
     expect(gw.baseUrl).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
     expect(gw.gateway.protocols).toBe('h2+http/1.1');
@@ -161,7 +161,7 @@ describe('HTTP/2', () => {
     sim = await startSimulator({ heartbeatMs: 200 });
     gw = await startTestGateway({
       capsules: { cap: sim.url },
-      extra: { http2: { cleartext: true }, limits: { bodyTimeoutSeconds: 0.3 } },
+      extra: { server: { http2: { cleartext: true }, bodyTimeoutMs: 300 } },
     });
     expect(gw.gateway.protocols).toBe('h2c+http/1.1');
     // HTTP/1.1 first (fetch), then HTTP/2 with prior knowledge, same port.

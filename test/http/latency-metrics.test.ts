@@ -5,7 +5,7 @@
  */
 import { createFlueClient } from '@flue/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashApiKey } from '../../adapters/beeos/auth.js';
+import { hashApiKey } from '../support/api-keys.js';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { startTestGateway, TEST_OPS_HEADERS, type TestGateway } from '../support/gateway.js';
 

@@ -65,7 +65,10 @@ describe('a gateway starting under a low cap', () => {
         done();
       },
     });
-    const config = configSchema.parse({ host: '127.0.0.1', port: 0, replicaId: `backlog-${process.pid}` });
+    const config = configSchema.parse({
+      server: { host: '127.0.0.1', port: 0 },
+      fleet: { replicaId: `backlog-${process.pid}` },
+    });
     gateway = await startGateway(config, pino({ level: 'warn' }, sink), { listen: { somaxconnFile } });
     return lines;
   };

@@ -18,10 +18,12 @@ beforeAll(async () => {
   gw = await startTestGateway({
     capsules: { alpha: sim.url, beta: `${sim.url}/?beta`, gamma: `${sim.url}/?gamma` },
     extra: {
-      apiKeys: [
-        { sha256: sha(ALPHA_OPS), owner: 'ops-a', scopes: ['ops'], capsules: ['alpha'] },
-        { sha256: sha(ALL_OPS), owner: 'ops-all', scopes: ['ops'] },
-      ],
+      auth: {
+        apiKeys: [
+          { sha256: sha(ALPHA_OPS), owner: 'ops-a', scopes: ['ops'], capsules: ['alpha'] },
+          { sha256: sha(ALL_OPS), owner: 'ops-all', scopes: ['ops'] },
+        ],
+      },
     },
   });
 });

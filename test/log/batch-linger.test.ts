@@ -27,7 +27,7 @@ const settle = async (): Promise<void> => {
 
 const writers: LogWriter[] = [];
 const newWriter = (store: MemoryStore, lingerMs: number): LogWriter => {
-  const w = new LogWriter(store, { lingerMs, lingerAboveRate: 1000 });
+  const w = new LogWriter(store, { appendLingerMs: lingerMs, lingerAboveRate: 1000 });
   writers.push(w);
   return w;
 };

@@ -167,7 +167,7 @@ describe('LogWriter on the memory store', () => {
 
   it('bounds the queue in bytes, facts included: one counted fact where the drops began', async () => {
     const store = new SwitchedStore();
-    const writer = newWriter(store, { maxQueuedBytes: 4096 });
+    const writer = newWriter(store, { maxPendingBytes: 4096 });
     const cap = uniqueCapsule();
     store.down = true;
     const kept = ['f1', 'f2', 'f3', 'f4'].map((l) => writer.append(cap, kb(l)));
@@ -203,7 +203,7 @@ describe('LogWriter on the memory store', () => {
 
   it('keeps refusing after an overflow until the queue is below its low-water mark', async () => {
     const store = new SwitchedStore();
-    const writer = newWriter(store, { maxQueuedEntries: 4 });
+    const writer = newWriter(store, { maxPendingEntries: 4 });
     const cap = uniqueCapsule();
     store.down = true;
     for (const l of ['w1', 'w2', 'w3', 'w4']) expect(writer.write(cap, frame(l))).toBe(true);

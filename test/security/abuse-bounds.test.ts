@@ -21,7 +21,11 @@ const twoReplicas = async (
   const sim = await startSimulator();
   stopAfterTest(sim);
   const capsule = uniqueCapsule('abuse');
-  const opts = { capsules: { [capsule]: sim.url }, redisUrl, extra: { limits, trustProxy: 1 as const } };
+  const opts = {
+    capsules: { [capsule]: sim.url },
+    redisUrl,
+    extra: { limits, server: { trustProxy: 1 as const } },
+  };
   const a = await startTestGateway(opts);
   const b = await startTestGateway(opts);
   stopAfterTest(a);

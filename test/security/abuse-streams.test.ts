@@ -278,13 +278,15 @@ const KEYS = {
 } as const;
 
 const ownersConfig = {
-  apiKeys: [
-    { sha256: sha(KEYS.alice), owner: 'alice', scopes: ['write'] },
-    { sha256: sha(KEYS.bob), owner: 'bob', scopes: ['write'] },
-    { sha256: sha(KEYS.teamOne), owner: 'team-one', scopes: ['write'], streams: ['team-a/**'] },
-    { sha256: sha(KEYS.teamTwo), owner: 'team-two', scopes: ['write'], streams: ['team-a/*'] },
-    { sha256: sha(KEYS.observer), owner: 'observer', scopes: ['observe'], streams: ['team-a/**'] },
-  ],
+  auth: {
+    apiKeys: [
+      { sha256: sha(KEYS.alice), owner: 'alice', scopes: ['write'] },
+      { sha256: sha(KEYS.bob), owner: 'bob', scopes: ['write'] },
+      { sha256: sha(KEYS.teamOne), owner: 'team-one', scopes: ['write'], streams: ['team-a/**'] },
+      { sha256: sha(KEYS.teamTwo), owner: 'team-two', scopes: ['write'], streams: ['team-a/*'] },
+      { sha256: sha(KEYS.observer), owner: 'observer', scopes: ['observe'], streams: ['team-a/**'] },
+    ],
+  },
 };
 
 describe.each(stores)('owners are isolated (%s store)', (name, redisUrl) => {
@@ -707,7 +709,7 @@ describe.each(stores)('limits cover the stream surfaces (%s store)', (name, redi
         urlFor(name, redisUrl),
         {},
         {
-          apiKeys: [{ sha256: sha(key), owner: 'reader', scopes: ['observe', 'write'] }],
+          auth: { apiKeys: [{ sha256: sha(key), owner: 'reader', scopes: ['observe', 'write'] }] },
           limits: { streamsPerKey: 1 },
         },
         { [cap]: sim.url },

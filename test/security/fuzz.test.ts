@@ -337,23 +337,25 @@ describe.each(SETUPS)('fuzz: bad input never reaches a 5xx — $name', (setup) =
         durableStreams: { writable: true, maxStreams: 100, maxBodyBytes: BODY_LIMIT },
         ...(setup.keyed
           ? {
-              apiKeys: [
-                { sha256: sha(KEYS.submit), owner: 'alice' },
-                {
-                  sha256: sha(KEYS.operator),
-                  owner: 'operator',
-                  scopes: ['submit', 'observe', 'control'],
-                  capsules: [cap],
-                },
-                { sha256: sha(KEYS.ops), owner: 'ops', scopes: ['ops'] },
-                {
-                  sha256: sha(KEYS.other),
-                  owner: 'bob',
-                  scopes: ['submit', 'observe'],
-                  capsules: ['elsewhere'],
-                },
-                { sha256: sha(KEYS.streams), owner: 'streamer', scopes: ['write'], streams: ['fz/**'] },
-              ],
+              auth: {
+                apiKeys: [
+                  { sha256: sha(KEYS.submit), owner: 'alice' },
+                  {
+                    sha256: sha(KEYS.operator),
+                    owner: 'operator',
+                    scopes: ['submit', 'observe', 'control'],
+                    capsules: [cap],
+                  },
+                  { sha256: sha(KEYS.ops), owner: 'ops', scopes: ['ops'] },
+                  {
+                    sha256: sha(KEYS.other),
+                    owner: 'bob',
+                    scopes: ['submit', 'observe'],
+                    capsules: ['elsewhere'],
+                  },
+                  { sha256: sha(KEYS.streams), owner: 'streamer', scopes: ['write'], streams: ['fz/**'] },
+                ],
+              },
             }
           : {}),
       },

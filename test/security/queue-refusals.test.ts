@@ -48,16 +48,17 @@ describe.each(stores)('a full submission queue (%s)', (name, redisUrl) => {
     writeFileSync(
       file,
       JSON.stringify({
-        host: '127.0.0.1',
-        port,
-        redis: redisUrl ?? null,
+        server: { host: '127.0.0.1', port },
+        store: { redis: redisUrl ?? null },
         capsules: [{ id: capsule, url: sim.url }],
-        apiKeys: [
-          { sha256: sha(ALICE), owner: 'alice' },
-          { sha256: sha(BOB), owner: 'bob' },
-          { sha256: sha(OPS), owner: 'ops', scopes: ['ops'] },
-        ],
-        queue: { maxPerCapsule: 3, maxPerOwner: 2, retryAfterSeconds: 4 },
+        auth: {
+          apiKeys: [
+            { sha256: sha(ALICE), owner: 'alice' },
+            { sha256: sha(BOB), owner: 'bob' },
+            { sha256: sha(OPS), owner: 'ops', scopes: ['ops'] },
+          ],
+        },
+        queue: { maxPerCapsule: 3, maxPerOwner: 2, retryAfterMs: 4000 },
       }),
     );
     base = `http://127.0.0.1:${port}`;

@@ -34,7 +34,7 @@ describe('slow-loris', () => {
     gw = await startTestGateway({
       capsules: { cap: sim.url },
       config: { heartbeatMs: 50 },
-      extra: { limits: { headersTimeoutSeconds: 0.3, bodyTimeoutSeconds: 0.3 } },
+      extra: { server: { headersTimeoutMs: 300, bodyTimeoutMs: 300 } },
     });
     const { port } = gw.gateway;
     const stream = await fetch(`${gw.baseUrl}/murmur/cap/events`);

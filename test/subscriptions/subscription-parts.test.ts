@@ -11,9 +11,9 @@ import { MemoryStreamStore } from '../../src/streams/memory-stream-store.js';
 import { Subscriptions } from '../../src/subscriptions/manager.js';
 import { globMatches } from '../../src/subscriptions/glob.js';
 import { MemorySubscriptionStore } from '../../src/subscriptions/memory-subscription-store.js';
-import { addressClass } from '../../src/subscriptions/receiver-url.js';
+import { addressClass } from '../../src/webhooks/receiver-url.js';
 import { RedisSubscriptionStore } from '../../src/subscriptions/redis-subscription-store.js';
-import { RETRY_MAX_MS, retryDelayMs } from '../../src/subscriptions/retry.js';
+import { RETRY_MAX_MS, retryDelayMs } from '../../src/webhooks/retry.js';
 import {
   callbackToken,
   currentKey,

@@ -15,7 +15,10 @@ export interface TestGatewayOptions {
   redisUrl?: string;
   /** e.g. a short upstream reconnect backoff for tests that cut or stop capsules */
   tuning?: GatewayTuning;
-  /** Config fields passed as they are (e.g. adminTokens, discoverRunning). */
+  /**
+   * Config fields passed as they are (e.g. auth.adminTokens, fleet.discoverRunning); each group given
+   * is merged over what the options above set in it.
+   */
   extra?: Partial<GatewayConfigInput>;
   config?: Partial<{
     heartbeatMs: number;
@@ -41,6 +44,22 @@ export interface TestGateway {
 
 let gatewaysStarted = 0;
 
+const isGroup = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** `extra` over `base`, one group at a time (a group `extra` names keeps the base's other keys). */
+export const withExtra = (
+  base: GatewayConfigInput,
+  extra: Partial<GatewayConfigInput> = {},
+): GatewayConfigInput => {
+  const merged: Record<string, unknown> = { ...base };
+  for (const [key, value] of Object.entries(extra)) {
+    const under = merged[key];
+    merged[key] = isGroup(under) && isGroup(value) ? { ...under, ...value } : value;
+  }
+  return merged as GatewayConfigInput;
+};
+
 /** An operator key every test gateway with keys accepts for /capsules and /metrics. */
 export const TEST_OPS_KEY = 'test-ops-key-0123456789abcdef';
 const TEST_OPS_ENTRY = {
@@ -52,38 +71,38 @@ export const TEST_OPS_HEADERS = { authorization: `Bearer ${TEST_OPS_KEY}` };
 
 export const startTestGateway = async (opts: TestGatewayOptions): Promise<TestGateway> => {
   const c = opts.config ?? {};
-  const input: GatewayConfigInput = {
-    port: 0,
-    host: '127.0.0.1',
-    redis: opts.redisUrl ?? null,
+  const built: GatewayConfigInput = {
+    server: {
+      port: 0,
+      host: '127.0.0.1',
+      cors: { origins: c.corsOrigins ?? [] },
+      publicUrl: c.publicUrl ?? null,
+      ...(c.bodyLimitBytes !== undefined ? { bodyLimitBytes: c.bodyLimitBytes } : {}),
+    },
+    store: {
+      redis: opts.redisUrl ?? null,
+      ...(c.retention
+        ? { retention: { maxRecords: c.retention.maxRecords, maxAgeMs: c.retention.maxAgeMs } }
+        : {}),
+    },
+    downstream: {
+      ...(c.heartbeatMs !== undefined ? { heartbeatMs: c.heartbeatMs } : {}),
+      ...(c.longPollMaxMs !== undefined ? { longPollMaxMs: c.longPollMaxMs } : {}),
+      ...(c.idleControlMs !== undefined ? { idleControlMs: c.idleControlMs } : {}),
+      ...(c.maxQueuedRecords !== undefined ? { maxQueuedRecords: c.maxQueuedRecords } : {}),
+    },
     capsules: Object.entries(opts.capsules).map(([id, url]) => ({
       id,
       url,
       ...(c.doorTokens?.[id] ? { doorToken: c.doorTokens[id] } : {}),
     })),
     // With keys configured, /capsules and /metrics need the ops scope: tests read them with TEST_OPS_KEY.
-    apiKeys: c.apiKeys?.length ? [...c.apiKeys, TEST_OPS_ENTRY] : [],
-    cors: { origins: c.corsOrigins ?? [] },
-    publicUrl: c.publicUrl ?? null,
-    ...(c.heartbeatMs !== undefined ? { heartbeatSeconds: c.heartbeatMs / 1000 } : {}),
-    ...(c.longPollMaxMs !== undefined ? { longPollSeconds: c.longPollMaxMs / 1000 } : {}),
-    ...(c.idleControlMs !== undefined ? { idleControlSeconds: c.idleControlMs / 1000 } : {}),
-    ...(c.bodyLimitBytes !== undefined ? { bodyLimitBytes: c.bodyLimitBytes } : {}),
-    ...(c.maxQueuedRecords !== undefined ? { maxQueuedRecords: c.maxQueuedRecords } : {}),
-    ...(c.retention
-      ? {
-          retention: {
-            maxRecords: c.retention.maxRecords,
-            // Sub-second ages are allowed in tests; the schema counts whole seconds.
-            maxAgeSeconds: Math.ceil(c.retention.maxAgeMs / 1000),
-          },
-        }
-      : {}),
+    auth: { apiKeys: c.apiKeys?.length ? [...c.apiKeys, TEST_OPS_ENTRY] : [] },
     logLevel: (process.env.TEST_LOG_LEVEL as 'info' | undefined) ?? 'silent',
     // Gateways in one test process are distinct replicas (the default id is host name + pid).
-    replicaId: `test-${process.pid}-${++gatewaysStarted}`,
-    ...opts.extra,
+    fleet: { replicaId: `test-${process.pid}-${++gatewaysStarted}` },
   };
+  const input = withExtra(built, opts.extra);
   const config = configSchema.parse(input);
   // Gateways sharing the test Redis are separate fleets unless a test gives them one registry.
   const tuning: GatewayTuning = {

@@ -25,7 +25,7 @@ describe.skipIf(!haveRedis)('a writer that refuses frames', () => {
       const sim = stopAfterTest(await startSimulator({ taskAcceptance: 'queue' }));
       const capsule = uniqueCapsule('refuse');
       // ~100 frames fit; the burst below is 300 frames, well inside the capsule's 512-frame buffer.
-      const rig = stopAfterTest(startRig(sim, store, capsule, { writer: { maxQueuedBytes: 24_000 } }));
+      const rig = stopAfterTest(startRig(sim, store, capsule, { writer: { maxPendingBytes: 24_000 } }));
       await rig.connected();
       await sim.submit('warm-up').done;
       await settle(sim, store, capsule, rig);

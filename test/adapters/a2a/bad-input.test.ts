@@ -137,35 +137,7 @@ describe('A2A bad input', () => {
     );
   });
 
-  it('push notifications and the extended card are not offered (the card says so)', async () => {
-    const config = { taskId: 'x', url: 'https://example.test/hook' };
-    for (const method of [
-      'CreateTaskPushNotificationConfig',
-      'GetTaskPushNotificationConfig',
-      'ListTaskPushNotificationConfigs',
-      'DeleteTaskPushNotificationConfig',
-    ])
-      await refused(
-        () => post(rpc(method, config)),
-        200,
-        err(1, -32003, 'Push notifications are not supported'),
-      );
-    await refused(
-      () => post(rpc('tasks/pushNotificationConfig/set', config), { 'a2a-version': '0.3' }),
-      200,
-      err(1, -32003, 'Push notifications are not supported'),
-    );
-    await refused(
-      () =>
-        post(
-          rpc('SendMessage', {
-            ...userMessage('x'),
-            configuration: { taskPushNotificationConfig: config },
-          }),
-        ),
-      200,
-      err(1, -32003, 'Push notifications are not supported'),
-    );
+  it('the extended card is not configured', async () => {
     await refused(
       () => post(rpc('GetExtendedAgentCard', {})),
       200,

@@ -56,7 +56,7 @@ describe('A2A surface with @a2a-js/sdk 1.3.0', () => {
     ]);
     expect(card.capabilities).toEqual({
       streaming: true,
-      pushNotifications: false,
+      pushNotifications: true,
       extendedAgentCard: false,
     });
     expect(typeof card.name).toBe('string');
@@ -183,6 +183,39 @@ describe('A2A surface with @a2a-js/sdk 1.3.0', () => {
     expect('id' in after && after.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
     expect(sim.runs.size).toBe(2);
     expect((await client.getTask({ id: queuedId } as never)).status?.state).toBe(
+      TaskState.TASK_STATE_CANCELED,
+    );
+  });
+
+  it("cancelling one queued task leaves its context's other queued tasks queued", async () => {
+    const { base, sim } = await setup();
+    const client = await clientFor(base);
+    const running = emptyModel();
+    for await (const ev of client.sendMessageStream(userMessage('#sim {"hold":true}'))) {
+      apply(running, ev);
+      if (running.state === TaskState.TASK_STATE_WORKING) break;
+    }
+    const queue = async (text: string): Promise<string> => {
+      const sent = await client.sendMessage({
+        ...userMessage(text, 'one-context'),
+        configuration: { returnImmediately: true },
+      } as never);
+      return 'id' in sent ? sent.id : '';
+    };
+    const canceledId = await queue('canceled while queued');
+    const keptId = await queue('still queued');
+    const canceled = await client.cancelTask({ id: canceledId } as never);
+    expect(canceled.status?.state).toBe(TaskState.TASK_STATE_CANCELED);
+    expect((await client.getTask({ id: keptId } as never)).status?.state).toBe(
+      TaskState.TASK_STATE_SUBMITTED,
+    );
+    await client.cancelTask({ id: running.id } as never);
+    const kept = emptyModel();
+    for await (const ev of client.resubscribeTask({ id: keptId } as never)) apply(kept, ev);
+    expect(kept.state).toBe(TaskState.TASK_STATE_COMPLETED);
+    expect(kept.artifacts.get('response')).toBe('Echo: still queued');
+    expect(sim.runs.size).toBe(2);
+    expect((await client.getTask({ id: canceledId } as never)).status?.state).toBe(
       TaskState.TASK_STATE_CANCELED,
     );
   });

@@ -27,7 +27,7 @@ beforeAll(async () => {
         { sha256: sha(KEY_BOB), owner: 'bob' },
       ],
     },
-    extra: { queue: { maxPerCapsule: 1000, maxPerOwner: 1, retryAfterSeconds: 7 } },
+    extra: { queue: { maxPerCapsule: 1000, maxPerOwner: 1, retryAfterMs: 7000 } },
   });
 });
 afterAll(() => r.close());

@@ -2,7 +2,7 @@
 import pino from 'pino';
 import { afterEach, expect, it } from 'vitest';
 import { createBeeosRoutes } from '../../../adapters/beeos/index.js';
-import { hashApiKey } from '../../../adapters/beeos/auth.js';
+import { hashApiKey } from '../../support/api-keys.js';
 import { KEY_ALICE, KEY_BOB, startHarness, withAuth } from './support/harness.js';
 import type { Harness } from './support/harness.js';
 

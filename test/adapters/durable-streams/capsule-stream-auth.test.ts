@@ -31,12 +31,14 @@ const setup = async (): Promise<{ base: string; url: string }> => {
     // A long-poll from the tail waits for a record the idle simulator may never write: 204 soon.
     config: { longPollMaxMs: 1000 },
     extra: {
-      apiKeys: [
-        { sha256: sha256Hex(KEY.observe), owner: 'operator', scopes: ['observe'] },
-        { sha256: sha256Hex(KEY.submitOnly), owner: 'alice', scopes: ['submit'] },
-        { sha256: sha256Hex(KEY.otherCapsule), owner: 'bob', scopes: ['observe'], capsules: ['beta'] },
-      ],
-      auth: { ticketSecret: 'capsule-stream-ticket-secret-0123' },
+      auth: {
+        apiKeys: [
+          { sha256: sha256Hex(KEY.observe), owner: 'operator', scopes: ['observe'] },
+          { sha256: sha256Hex(KEY.submitOnly), owner: 'alice', scopes: ['submit'] },
+          { sha256: sha256Hex(KEY.otherCapsule), owner: 'bob', scopes: ['observe'], capsules: ['beta'] },
+        ],
+        ticketSecret: 'capsule-stream-ticket-secret-0123',
+      },
     },
   });
   return { base: gw.baseUrl, url: `${gw.baseUrl}/v1/stream/murmur/alpha` };

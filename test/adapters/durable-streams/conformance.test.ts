@@ -9,7 +9,7 @@ import { startTestGateway, type TestGateway } from '../../support/gateway.js';
 import { testRedisUrl } from '../../support/redis.js';
 import { expectListedFailures, STORE_SUITE_PREFIX } from './conformance-expectations.js';
 
-/** The gateway's `longPollSeconds` for this run: it bounds this surface's long-poll too. */
+/** The gateway's `downstream.longPollMaxMs` for this run: it bounds this surface's long-poll too. */
 const LONG_POLL_MS = 2_000;
 
 const suiteAgainst = (store: 'embedded' | 'redis', redisUrl: string | undefined): void => {
@@ -23,7 +23,7 @@ const suiteAgainst = (store: 'embedded' | 'redis', redisUrl: string | undefined)
       // The default CORS settings (no origins): the suite's preflight case passes without them too.
       config: { longPollMaxMs: LONG_POLL_MS },
       // Loopback receivers: the suite's webhook receivers listen on 127.0.0.1.
-      extra: { durableStreams: { writable: true, webhooks: { allowLoopback: true } } },
+      extra: { durableStreams: { writable: true }, webhooks: { allowLoopback: true } },
       tuning: { streams: { keyPrefix: `test:ds:conformance:${store}:${Date.now()}` } },
     });
     options.baseUrl = gw.baseUrl;

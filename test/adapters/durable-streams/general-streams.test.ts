@@ -4,6 +4,7 @@
  * surface switched off. The protocol itself is conformance.test.ts.
  */
 import { createHash, randomUUID } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from '../../support/gateway.js';
 import { noRedis, STORE_CASES, urlFor } from '../../support/redis.js';
@@ -67,6 +68,40 @@ describe.each(stores)('general streams bounds (%s store)', (name, redisUrl) => {
         error: { code: 'message_too_large', message: 'a message exceeds 64 bytes' },
       });
       expect(await read(gw.baseUrl, 'bounded/bytes')).toEqual(before);
+    },
+  );
+
+  it.skipIf(noRedis(name, redisUrl))(
+    'bounds a body sent without Content-Length (chunked) as it arrives: 413 past the bound, kept within it',
+    async () => {
+      gw = await start(urlFor(name, redisUrl));
+      const path = '/v1/stream/bounded/chunked';
+      const text = { 'content-type': 'text/plain' };
+      expect((await fetch(`${gw.baseUrl}${path}`, { method: 'PUT', headers: text, body: 'a' })).status).toBe(
+        201,
+      );
+      const before = await read(gw.baseUrl, 'bounded/chunked');
+      // Two writes, no Content-Length: node sends the body chunked.
+      const chunked = (parts: string[]): Promise<{ status: number; body: string }> =>
+        new Promise((resolve, reject) => {
+          const req = httpRequest(`${gw!.baseUrl}${path}`, { method: 'POST', headers: text }, (res) => {
+            let body = '';
+            res.on('data', (c: Buffer) => (body += c.toString('utf8')));
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+          });
+          req.on('error', reject);
+          for (const p of parts) req.write(p);
+          req.end();
+        });
+      const big = await chunked(['x'.repeat(200), 'x'.repeat(57)]);
+      expect(big.status).toBe(413);
+      expect(JSON.parse(big.body)).toEqual({
+        error: { code: 'body_too_large', message: 'request body exceeds 256 bytes' },
+      });
+      expect(await read(gw.baseUrl, 'bounded/chunked')).toEqual(before);
+      const ok = await chunked(['b'.repeat(30), 'c'.repeat(30)]);
+      expect(ok.status).toBe(204);
+      expect((await read(gw.baseUrl, 'bounded/chunked')).body).toBe(`a${'b'.repeat(30)}${'c'.repeat(30)}`);
     },
   );
 
@@ -144,11 +179,13 @@ describe('general streams and the write scope', () => {
   it('refuses a key without write with 403, lets a key with it write, and observe read', async () => {
     // Two owners share the stream through a grant (another owner's stream is otherwise 404).
     gw = await start(undefined, {
-      apiKeys: [
-        key('writer-key', ['write'], ['scoped']),
-        key('submit-key', ['submit']),
-        key('observe-key', ['observe'], ['scoped']),
-      ],
+      auth: {
+        apiKeys: [
+          key('writer-key', ['write'], ['scoped']),
+          key('submit-key', ['submit']),
+          key('observe-key', ['observe'], ['scoped']),
+        ],
+      },
     });
     const url = `${gw.baseUrl}/v1/stream/scoped`;
     const anonymous = await fetch(url, { method: 'PUT' });
@@ -217,7 +254,7 @@ describe('general streams over SSE', () => {
 
 describe('general streams and browser tickets', () => {
   it('accept a ticket on live reads only', async () => {
-    gw = await start(undefined, { apiKeys: [key('writer-key', ['write'])] });
+    gw = await start(undefined, { auth: { apiKeys: [key('writer-key', ['write'])] } });
     const url = `${gw.baseUrl}/v1/stream/ticketed`;
     const put = {
       method: 'PUT',

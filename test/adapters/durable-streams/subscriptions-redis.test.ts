@@ -27,12 +27,9 @@ const start = async (prefix: string, replicaId: string): Promise<TestGateway> =>
     capsules: {},
     redisUrl: redisUrl!,
     extra: {
-      replicaId,
-      durableStreams: {
-        writable: true,
-        webhooks: { allowLoopback: true, timeoutSeconds: 2 },
-        subscriptions: { sweepMs: 100 },
-      },
+      fleet: { replicaId },
+      durableStreams: { writable: true, subscriptions: { sweepMs: 100 } },
+      webhooks: { allowLoopback: true, timeoutMs: 2000 },
     },
     tuning: { streams: { keyPrefix: prefix } },
   });

@@ -29,12 +29,8 @@ const start = (
   startTestGateway({
     capsules: {},
     extra: {
-      durableStreams: {
-        writable: true,
-        webhooks: { allowLoopback: true },
-        subscriptions: { sweepMs: 100 },
-        ...durableStreams,
-      },
+      durableStreams: { writable: true, subscriptions: { sweepMs: 100 }, ...durableStreams },
+      webhooks: { allowLoopback: true },
       ...extra,
     },
   });
@@ -167,7 +163,7 @@ describe('subscription control API: bad input', () => {
   });
 
   it('refuses receivers on private, link-local and (without allowLoopback) loopback addresses', async () => {
-    gw = await start({ webhooks: { allowLoopback: false, allowHosts: ['10.1.2.3'] } });
+    gw = await start({}, { webhooks: { allowLoopback: false, allowHosts: ['10.1.2.3'] } });
     const cases: [string, string][] = [
       ['http://10.0.0.1/hook', 'webhook.url is a private, link-local or internal address'],
       ['http://192.168.1.1/hook', 'webhook.url is a private, link-local or internal address'],
@@ -319,7 +315,7 @@ describe('subscriptions and owners', () => {
   it("keeps each owner's subscriptions apart, bounds them per owner, and needs credentials", async () => {
     gw = await start(
       { subscriptions: { maxPerOwner: 1, sweepMs: 100 } },
-      { apiKeys: [key('alice-key'), key('bob-key')] },
+      { auth: { apiKeys: [key('alice-key'), key('bob-key')] } },
     );
     const body = { type: 'pull-wake', pattern: 'a/*', wake_stream: 'wake' };
     const anonymous = await put('mine', body);
@@ -343,7 +339,7 @@ describe('subscriptions and owners', () => {
   });
 
   it("wakes an owner's subscription only for appends to that owner's streams, through a real callback", async () => {
-    gw = await start({}, { apiKeys: [key('alice-key'), key('bob-key')] });
+    gw = await start({}, { auth: { apiKeys: [key('alice-key'), key('bob-key')] } });
     receiver = await startWebhookReceiver();
     expect(
       (

@@ -31,13 +31,15 @@ beforeAll(async () => {
     config: { longPollMaxMs: 2_000 },
     extra: {
       durableStreams: { writable: true },
-      apiKeys: [
-        // Writer and reader share every path (a grant); another owner's streams are its own.
-        { sha256: sha256(WRITER), owner: 'w', scopes: ['write'], streams: ['**'] },
-        { sha256: sha256(READER), owner: 'r', scopes: ['observe'], streams: ['**'] },
-        { sha256: sha256(SUBMITTER), owner: 's', scopes: ['submit'], streams: ['**'] },
-        { sha256: sha256(OTHER), owner: 'o', scopes: ['write'] },
-      ],
+      auth: {
+        apiKeys: [
+          // Writer and reader share every path (a grant); another owner's streams are its own.
+          { sha256: sha256(WRITER), owner: 'w', scopes: ['write'], streams: ['**'] },
+          { sha256: sha256(READER), owner: 'r', scopes: ['observe'], streams: ['**'] },
+          { sha256: sha256(SUBMITTER), owner: 's', scopes: ['submit'], streams: ['**'] },
+          { sha256: sha256(OTHER), owner: 'o', scopes: ['write'] },
+        ],
+      },
     },
     tuning: { streams: { keyPrefix: `test:ds-follow:${randomUUID()}` } },
   });

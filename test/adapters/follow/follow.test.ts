@@ -157,10 +157,12 @@ describe('GET /v1/follow', () => {
     gw = await startTestGateway({
       capsules: { cap0: sim.url },
       extra: {
-        apiKeys: [
-          { sha256: sha256(key), owner: 'ops-person', scopes: ['observe'] },
-          { sha256: sha256(submitOnly), owner: 'alice', scopes: ['submit'] },
-        ],
+        auth: {
+          apiKeys: [
+            { sha256: sha256(key), owner: 'ops-person', scopes: ['observe'] },
+            { sha256: sha256(submitOnly), owner: 'alice', scopes: ['submit'] },
+          ],
+        },
       },
     });
     const url = `${gw.baseUrl}/v1/follow?stream=murmur:cap0@-1&live=long-poll`;

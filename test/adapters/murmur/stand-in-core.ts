@@ -31,6 +31,7 @@ export const standInCore = (hub: Hub, shutdown: AbortSignal, capsule: string): G
     submit: unused,
     cancel: unused,
     withdrawContext: unused,
+    withdrawSubmission: unused,
     forwardRpc: unused,
     append: unused,
     status: unused,

@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { serve } from '@hono/node-server';
 import pino from 'pino';
 import { createBeeosRoutes } from '../../../../adapters/beeos/index.js';
-import { hashApiKey } from '../../../../adapters/beeos/auth.js';
+import { hashApiKey } from '../../../support/api-keys.js';
 import { Hono } from 'hono';
 import { createAuthenticator, createKeyRing } from '../../../../src/auth/authenticator.js';
 import { createAuthMiddleware } from '../../../../src/http/auth-middleware.js';

@@ -3,7 +3,7 @@
  * (startTestGateway: ingestion, log, hub, every adapter), two owners' keys, small HTTP helpers and
  * the capsule-side truth (what the simulator wrote) the tests compare the BeeOS view against.
  */
-import { hashApiKey } from '../../../../adapters/beeos/auth.js';
+import { hashApiKey } from '../../../support/api-keys.js';
 import type { GatewayCore } from '../../../../src/core/types.js';
 import type { LogRecord } from '../../../../src/log/record.js';
 import { startSimulator } from '../../../../src/simulator/index.js';

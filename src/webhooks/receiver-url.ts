@@ -1,5 +1,6 @@
 /**
- * Which webhook receivers the gateway may call (PROTOCOL.md §7 SSRF rules): http(s) only, and never
+ * Which webhook receivers the gateway may call (Durable Streams PROTOCOL.md §7 SSRF rules, A2A
+ * §13.2): one policy for every webhook the gateway sends: http(s) only, and never
  * a private (RFC 1918, unique-local), loopback, link-local, unspecified or otherwise internal
  * address, checked on the literal host at create and on every address the name resolves to at
  * delivery (a name that later resolves inward is refused then). `allowLoopback` admits loopback
@@ -13,6 +14,17 @@ export interface ReceiverPolicy {
   /** Host names or literal addresses admitted as they are (lower case). */
   allowHosts: string[];
 }
+
+/** How a refusal names the URL's field and the setting that admits loopback, per surface. */
+export interface ReceiverNames {
+  field: string;
+  loopbackSetting: string;
+}
+
+const DURABLE_STREAMS_NAMES: ReceiverNames = {
+  field: 'webhook.url',
+  loopbackSetting: 'webhooks.allowLoopback',
+};
 
 const v4 = (ip: string): number[] => ip.split('.').map(Number);
 
@@ -46,16 +58,21 @@ export type UrlCheck = { ok: true; url: URL } | { ok: false; reason: string };
 const hostOf = (url: URL): string => url.hostname.replace(/^\[|\]$/g, '').toLowerCase();
 
 /** At create: the URL's form and its literal host. */
-export const checkReceiverUrl = (raw: string, policy: ReceiverPolicy): UrlCheck => {
+export const checkReceiverUrl = (
+  raw: string,
+  policy: ReceiverPolicy,
+  names: ReceiverNames = DURABLE_STREAMS_NAMES,
+): UrlCheck => {
+  const { field } = names;
   let url: URL;
   try {
     url = new URL(raw);
   } catch {
-    return { ok: false, reason: 'webhook.url is not a URL' };
+    return { ok: false, reason: `${field} is not a URL` };
   }
   if (url.protocol !== 'https:' && url.protocol !== 'http:')
-    return { ok: false, reason: 'webhook.url must be http or https' };
-  if (url.username || url.password) return { ok: false, reason: 'webhook.url must not carry credentials' };
+    return { ok: false, reason: `${field} must be http or https` };
+  if (url.username || url.password) return { ok: false, reason: `${field} must not carry credentials` };
   const host = hostOf(url);
   if (policy.allowHosts.includes(host)) return { ok: true, url };
   const cls =
@@ -65,15 +82,19 @@ export const checkReceiverUrl = (raw: string, policy: ReceiverPolicy): UrlCheck 
         ? addressClass(host)
         : 'public';
   if (cls === 'loopback' && !policy.allowLoopback)
-    return { ok: false, reason: 'webhook.url is a loopback address (webhooks.allowLoopback is off)' };
+    return { ok: false, reason: `${field} is a loopback address (${names.loopbackSetting} is off)` };
   if (cls === 'internal')
-    return { ok: false, reason: 'webhook.url is a private, link-local or internal address' };
+    return { ok: false, reason: `${field} is a private, link-local or internal address` };
   return { ok: true, url };
 };
 
 /** At delivery: every address the host resolves to must be admitted too. */
-export const receiverReachable = async (url: URL, policy: ReceiverPolicy): Promise<UrlCheck> => {
-  const first = checkReceiverUrl(url.href, policy);
+export const receiverReachable = async (
+  url: URL,
+  policy: ReceiverPolicy,
+  names?: ReceiverNames,
+): Promise<UrlCheck> => {
+  const first = checkReceiverUrl(url.href, policy, names);
   if (!first.ok) return first;
   const host = hostOf(url);
   if (policy.allowHosts.includes(host) || isIP(host)) return first;

@@ -1,9 +1,0 @@
-/** Webhook retries (PROTOCOL.md §7): exponential from 1 s to 60 s, each ±20 % jitter. */
-export const RETRY_BASE_MS = 1_000;
-export const RETRY_MAX_MS = 60_000;
-
-/** The wait before attempt `attempts + 1` after `attempts` failures in a row (attempts ≥ 1). */
-export const retryDelayMs = (attempts: number, random: () => number = Math.random): number => {
-  const base = Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** Math.max(0, attempts - 1));
-  return Math.round(base * (0.8 + 0.4 * random()));
-};
