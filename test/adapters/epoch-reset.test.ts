@@ -5,27 +5,15 @@
  * native `gap` (reason store-reset), poll `gap` possibly_missing, BeeOS `backfill_truncated`,
  * Flue `416 stream_offset_gone`. Nothing of the old epoch is replayed again as if it were new.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { createFlueClient } from '@flue/sdk';
 import type { RedisStore } from '../../src/log/redis-store.js';
-import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
-import { redisServerAvailable, startRedisServer, type RedisServer } from '../support/redis-server.js';
-import { startTestGateway, type TestGateway } from '../support/gateway.js';
+import { postJson } from '../support/http-json.js';
+import { startRedisGateway } from '../support/redis-gateway.js';
+import { redisServerAvailable } from '../support/redis-server.js';
 
 const haveRedis = redisServerAvailable() || process.env.REQUIRE_REDIS === '1';
-
-let redis: RedisServer | null = null;
-let sim: SimulatedCapsule | null = null;
-let gw: TestGateway | null = null;
-afterEach(async () => {
-  await gw?.close();
-  await sim?.stop();
-  await redis?.stop();
-  gw = null;
-  sim = null;
-  redis = null;
-});
 
 /** A raw streaming read: text so far, and a wait for a pattern in it. */
 const stream = async (url: string, headers: Record<string, string> = {}) => {
@@ -45,28 +33,21 @@ const stream = async (url: string, headers: Record<string, string> = {}) => {
   return { status: res.status, until, text: () => text, close: () => ac.abort() };
 };
 
-const post = (url: string, body: unknown) =>
-  fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-
 const RESET_GAP = /event: gap\ndata: \{"first_available_id":(\d+),"reason":"store-reset"\}/;
 
 describe.skipIf(!haveRedis)('a new epoch (the Redis meta key lost)', () => {
   it('is signalled by every surface, live and on resume from an old cursor', async () => {
-    redis = await startRedisServer();
-    sim = await startSimulator({ heartbeatMs: 1_000 });
-    gw = await startTestGateway({
-      capsules: { cap: sim.url },
-      redisUrl: redis.url,
-      config: { longPollMaxMs: 20_000, heartbeatMs: 1_000 },
+    const { redis, gw } = await startRedisGateway({
+      gateway: { config: { longPollMaxMs: 20_000, heartbeatMs: 1_000 } },
     });
     const api = `${gw.baseUrl}/api/v1/agents/cap`;
 
     // Old epoch: a BeeOS conversation with one answered turn, a Flue conversation, a native watcher.
     const conv = (
-      (await (await post(`${api}/conversations`, {})).json()) as { data: { conversation_id: string } }
+      (await (await postJson(`${api}/conversations`, {})).json()) as { data: { conversation_id: string } }
     ).data.conversation_id;
     const bee = await stream(`${api}/conversations/${conv}/events`);
-    expect((await post(`${api}/conversations/${conv}/messages`, { message: 'one' })).status).toBe(202);
+    expect((await postJson(`${api}/conversations/${conv}/messages`, { message: 'one' })).status).toBe(202);
     await bee.until(/"stop_reason":"end_turn"/);
     const flueUrl = `${gw.baseUrl}/flue/cap/fc`;
     const flue = createFlueClient({ url: flueUrl });
@@ -83,7 +64,7 @@ describe.skipIf(!haveRedis)('a new epoch (the Redis meta key lost)', () => {
     const admin = new Redis(redis.url);
     await admin.del((gw.gateway.store as RedisStore).keys('cap').meta);
     await admin.quit();
-    expect((await post(`${api}/conversations/${conv}/messages`, { message: 'two' })).status).toBe(202);
+    expect((await postJson(`${api}/conversations/${conv}/messages`, { message: 'two' })).status).toBe(202);
 
     // Native watcher (live): a gap naming the store reset, then the new epoch's frames.
     const live = await watch.until(RESET_GAP);

@@ -5,33 +5,15 @@
  * a submission that became durable late is followed by a `submission-failed` fact, and the next
  * message of the same conversation is paired with its own reply, not with the failed one.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { LogRecord } from '../../src/log/record.js';
-import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
-import { redisServerAvailable, startRedisServer, type RedisServer } from '../support/redis-server.js';
-import { startTestGateway, type TestGateway } from '../support/gateway.js';
+import type { SimulatedCapsule } from '../../src/simulator/index.js';
+import type { TestGateway } from '../support/gateway.js';
+import { postJson } from '../support/http-json.js';
+import { FAST_SUBMIT_TIMEOUT, startRedisGateway } from '../support/redis-gateway.js';
+import { redisServerAvailable } from '../support/redis-server.js';
 
 const haveRedis = redisServerAvailable() || process.env.REQUIRE_REDIS === '1';
-
-let redis: RedisServer | null = null;
-let sim: SimulatedCapsule | null = null;
-let gw: TestGateway | null = null;
-afterEach(async () => {
-  redis?.resume();
-  await gw?.close();
-  await sim?.stop();
-  await redis?.stop();
-  gw = null;
-  sim = null;
-  redis = null;
-});
-
-const json = (url: string, body: unknown, headers: Record<string, string> = {}) =>
-  fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...headers },
-    body: JSON.stringify(body),
-  });
 
 /** Every record of the capsule's log (small logs only). */
 const allRecords = async (gateway: TestGateway, capsule: string): Promise<LogRecord[]> => {
@@ -54,15 +36,9 @@ const capsuleContexts = (s: SimulatedCapsule): string[] =>
 
 describe.skipIf(!haveRedis)('a submission while Redis is frozen', () => {
   it('fails with each surface’s unavailable error, is never forwarded, and leaves the log consistent', async () => {
-    redis = await startRedisServer();
-    sim = await startSimulator({ heartbeatMs: 1_000 });
-    gw = await startTestGateway({
-      capsules: { cap: sim.url },
-      redisUrl: redis.url,
-      tuning: { core: { submitStoreTimeoutMs: 300 } },
-    });
+    const { redis, sim, gw } = await startRedisGateway({ gateway: { tuning: FAST_SUBMIT_TIMEOUT } });
     const api = `${gw.baseUrl}/api/v1/agents/cap`;
-    const opened = await json(`${api}/conversations`, {});
+    const opened = await postJson(`${api}/conversations`, {});
     expect(opened.status).toBe(201);
     const conversationId = ((await opened.json()) as { data: { conversation_id: string } }).data
       .conversation_id;
@@ -74,7 +50,7 @@ describe.skipIf(!haveRedis)('a submission while Redis is frozen', () => {
 
     redis.pause();
     const [native, invoke, turn, flue] = await Promise.all([
-      json(`${gw.baseUrl}/murmur/cap/`, {
+      postJson(`${gw.baseUrl}/murmur/cap/`, {
         jsonrpc: '2.0',
         id: 7,
         method: 'message/stream',
@@ -87,9 +63,9 @@ describe.skipIf(!haveRedis)('a submission while Redis is frozen', () => {
           },
         },
       }),
-      json(`${api}/invoke`, { message: 'lost invoke', context_id: 'ctx-invoke' }),
-      json(`${api}/conversations/${conversationId}/messages`, { message: 'lost turn' }),
-      json(`${gw.baseUrl}/flue/cap/ctx-flue`, { kind: 'user', body: 'lost flue' }),
+      postJson(`${api}/invoke`, { message: 'lost invoke', context_id: 'ctx-invoke' }),
+      postJson(`${api}/conversations/${conversationId}/messages`, { message: 'lost turn' }),
+      postJson(`${gw.baseUrl}/flue/cap/ctx-flue`, { kind: 'user', body: 'lost flue' }),
     ]);
 
     // Native: the JSON-RPC error of an unavailable store, never a stream.
@@ -140,7 +116,7 @@ describe.skipIf(!haveRedis)('a submission while Redis is frozen', () => {
     }
 
     // The next turn of the conversation runs and is answered in reply to itself, not the lost one.
-    const next = await json(`${api}/conversations/${conversationId}/messages`, { message: 'second' });
+    const next = await postJson(`${api}/conversations/${conversationId}/messages`, { message: 'second' });
     expect(next.status).toBe(202);
     const nextId = ((await next.json()) as { data: { message_id: string } }).data.message_id;
     const events = await fetch(`${api}/conversations/${conversationId}/events`, {
@@ -187,13 +163,7 @@ describe.skipIf(!haveRedis)('a submission while Redis is frozen', () => {
 
 describe.skipIf(!haveRedis)('a submission whose record is in flight when its timeout passes', () => {
   it('is answered unavailable, never forwarded, and its late record is followed by submission-failed', async () => {
-    redis = await startRedisServer();
-    sim = await startSimulator({ heartbeatMs: 1_000 });
-    gw = await startTestGateway({
-      capsules: { cap: sim.url },
-      redisUrl: redis.url,
-      tuning: { core: { submitStoreTimeoutMs: 300 } },
-    });
+    const { redis, sim, gw } = await startRedisGateway({ gateway: { tuning: FAST_SUBMIT_TIMEOUT } });
     // Nothing else queued for the capsule (one batch in flight per capsule): the record's batch is
     // the one sent to the frozen Redis.
     await gw.gateway.writer.flush();

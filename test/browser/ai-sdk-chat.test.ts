@@ -5,13 +5,12 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { build } from 'esbuild';
-import type { Browser } from 'playwright-core';
 import type { UIMessage } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { startTestGateway, type TestGateway } from '../support/gateway.js';
-import { hasBrowser, launchChromium } from './chromium.js';
+import { chromiumForFile, hasBrowser } from './chromium.js';
+import { bundlePage } from './page-bundle.js';
 
 /** Page-side global (these callbacks run in Chromium; the project's lib has no DOM). */
 declare const document: {
@@ -29,23 +28,14 @@ declare const window: {
 const CHUNKS = 40;
 
 describe.skipIf(!hasBrowser)('the ai chat client in Chromium', () => {
-  let browser: Browser | null = null;
   let sim: SimulatedCapsule | null = null;
   let gw: TestGateway | null = null;
   let site: Server | null = null;
   let origin = '';
 
+  const browser = chromiumForFile();
   beforeAll(async () => {
-    const out = await build({
-      entryPoints: [new URL('./pages/ai-chat-page.ts', import.meta.url).pathname],
-      bundle: true,
-      format: 'iife',
-      platform: 'browser',
-      target: 'es2022',
-      write: false,
-      logLevel: 'silent',
-    });
-    const bundle = out.outputFiles[0]!.text.replace(/<\/script/gi, '<\\/script');
+    const bundle = await bundlePage('ai-chat-page.ts', 'es2022');
     // The page on its own origin, as an app's would be; the gateway allows it (CORS).
     site = createServer((_req, res) => {
       res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
@@ -59,10 +49,8 @@ describe.skipIf(!hasBrowser)('the ai chat client in Chromium', () => {
       config: { corsOrigins: [origin] },
       tuning: { queue: { orphanGraceMs: 100 } },
     });
-    browser = await launchChromium();
   }, 30_000);
   afterAll(async () => {
-    await browser?.close();
     await gw?.close();
     await sim?.stop();
     await new Promise<void>((resolve) => (site ? site.close(() => resolve()) : resolve()));
@@ -70,7 +58,7 @@ describe.skipIf(!hasBrowser)('the ai chat client in Chromium', () => {
 
   it('a page reloaded mid-turn resumes it and ends with the one assistant message', async () => {
     const api = `${gw!.baseUrl}/ai-sdk/alpha/chat`;
-    const page = await browser!.newPage();
+    const page = await browser().newPage();
     await page.goto(`${origin}/?api=${encodeURIComponent(api)}&chat=reload`);
     await page.evaluate(() => window.aiChat.ready());
     await page.evaluate((text) => window.aiChat.send(text), `#sim {"chunks":${CHUNKS}}`);
@@ -102,7 +90,7 @@ describe.skipIf(!hasBrowser)('the ai chat client in Chromium', () => {
   });
 
   it('the gateway’s own chat page (no build step) sends, and resumes after a reload', async () => {
-    const page = await browser!.newPage();
+    const page = await browser().newPage();
     await page.goto(`${gw!.baseUrl}/dashboard/chat.html?capsule=alpha&chat=page`);
     await page.fill('#text', `#sim {"chunks":${CHUNKS}}`);
     await page.click('#send button[type=submit]');

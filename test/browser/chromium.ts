@@ -4,6 +4,7 @@
  */
 import { existsSync } from 'node:fs';
 import { chromium, type Browser } from 'playwright-core';
+import { afterAll, beforeAll } from 'vitest';
 
 const CANDIDATES = [process.env.CHROMIUM_PATH, '/usr/bin/chromium', '/usr/bin/chromium-browser'];
 
@@ -27,3 +28,18 @@ export const launchChromium = (): Promise<Browser> =>
     // Root in CI containers: Chromium's sandbox needs user namespaces it may not have.
     args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'],
   });
+
+/** One Chromium, launched before the file's first test and closed after its last. */
+export const chromiumForFile = (): (() => Browser) => {
+  let browser: Browser | null = null;
+  beforeAll(async () => {
+    browser = await launchChromium();
+  });
+  afterAll(async () => {
+    await browser?.close();
+  });
+  return () => {
+    if (!browser) throw new Error('Chromium is launched in beforeAll: use it inside a test');
+    return browser;
+  };
+};

@@ -4,12 +4,12 @@
  * with no polling while it waits; the right key shows the fleet and a live tail on EventSource with
  * tickets; a reload does not ask again (the key is kept for the tab); the key never goes in a URL.
  */
-import type { Browser, Page, Request } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Page, Request } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../src/auth/admin-token.js';
-import { startDemo, type Demo } from '../../src/demo.js';
-import { startTestGateway, type TestGateway } from '../support/gateway.js';
-import { hasBrowser, launchChromium } from './chromium.js';
+import { demoGatewayForFile } from '../support/demo-gateway.js';
+import { chromiumForFile, hasBrowser } from './chromium.js';
+import { waitForTailToMove } from './dashboard-tail.js';
 
 /** Page-side globals (these callbacks run in Chromium; the project's lib has no DOM). */
 declare const document: {
@@ -21,10 +21,6 @@ const KEY = {
   observeOnly: `key-observe-${'b'.repeat(24)}`,
   wrong: `key-wrong-${'c'.repeat(24)}`,
 };
-
-let browser: Browser | null = null;
-let demo: Demo | null = null;
-let gw: TestGateway | null = null;
 
 interface Seen {
   capsules: { status: number | null; auth: string | undefined }[];
@@ -63,38 +59,23 @@ const submitKey = async (p: Page, key: string): Promise<void> => {
 };
 
 describe.skipIf(!hasBrowser)('dashboard in Chromium with auth on', () => {
-  beforeAll(async () => {
-    demo = await startDemo();
-    gw = await startTestGateway({
-      capsules: {},
-      tuning: demo.tuning,
-      extra: {
-        capsules: demo.capsules,
-        auth: {
-          apiKeys: [
-            { sha256: sha256Hex(KEY.operator), owner: 'operator', scopes: ['ops', 'observe'] },
-            { sha256: sha256Hex(KEY.observeOnly), owner: 'operator', scopes: ['observe'] },
-          ],
-        },
-      },
-    });
-    // The demo's workloads start once the gateway watches every capsule (as --demo does).
-    await demo.startWhenWatched(gw.gateway.upstreams);
-    browser = await launchChromium();
+  const gw = demoGatewayForFile({
+    auth: {
+      apiKeys: [
+        { sha256: sha256Hex(KEY.operator), owner: 'operator', scopes: ['ops', 'observe'] },
+        { sha256: sha256Hex(KEY.observeOnly), owner: 'operator', scopes: ['observe'] },
+      ],
+    },
   });
-  afterAll(async () => {
-    await browser?.close();
-    await gw?.close();
-    await demo?.stop();
-  });
+  const browser = chromiumForFile();
 
   it(
     'asks for a key once, says when one is refused, then shows the fleet and a live tail on tickets',
     { timeout: 60_000 },
     async () => {
-      const page = await browser!.newPage({ viewport: { width: 1280, height: 720 } });
+      const page = await browser().newPage({ viewport: { width: 1280, height: 720 } });
       const seen = watch(page);
-      await page.goto(`${gw!.baseUrl}/dashboard`);
+      await page.goto(`${gw().baseUrl}/dashboard`);
 
       // No key yet: asked, without an error.
       await page.waitForSelector('#key-form:not([hidden])');
@@ -117,15 +98,7 @@ describe.skipIf(!hasBrowser)('dashboard in Chromium with auth on', () => {
       // The right key: the fleet, and the tail moving on EventSource with tickets.
       await submitKey(page, KEY.operator);
       await page.waitForSelector('#fleet tbody tr[data-capsule="demo-beta"]');
-      await page.waitForSelector('#tail tbody tr[data-offset]', { timeout: 20_000 });
-      const top = Number(
-        await page.$eval('#tail tbody tr[data-offset]', (tr) => tr.getAttribute('data-offset')),
-      );
-      await page.waitForFunction(
-        (t) => Number(document.querySelector('#tail tbody tr[data-offset]')?.getAttribute('data-offset')) > t,
-        top,
-        { timeout: 20_000 },
-      );
+      await waitForTailToMove(page);
       expect(await page.isHidden('#key-form')).toBe(true);
       expect(seen.ticketPosts).toBeGreaterThanOrEqual(1);
       expect(seen.streams.length).toBeGreaterThanOrEqual(1);

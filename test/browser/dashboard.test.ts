@@ -4,11 +4,10 @@
  * src/dashboard/dashboard.png (docs/client.md's) when UPDATE_SCREENSHOTS=1.
  */
 import { copyFileSync, mkdirSync } from 'node:fs';
-import type { Browser } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDemo, type Demo } from '../../src/demo.js';
-import { startTestGateway, type TestGateway } from '../support/gateway.js';
-import { hasBrowser, launchChromium } from './chromium.js';
+import { describe, expect, it } from 'vitest';
+import { demoGatewayForFile } from '../support/demo-gateway.js';
+import { chromiumForFile, hasBrowser } from './chromium.js';
+import { waitForTailToMove } from './dashboard-tail.js';
 
 /** Page-side globals (these callbacks run in Chromium; the project's lib has no DOM). */
 declare const document: {
@@ -18,37 +17,19 @@ declare const document: {
   querySelector(s: string): { getAttribute(n: string): string | null } | null;
 };
 
-let browser: Browser | null = null;
-let demo: Demo | null = null;
-let gw: TestGateway | null = null;
-
 describe.skipIf(!hasBrowser)('dashboard in Chromium', () => {
-  beforeAll(async () => {
-    demo = await startDemo();
-    gw = await startTestGateway({
-      capsules: {},
-      tuning: demo.tuning,
-      extra: { capsules: demo.capsules },
-    });
-    // The demo's workloads start once the gateway watches every capsule (as --demo does).
-    await demo.startWhenWatched(gw.gateway.upstreams);
-    browser = await launchChromium();
-  });
-  afterAll(async () => {
-    await browser?.close();
-    await gw?.close();
-    await demo?.stop();
-  });
+  const gw = demoGatewayForFile();
+  const browser = chromiumForFile();
 
   it('shows the demo fleet and its live tail moves', { timeout: 60_000 }, async () => {
-    const page = await browser!.newPage({ viewport: { width: 1280, height: 720 } });
+    const page = await browser().newPage({ viewport: { width: 1280, height: 720 } });
     // Every stream request the page makes: the whole fleet must ride on one /v1/follow connection.
     const streams: string[] = [];
     page.on('request', (r) => {
       const path = new URL(r.url()).pathname;
       if (path === '/v1/follow' || path.endsWith('/records') || path.endsWith('/poll')) streams.push(path);
     });
-    await page.goto(`${gw!.baseUrl}/dashboard`);
+    await page.goto(`${gw().baseUrl}/dashboard`);
     await page.waitForSelector('#fleet tbody tr[data-capsule="demo-v10"]');
     const fleet = await page.$$eval('#fleet tbody tr', (rows) =>
       rows.map((r) => ({ capsule: r.getAttribute('data-capsule'), upstream: r.children[1]?.textContent })),
@@ -82,15 +63,7 @@ describe.skipIf(!hasBrowser)('dashboard in Chromium', () => {
       'demo-v10': '1.0',
     });
     // The tail follows the first capsule: it must show rows, and then newer ones.
-    await page.waitForSelector('#tail tbody tr[data-offset]', { timeout: 20_000 });
-    const top = Number(
-      await page.$eval('#tail tbody tr[data-offset]', (tr) => tr.getAttribute('data-offset')),
-    );
-    await page.waitForFunction(
-      (t) => Number(document.querySelector('#tail tbody tr[data-offset]')?.getAttribute('data-offset')) > t,
-      top,
-      { timeout: 20_000 },
-    );
+    await waitForTailToMove(page);
     // Another capsule's tail at a click: what the one connection already received, no new request.
     await page.click('#fleet tbody tr[data-capsule="demo-v10"]');
     await page.waitForFunction(

@@ -5,17 +5,16 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { build } from 'esbuild';
-import type { Browser, Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { startTestGateway, type TestGateway } from '../support/gateway.js';
-import { hasBrowser, launchChromium } from './chromium.js';
+import { chromiumForFile, hasBrowser } from './chromium.js';
+import { bundlePage } from './page-bundle.js';
 
 /** Page-side global (this callback runs in Chromium; the project's lib has no DOM). */
 declare const window: unknown;
 
-let browser: Browser | null = null;
 let bundle = '';
 let sim: SimulatedCapsule | null = null;
 let gw: TestGateway | null = null;
@@ -52,21 +51,9 @@ const expectConversation = (run: FlueRun): void => {
 };
 
 describe.skipIf(!hasBrowser)('@flue/sdk in Chromium', () => {
+  const browser = chromiumForFile();
   beforeAll(async () => {
-    const out = await build({
-      entryPoints: [new URL('./pages/flue-page.ts', import.meta.url).pathname],
-      bundle: true,
-      format: 'iife',
-      platform: 'browser',
-      target: 'es2020',
-      write: false,
-      logLevel: 'silent',
-    });
-    bundle = out.outputFiles[0]!.text.replace(/<\/script/gi, '<\\/script');
-    browser = await launchChromium();
-  });
-  afterAll(async () => {
-    await browser?.close();
+    bundle = await bundlePage('flue-page.ts', 'es2020');
   });
   afterEach(async () => {
     await gw?.close();
@@ -78,7 +65,7 @@ describe.skipIf(!hasBrowser)('@flue/sdk in Chromium', () => {
   it('same origin: send → observe (SSE) → read', async () => {
     sim = await startSimulator({ taskAcceptance: 'single' });
     gw = await startTestGateway({ capsules: { alpha: sim.url } });
-    const page = await browser!.newPage();
+    const page = await browser().newPage();
     await page.goto(`${gw.baseUrl}/healthz`);
     await page.addScriptTag({ content: bundle });
     expectConversation(await runIn(page, `${gw.baseUrl}/flue/alpha/conv-same`, 'sse'));
@@ -91,7 +78,7 @@ describe.skipIf(!hasBrowser)('@flue/sdk in Chromium', () => {
       site = s.server;
       sim = await startSimulator({ taskAcceptance: 'single' });
       gw = await startTestGateway({ capsules: { alpha: sim.url }, config: { corsOrigins: [s.origin] } });
-      const page = await browser!.newPage();
+      const page = await browser().newPage();
       await page.goto(`${s.origin}/`);
       expectConversation(await runIn(page, `${gw.baseUrl}/flue/alpha/conv-cross-${live}`, live));
       await page.close();
@@ -106,7 +93,7 @@ describe.skipIf(!hasBrowser)('@flue/sdk in Chromium', () => {
       capsules: { alpha: sim.url },
       config: { corsOrigins: ['http://elsewhere.example'] },
     });
-    const page = await browser!.newPage();
+    const page = await browser().newPage();
     await page.goto(`${s.origin}/`);
     await expect(runIn(page, `${gw.baseUrl}/flue/alpha/conv-refused`, 'sse')).rejects.toThrow(/fetch/i);
     await page.close();

@@ -6,27 +6,21 @@
  * gateway's, so the client believes an expired ticket is still good: the gateway refuses it once,
  * the client fetches a fresh one, and nothing is lost.
  */
-import type { Browser, Page, Request, Response } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Page, Request, Response } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../src/auth/admin-token.js';
-import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
-import { startTestGateway, type TestGateway } from '../support/gateway.js';
+import { followPageRig } from '../support/follow-page-rig.js';
+import { stopAfterTest } from '../support/stop-after-test.js';
 import { runBusy } from '../client/busy-capsule.js';
-import { startCuttingProxy, type CuttingProxy } from '../client/cutting-proxy.js';
+import { startCuttingProxy } from '../client/cutting-proxy.js';
 import { loggedRecords } from '../client/log-frames.js';
-import { hasBrowser, launchChromium } from './chromium.js';
+import { hasBrowser } from './chromium.js';
 import { PAGE_RECORDS } from './pages/follow-page.js';
 import { run, startFollowing, waitForFrame } from './follow-driver.js';
 
 declare const window: unknown;
 
 const KEY = `key-observe-${'f'.repeat(24)}`;
-
-let browser: Browser | null = null;
-let sim: SimulatedCapsule | null = null;
-let gw: TestGateway | null = null;
-let proxy: CuttingProxy | null = null;
-let page: Page | null = null;
 
 interface Seen {
   /** Stream requests: the ticket each carried and the status it got (null: cut before an answer). */
@@ -58,25 +52,9 @@ const watch = (p: Page): Seen => {
 };
 
 describe.skipIf(!hasBrowser)('followCapsule in Chromium with a key (EventSource + tickets)', () => {
-  beforeAll(async () => {
-    browser = await launchChromium();
-  });
-  afterAll(async () => {
-    await browser?.close();
-  });
-  afterEach(async () => {
-    await page?.close();
-    await proxy?.close();
-    await gw?.close();
-    await sim?.stop();
-    page = proxy = gw = sim = null;
-  });
-
-  const setup = async (): Promise<{ sim: SimulatedCapsule; gw: TestGateway; proxy: CuttingProxy }> => {
-    sim = await startSimulator({ taskAcceptance: 'queue' });
-    gw = await startTestGateway({
-      capsules: { alpha: sim.url },
-      config: { heartbeatMs: 15_000 },
+  const rig = followPageRig();
+  const setup = async () => {
+    const { sim, gw } = await rig.start({
       extra: {
         auth: {
           apiKeys: [{ sha256: sha256Hex(KEY), owner: 'operator', scopes: ['observe'] }],
@@ -84,16 +62,28 @@ describe.skipIf(!hasBrowser)('followCapsule in Chromium with a key (EventSource 
         },
       },
     });
-    expect((await fetch(`${gw.baseUrl}/client/murmur-gateway.js`)).status).toBe(200);
-    proxy = await startCuttingProxy(gw.baseUrl, { lifetimeMs: 3_000 });
-    page = await browser!.newPage();
+    const proxy = stopAfterTest(await startCuttingProxy(gw.baseUrl, { lifetimeMs: 3_000 }));
     return { sim, gw, proxy };
+  };
+
+  /** The page follows `alpha` with the key, on EventSource, through the proxy; its requests watched. */
+  const followWithKey = async (options: { skewMs?: number } = {}) => {
+    const { sim, proxy } = await setup();
+    const seen = watch(rig.page);
+    await startFollowing(rig.page, proxy.url, {
+      capsule: 'alpha',
+      transport: 'sse',
+      token: KEY,
+      useEventSource: true,
+      ...options,
+    });
+    return { sim, proxy, seen };
   };
 
   /** The records the page delivered are the log's, from the start, once each, in order. */
   const expectExactLog = async (p: Page): Promise<number> => {
     const delivered = await run<{ offset: number }[]>(p, PAGE_RECORDS);
-    expect(delivered).toEqual(await loggedRecords(gw!.core, 'alpha', delivered.at(-1)!.offset));
+    expect(delivered).toEqual(await loggedRecords(rig.gw.core, 'alpha', delivered.at(-1)!.offset));
     return delivered.length;
   };
 
@@ -104,18 +94,11 @@ describe.skipIf(!hasBrowser)('followCapsule in Chromium with a key (EventSource 
     'reconnects after the ticket expired fetch a new one: none refused, every record once, in order',
     { timeout: 90_000 },
     async () => {
-      const { sim, proxy } = await setup();
-      const seen = watch(page!);
-      await startFollowing(page!, proxy.url, {
-        capsule: 'alpha',
-        transport: 'sse',
-        token: KEY,
-        useEventSource: true,
-      });
+      const { sim, proxy, seen } = await followWithKey();
       // 12 tasks × 80 chunks at ≥ 8 ms each: at least 7.7 s of frames, so the 3 s connections are
       // cut at least twice however fast the machine is (8 tasks could finish inside two lifetimes).
-      await waitForFrame(page!, await runBusy(sim, 12, 80, 8));
-      expect(await expectExactLog(page!)).toBeGreaterThan(900);
+      await waitForFrame(rig.page, await runBusy(sim, 12, 80, 8));
+      expect(await expectExactLog(rig.page)).toBeGreaterThan(900);
       expect(proxy.kills).toBeGreaterThanOrEqual(2);
       const answered = seen.streams.filter((s) => s.status !== null);
       expect(answered.length).toBeGreaterThanOrEqual(2);
@@ -123,7 +106,7 @@ describe.skipIf(!hasBrowser)('followCapsule in Chromium with a key (EventSource 
       // Tickets live 2 s and connections 3 s: the later streams needed tickets fetched anew.
       expect(new Set(answered.map((s) => s.ticket)).size).toBeGreaterThanOrEqual(2);
       expect(seen.leaked).toEqual([]);
-      expect(await states(page!)).not.toContainEqual(expect.objectContaining({ state: 'closed' }));
+      expect(await states(rig.page)).not.toContainEqual(expect.objectContaining({ state: 'closed' }));
     },
   );
 
@@ -131,24 +114,16 @@ describe.skipIf(!hasBrowser)('followCapsule in Chromium with a key (EventSource 
     'a page clock 30 s behind: an expired ticket it thought good is refused once, replaced, nothing lost',
     { timeout: 90_000 },
     async () => {
-      const { sim, proxy } = await setup();
-      const seen = watch(page!);
-      await startFollowing(page!, proxy.url, {
-        capsule: 'alpha',
-        transport: 'sse',
-        token: KEY,
-        useEventSource: true,
-        skewMs: -30_000,
-      });
-      await waitForFrame(page!, await runBusy(sim, 8, 80, 8));
-      expect(await expectExactLog(page!)).toBeGreaterThan(600);
+      const { sim, seen } = await followWithKey({ skewMs: -30_000 });
+      await waitForFrame(rig.page, await runBusy(sim, 8, 80, 8));
+      expect(await expectExactLog(rig.page)).toBeGreaterThan(600);
       const refused = seen.streams.filter((s) => s.status === 401);
       // The scenario happened (a reconnect with a ticket the gateway had expired)...
       expect(refused.length).toBeGreaterThanOrEqual(1);
       // ...and no ticket was refused twice: each refusal was followed by a fresh one.
       expect(new Set(refused.map((s) => s.ticket)).size).toBe(refused.length);
       expect(seen.leaked).toEqual([]);
-      expect(await states(page!)).not.toContainEqual(expect.objectContaining({ state: 'closed' }));
+      expect(await states(rig.page)).not.toContainEqual(expect.objectContaining({ state: 'closed' }));
     },
   );
 });

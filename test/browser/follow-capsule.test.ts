@@ -3,26 +3,19 @@
  * middleboxes do: every record of the log once, in offset order; the switch to long-poll behind a
  * proxy that kills idle connections; and a reload that resumes from the cursor in sessionStorage.
  */
-import type { Browser, Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
-import { startTestGateway, type TestGateway } from '../support/gateway.js';
+import type { Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
+import { followPageRig } from '../support/follow-page-rig.js';
+import { stopAfterTest } from '../support/stop-after-test.js';
 import { runBursts, runBusy } from '../client/busy-capsule.js';
-import { startCuttingProxy, type CuttingProxy } from '../client/cutting-proxy.js';
+import { startCuttingProxy } from '../client/cutting-proxy.js';
 import { loggedRecords } from '../client/log-frames.js';
-import { hasBrowser, launchChromium } from './chromium.js';
+import { hasBrowser } from './chromium.js';
 import { PAGE_FOLLOW, PAGE_RECORDS } from './pages/follow-page.js';
-import { run, startFollowing, waitForFrame } from './follow-driver.js';
+import { reloadTwiceMidStream, run, startFollowing, waitForFrame } from './follow-driver.js';
 
-/** Page-side globals (these callbacks run in Chromium; the project's lib has no DOM). */
+/** Page-side global (these callbacks run in Chromium; the project's lib has no DOM). */
 declare const window: unknown;
-declare const sessionStorage: { getItem(key: string): string | null };
-
-let browser: Browser | null = null;
-let sim: SimulatedCapsule | null = null;
-let gw: TestGateway | null = null;
-let proxy: CuttingProxy | null = null;
-let page: Page | null = null;
 
 /** A record as the page stored it: the poll's JSON (frames, facts, submissions). */
 interface Delivered {
@@ -31,32 +24,12 @@ interface Delivered {
 }
 
 describe.skipIf(!hasBrowser)('followCapsule in Chromium', () => {
-  beforeAll(async () => {
-    browser = await launchChromium();
-  });
-  afterAll(async () => {
-    await browser?.close();
-  });
-  afterEach(async () => {
-    await page?.close();
-    await proxy?.close();
-    await gw?.close();
-    await sim?.stop();
-    page = proxy = gw = sim = null;
-  });
-
-  const setup = async (): Promise<{ sim: SimulatedCapsule; gw: TestGateway }> => {
-    sim = await startSimulator({ taskAcceptance: 'queue' });
-    gw = await startTestGateway({ capsules: { alpha: sim.url }, config: { heartbeatMs: 15_000 } });
-    // Bundle the client module once before any proxy can cut the request that triggers it.
-    expect((await fetch(`${gw.baseUrl}/client/murmur-gateway.js`)).status).toBe(200);
-    page = await browser!.newPage();
-    return { sim, gw };
-  };
+  const rig = followPageRig();
+  const setup = () => rig.start();
 
   const expectExactLog = async (delivered: Delivered[]): Promise<void> => {
     const upTo = delivered[delivered.length - 1]!.offset;
-    expect(delivered).toEqual(await loggedRecords(gw!.core, 'alpha', upTo));
+    expect(delivered).toEqual(await loggedRecords(rig.gw.core, 'alpha', upTo));
   };
 
   const states = (p: Page) =>
@@ -67,11 +40,11 @@ describe.skipIf(!hasBrowser)('followCapsule in Chromium', () => {
     { timeout: 90_000 },
     async () => {
       const { sim, gw } = await setup();
-      proxy = await startCuttingProxy(gw.baseUrl, { lifetimeMs: 1_000 });
-      await startFollowing(page!, proxy.url, { capsule: 'alpha', transport: 'auto' });
+      const proxy = stopAfterTest(await startCuttingProxy(gw.baseUrl, { lifetimeMs: 1_000 }));
+      await startFollowing(rig.page, proxy.url, { capsule: 'alpha', transport: 'auto' });
       const last = await runBusy(sim, 10, 80, 3);
-      await waitForFrame(page!, last);
-      const delivered = await run<Delivered[]>(page!, PAGE_RECORDS);
+      await waitForFrame(rig.page, last);
+      const delivered = await run<Delivered[]>(rig.page, PAGE_RECORDS);
       await expectExactLog(delivered);
       expect(delivered.length).toBeGreaterThan(800);
       expect(proxy.kills).toBeGreaterThanOrEqual(2);
@@ -83,12 +56,12 @@ describe.skipIf(!hasBrowser)('followCapsule in Chromium', () => {
     { timeout: 90_000 },
     async () => {
       const { sim, gw } = await setup();
-      proxy = await startCuttingProxy(gw.baseUrl, { idleMs: 2_000 });
-      await startFollowing(page!, proxy.url, { capsule: 'alpha', transport: 'auto' });
+      const proxy = stopAfterTest(await startCuttingProxy(gw.baseUrl, { idleMs: 2_000 }));
+      await startFollowing(rig.page, proxy.url, { capsule: 'alpha', transport: 'auto' });
       const last = await runBursts(sim, 3, 5_000);
-      await waitForFrame(page!, last);
-      await expectExactLog(await run<Delivered[]>(page!, PAGE_RECORDS));
-      const seen = await states(page!);
+      await waitForFrame(rig.page, last);
+      await expectExactLog(await run<Delivered[]>(rig.page, PAGE_RECORDS));
+      const seen = await states(rig.page);
       expect(seen).toContainEqual(expect.objectContaining({ state: 'fallback', transport: 'long-poll' }));
       expect(proxy.kills).toBeGreaterThanOrEqual(2);
     },
@@ -99,20 +72,16 @@ describe.skipIf(!hasBrowser)('followCapsule in Chromium', () => {
     { timeout: 90_000 },
     async () => {
       const { sim, gw } = await setup();
-      await startFollowing(page!, gw.baseUrl, { capsule: 'alpha', transport: 'auto' });
+      await startFollowing(rig.page, gw.baseUrl, { capsule: 'alpha', transport: 'auto' });
       const busy = runBusy(sim, 6, 80, 4);
       // Reload twice mid-stream, each time once the page has delivered something new.
-      for (let i = 0; i < 2; i++) {
-        const before = Number(await page!.evaluate(() => sessionStorage.getItem('count') ?? '0'));
-        await page!.waitForFunction((n) => Number(sessionStorage.getItem('count') ?? '0') > n + 50, before, {
-          timeout: 30_000,
-          polling: 50,
-        });
-        await page!.reload();
-        await run(page!, PAGE_FOLLOW, { capsule: 'alpha', transport: 'auto' });
-      }
-      await waitForFrame(page!, await busy);
-      await expectExactLog(await run<Delivered[]>(page!, PAGE_RECORDS));
+      await reloadTwiceMidStream(rig.page, {
+        more: 50,
+        script: PAGE_FOLLOW,
+        args: { capsule: 'alpha', transport: 'auto' },
+      });
+      await waitForFrame(rig.page, await busy);
+      await expectExactLog(await run<Delivered[]>(rig.page, PAGE_RECORDS));
     },
   );
 });

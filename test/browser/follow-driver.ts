@@ -6,8 +6,9 @@ import type { Page } from 'playwright-core';
 import type { LastFrame } from '../client/busy-capsule.js';
 import { PAGE_FOLLOW, type PageFollowArgs } from './pages/follow-page.js';
 
-/** Page-side global, evaluated in Chromium (the tests compile without the DOM lib). */
+/** Page-side globals, evaluated in Chromium (the tests compile without the DOM lib). */
 declare const window: unknown;
+declare const sessionStorage: { getItem(key: string): string | null };
 
 /** Evaluate a page script (plain JS source: vitest transforms functions, so none is passed). */
 export const run = <T>(p: Page, src: string, arg?: unknown): Promise<T> =>
@@ -36,3 +37,29 @@ export const waitForFrame = (p: Page, last: LastFrame): Promise<unknown> =>
     last,
     { timeout: 60_000, polling: 100 },
   );
+
+/** A reload mid-stream: after `more` records beyond the page's count, run `script` with `args` again. */
+export interface MidStreamReload {
+  more: number;
+  script: string;
+  args: unknown;
+}
+
+/**
+ * Reload the page twice mid-stream, each time once it has delivered `more` records beyond the count
+ * it keeps in sessionStorage: the page must resume from the cursors it kept there.
+ */
+export const reloadTwiceMidStream = async (
+  p: Page,
+  { more, script, args }: MidStreamReload,
+): Promise<void> => {
+  for (let i = 0; i < 2; i++) {
+    const before = Number(await p.evaluate(() => sessionStorage.getItem('count') ?? '0'));
+    await p.waitForFunction((n) => Number(sessionStorage.getItem('count') ?? '0') > n, before + more, {
+      timeout: 30_000,
+      polling: 50,
+    });
+    await p.reload();
+    await run(p, script, args);
+  }
+};

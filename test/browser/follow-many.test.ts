@@ -5,28 +5,20 @@
  * every stream exactly from the cursors it kept.
  */
 import { randomUUID } from 'node:crypto';
-import type { Browser, Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
-import { startTestGateway, type TestGateway } from '../support/gateway.js';
+import { describe, expect, it } from 'vitest';
+import { followPageRig } from '../support/follow-page-rig.js';
+import { stopAfterTest } from '../support/stop-after-test.js';
 import { runBusy } from '../client/busy-capsule.js';
-import { startCuttingProxy, type CuttingProxy } from '../client/cutting-proxy.js';
+import { startCuttingProxy } from '../client/cutting-proxy.js';
 import { loggedRecords } from '../client/log-frames.js';
-import { hasBrowser, launchChromium } from './chromium.js';
+import { hasBrowser } from './chromium.js';
 import { PAGE_EVENTS, PAGE_FOLLOW_MANY } from './pages/follow-many-page.js';
-import { run } from './follow-driver.js';
+import { reloadTwiceMidStream, run } from './follow-driver.js';
 
 declare const window: unknown;
-declare const sessionStorage: { getItem(key: string): string | null };
 
 const DS_STREAMS = 49;
 const ROUNDS = 12;
-
-let browser: Browser | null = null;
-let sim: SimulatedCapsule | null = null;
-let gw: TestGateway | null = null;
-let proxy: CuttingProxy | null = null;
-let page: Page | null = null;
 
 interface Delivered {
   stream: string;
@@ -36,28 +28,12 @@ interface Delivered {
 }
 
 describe.skipIf(!hasBrowser)('followMany in Chromium', () => {
-  beforeAll(async () => {
-    browser = await launchChromium();
-  });
-  afterAll(async () => {
-    await browser?.close();
-  });
-  afterEach(async () => {
-    await page?.close();
-    await proxy?.close();
-    await gw?.close();
-    await sim?.stop();
-    page = proxy = gw = sim = null;
-  });
-
+  const rig = followPageRig();
   const dsKeys = Array.from({ length: DS_STREAMS }, (_, i) => `ds:fleet/s${i}`);
   const streams = Object.fromEntries([['murmur:alpha', '-1'], ...dsKeys.map((k) => [k, '-1'])]);
 
-  const setup = async (): Promise<{ sim: SimulatedCapsule; gw: TestGateway }> => {
-    sim = await startSimulator({ taskAcceptance: 'queue' });
-    gw = await startTestGateway({
-      capsules: { alpha: sim.url },
-      config: { heartbeatMs: 15_000 },
+  const setup = async () => {
+    const { sim, gw } = await rig.start({
       extra: { durableStreams: { writable: true } },
       tuning: { streams: { keyPrefix: `test:follow-many:${randomUUID()}` } },
     });
@@ -68,8 +44,6 @@ describe.skipIf(!hasBrowser)('followMany in Chromium', () => {
       });
       expect(res.status).toBe(201);
     }
-    expect((await fetch(`${gw.baseUrl}/client/murmur-gateway.js`)).status).toBe(200);
-    page = await browser!.newPage();
     return { sim, gw };
   };
 
@@ -93,13 +67,13 @@ describe.skipIf(!hasBrowser)('followMany in Chromium', () => {
   const open = async (base: string, transport: 'auto' | 'sse' | 'long-poll') => {
     for (let i = 0; ; i++) {
       try {
-        await page!.goto(`${base}/healthz`);
+        await rig.page.goto(`${base}/healthz`);
         break;
       } catch (err) {
         if (i >= 10) throw err; // a proxy cut the navigation itself
       }
     }
-    await run(page!, PAGE_FOLLOW_MANY, { streams, transport });
+    await run(rig.page, PAGE_FOLLOW_MANY, { streams, transport });
   };
 
   /** Wait until the page has every message of every general stream and the capsule's last record. */
@@ -113,7 +87,7 @@ describe.skipIf(!hasBrowser)('followMany in Chromium', () => {
     await expect
       .poll(
         async () => {
-          delivered = await run<Delivered[]>(page!, PAGE_EVENTS);
+          delivered = await run<Delivered[]>(rig.page, PAGE_EVENTS);
           return done();
         },
         { timeout: 60_000, interval: 250 },
@@ -124,7 +98,7 @@ describe.skipIf(!hasBrowser)('followMany in Chromium', () => {
         Array.from({ length: rounds }, (_, round) => ({ stream: i, round })),
       );
     const records = delivered.filter((d) => d.stream === 'murmur:alpha').map((d) => d.data);
-    expect(records).toEqual(await loggedRecords(gw!.core, 'alpha', lastOffset));
+    expect(records).toEqual(await loggedRecords(rig.gw.core, 'alpha', lastOffset));
     return delivered;
   };
 
@@ -134,8 +108,8 @@ describe.skipIf(!hasBrowser)('followMany in Chromium', () => {
       .poll(
         async () =>
           (at =
-            ((await loggedRecords(gw!.core, 'alpha')).findLast((r) => r.data === data)?.offset as number) ??
-            -1),
+            ((await loggedRecords(rig.gw.core, 'alpha')).findLast((r) => r.data === data)
+              ?.offset as number) ?? -1),
         { timeout: 20_000, interval: 50 },
       )
       .toBeGreaterThan(0);
@@ -147,13 +121,13 @@ describe.skipIf(!hasBrowser)('followMany in Chromium', () => {
     { timeout: 120_000 },
     async () => {
       const { sim, gw } = await setup();
-      proxy = await startCuttingProxy(gw.baseUrl, { idleMs: 1_000 });
+      const proxy = stopAfterTest(await startCuttingProxy(gw.baseUrl, { idleMs: 1_000 }));
       await open(proxy.url, 'auto');
       // Quiet longer than the proxy's idle bound between rounds: the SSE stream is cut while idle.
       const [last] = await Promise.all([runBusy(sim, 3, 30, 5), writeAll(gw.baseUrl, 1_500, 6)]);
       await expectEverything(await lastLogged(last.data), 6);
       expect(proxy.kills).toBeGreaterThanOrEqual(2);
-      const states = await page!.evaluate(
+      const states = await rig.page.evaluate(
         () => (window as unknown as { __states: { state: string; transport: string }[] }).__states,
       );
       expect(states).toContainEqual(expect.objectContaining({ state: 'fallback', transport: 'long-poll' }));
@@ -167,7 +141,7 @@ describe.skipIf(!hasBrowser)('followMany in Chromium', () => {
     { timeout: 120_000 },
     async () => {
       const { sim, gw } = await setup();
-      proxy = await startCuttingProxy(gw.baseUrl, { lifetimeMs: 1_000 });
+      const proxy = stopAfterTest(await startCuttingProxy(gw.baseUrl, { lifetimeMs: 1_000 }));
       await open(proxy.url, 'auto');
       const [last] = await Promise.all([runBusy(sim, 3, 30, 5), writeAll(gw.baseUrl, 250)]);
       await expectEverything(await lastLogged(last.data));
@@ -183,15 +157,11 @@ describe.skipIf(!hasBrowser)('followMany in Chromium', () => {
       const { sim, gw } = await setup();
       await open(gw.baseUrl, 'auto');
       const work = Promise.all([runBusy(sim, 3, 30, 5), writeAll(gw.baseUrl, 300)]);
-      for (let i = 0; i < 2; i++) {
-        const before = Number(await page!.evaluate(() => sessionStorage.getItem('count') ?? '0'));
-        await page!.waitForFunction((n) => Number(sessionStorage.getItem('count') ?? '0') > n + 60, before, {
-          timeout: 30_000,
-          polling: 50,
-        });
-        await page!.reload();
-        await run(page!, PAGE_FOLLOW_MANY, { streams, transport: 'auto' });
-      }
+      await reloadTwiceMidStream(rig.page, {
+        more: 60,
+        script: PAGE_FOLLOW_MANY,
+        args: { streams, transport: 'auto' },
+      });
       const [last] = await work;
       await expectEverything(await lastLogged(last.data));
     },

@@ -5,17 +5,16 @@
  * connection over from its own cursors and loses nothing.
  */
 import { randomUUID } from 'node:crypto';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { BrowserContext, Page } from 'playwright-core';
+import { afterEach, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from '../support/gateway.js';
-import { hasBrowser, launchChromium } from './chromium.js';
+import { chromiumForFile, hasBrowser } from './chromium.js';
 import { PAGE_EVENTS, PAGE_FOLLOW_MANY } from './pages/follow-many-page.js';
 import { run } from './follow-driver.js';
 
 const KEYS = Array.from({ length: 10 }, (_, i) => `ds:tabs/s${i}`);
 const EXTRA = 'ds:tabs/extra';
 
-let browser: Browser | null = null;
 let context: BrowserContext | null = null;
 let gw: TestGateway | null = null;
 
@@ -26,12 +25,7 @@ interface Delivered {
 }
 
 describe.skipIf(!hasBrowser)('followMany shared across tabs in Chromium', () => {
-  beforeAll(async () => {
-    browser = await launchChromium();
-  });
-  afterAll(async () => {
-    await browser?.close();
-  });
+  const browser = chromiumForFile();
   afterEach(async () => {
     await context?.close();
     await gw?.close();
@@ -71,7 +65,7 @@ describe.skipIf(!hasBrowser)('followMany shared across tabs in Chromium', () => 
           ),
         );
       };
-      context = await browser!.newContext();
+      context = await browser().newContext();
       const follows = new Map<Page, number>();
       const open = async (streams: string[]) => {
         const page = await context!.newPage();

@@ -8,11 +8,11 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { BrowserContext, Page } from 'playwright-core';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { startTestGateway, type TestGateway } from '../support/gateway.js';
-import { hasBrowser, launchChromium } from './chromium.js';
+import { chromiumForFile, hasBrowser } from './chromium.js';
 
 /** Page-side globals (these callbacks run in Chromium; the project's lib has no DOM). */
 declare const performance: { getEntriesByType(type: string): unknown[] };
@@ -27,7 +27,6 @@ declare const window: {
 
 const STREAMS = 40;
 
-let browser: Browser | null = null;
 let context: BrowserContext | null = null;
 let page: Page | null = null;
 let sim: SimulatedCapsule | null = null;
@@ -53,8 +52,8 @@ const gotCount = (p: Page, marker: string) =>
 
 describe.skipIf(!hasBrowser)('many EventSources in one page', () => {
   let certDir = '';
-  beforeAll(async () => {
-    browser = await launchChromium();
+  const browser = chromiumForFile();
+  beforeAll(() => {
     certDir = mkdtempSync(join(tmpdir(), 'mg-tls-page-'));
     execFileSync(
       'openssl',
@@ -65,9 +64,6 @@ describe.skipIf(!hasBrowser)('many EventSources in one page', () => {
       ],
       { stdio: 'ignore' },
     );
-  });
-  afterAll(async () => {
-    await browser?.close();
   });
   afterEach(async () => {
     await context?.close();
@@ -82,7 +78,7 @@ describe.skipIf(!hasBrowser)('many EventSources in one page', () => {
     sim = await startSimulator({ heartbeatMs: 500 });
     gw = await startTestGateway({ capsules: { cap: sim.url }, extra });
     // The test's own certificate: trusted for this context only.
-    context = await browser!.newContext({ ignoreHTTPSErrors: true });
+    context = await browser().newContext({ ignoreHTTPSErrors: true });
     page = await context.newPage();
     // A page of the origin that opens nothing itself (the dashboard would hold connections of its own).
     await page.goto(`${gw.baseUrl}/healthz`);

@@ -7,10 +7,9 @@
 import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDemoGateway, type DemoGateway } from '../support/demo-gateway.js';
-import { hasBrowser, launchChromium } from './chromium.js';
+import { chromiumForFile, hasBrowser } from './chromium.js';
 
 const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
 const snippet = (): string => {
@@ -20,17 +19,15 @@ const snippet = (): string => {
   return block;
 };
 
-let browser: Browser | null = null;
 let running: DemoGateway | null = null;
 let pages: Server | null = null;
 
 describe.skipIf(!hasBrowser)("the README's browser snippet against the demo", () => {
+  const browser = chromiumForFile();
   beforeAll(async () => {
-    browser = await launchChromium();
     running = await startDemoGateway();
   }, 60_000);
   afterAll(async () => {
-    await browser?.close();
     await new Promise((r) => (pages ? pages.close(r) : r(undefined)));
     await running?.close();
   });
@@ -45,7 +42,7 @@ describe.skipIf(!hasBrowser)("the README's browser snippet against the demo", ()
     await new Promise<void>((r) => pages!.listen(0, '127.0.0.1', r));
     const pagePort = (pages.address() as AddressInfo).port;
 
-    const page = await browser!.newPage();
+    const page = await browser().newPage();
     const logged: { offset: number; record: { offset?: number } }[] = [];
     const errors: string[] = [];
     page.on('pageerror', (e) => errors.push(e.message));

@@ -12,9 +12,9 @@ import { RedisStore } from '../../src/log/redis-store.js';
 import { scaled, TEST_READER_TIMEOUT_MS } from '../support/deadlines.js';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { startCutProxy, type CutProxy } from '../adapters/murmur/cut-proxy.js';
-import { compareLog, readAll, isFinalStatusOf } from '../upstream/log-vs-written.js';
+import { compareLog, readAll } from '../upstream/log-vs-written.js';
 import type { FleetRedis, FleetRedisKind } from './fleet-redis.js';
-import { replica, until, type Replica } from './fleet-rig.js';
+import { replica, until, untilSentinelLogged, type Replica } from './fleet-rig.js';
 
 const CAPSULE = 'busy';
 
@@ -158,12 +158,7 @@ export const failoverScenario = (kind: FleetRedisKind): void => {
           phase('settling');
           stop = true;
           await workload;
-          await sim.idle();
-          const last = sim.submit('sentinel');
-          await last.done;
-          await until('the last frame logged', async () =>
-            (await readAll(store, CAPSULE)).some((r) => isFinalStatusOf(r, last.taskId)),
-          );
+          await untilSentinelLogged(sim, store, CAPSULE);
           drained = true;
           await reader;
 

@@ -9,7 +9,10 @@ import { join } from 'node:path';
 import type { RedisConfig } from '../../src/config/schema.js';
 import { gatewayProcess, type GatewayProcess } from '../soak/gateway-process.js';
 import { scaled } from '../support/deadlines.js';
+import type { SimulatedCapsule } from '../../src/simulator/index.js';
+import type { LogStore } from '../../src/log/store.js';
 import { freePort } from '../support/redis-server.js';
+import { isFinalStatusOf, readAll } from '../upstream/log-vs-written.js';
 
 export interface CapsuleRow {
   id: string;
@@ -85,6 +88,23 @@ export const until = async <T>(
     await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error(`timed out waiting for ${what}${last ? ` (last error: ${String(last)})` : ''}`);
+};
+
+/**
+ * Once the capsule is idle, run a last task and wait until its final status is in the log: then
+ * everything the capsule wrote before it has been logged, by whichever replica owns it now.
+ */
+export const untilSentinelLogged = async (
+  sim: SimulatedCapsule,
+  store: LogStore,
+  capsule: string,
+): Promise<void> => {
+  await sim.idle();
+  const last = sim.submit('sentinel');
+  await last.done;
+  await until('the last frame logged', async () =>
+    (await readAll(store, capsule)).some((r) => isFinalStatusOf(r, last.taskId)),
+  );
 };
 
 export const ownersOf = async (r: Replica): Promise<Map<string, string | null>> =>

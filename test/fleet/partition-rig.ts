@@ -8,6 +8,10 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { NetnsLab, type LabProcess, type NetnsNode } from '../support/netns.js';
+import { until } from './fleet-rig.js';
+
+/** The fleet tests' bounded poll (its deadline scales with the machine's load). */
+export { until };
 
 export const CAPSULE = 'cap';
 /** A spec-line capsule (no heartbeat check: silence there means busy), on a node of its own. */
@@ -167,26 +171,6 @@ export interface PartitionFleet {
 }
 
 const configDir = mkdtempSync(join(tmpdir(), 'mg-partitions-'));
-
-/** Poll `probe` (every 50 ms, bounded) until it returns a value; the error names what was awaited. */
-export const until = async <T>(
-  what: string,
-  probe: () => Promise<T | null | undefined | false>,
-  timeoutMs = 20_000,
-): Promise<T> => {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown = null;
-  while (Date.now() < deadline) {
-    try {
-      const v = await probe();
-      if (v !== null && v !== undefined && v !== false) return v;
-    } catch (err) {
-      last = err;
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}${last ? ` (last error: ${String(last)})` : ''}`);
-};
 
 const tsx = (args: string[]): [string, string[]] => [process.execPath, ['--import', 'tsx', ...args]];
 

@@ -19,7 +19,7 @@ import {
   startRedisServer,
   type RedisServer,
 } from '../support/redis-server.js';
-import { aroundLosses, waitForFinal } from '../soak/soak-checks.js';
+import { aroundLosses, firstLogged, waitForFinal } from '../soak/soak-checks.js';
 import { gatewayProcess, type GatewayProcess } from '../soak/gateway-process.js';
 import { compareLog, readAll } from '../upstream/log-vs-written.js';
 
@@ -57,20 +57,8 @@ const ownerOf = async (r: GatewayProcess): Promise<string | null> => {
 };
 
 /** The first record after `after` matching `pred`, once logged (bounded). */
-const logged = async (pred: (r: LogRecord) => boolean, after = 0): Promise<LogRecord> => {
-  const deadline = Date.now() + 30_000;
-  while (Date.now() < deadline) {
-    const { records } = await store!
-      .waitAfter(CAPSULE, after, 1000, 1000)
-      .catch(() => ({ records: [] as LogRecord[] }));
-    const hit = records.find(pred);
-    if (hit) return hit;
-    if (records.length > 0) after = records[records.length - 1]!.offset;
-  }
-  throw new Error(
-    `expected record not logged within 30 s:\n${replicas.flatMap((r) => r.output.slice(-10)).join('\n')}`,
-  );
-};
+const logged = (pred: (r: LogRecord) => boolean, after = 0): Promise<LogRecord> =>
+  firstLogged(store!, CAPSULE, pred, after, () => replicas.flatMap((r) => r.output.slice(-10)).join('\n'));
 
 describe.skipIf(!haveRedis)('release lines under the core faults, two replicas on Redis', () => {
   it.each(LINES)(

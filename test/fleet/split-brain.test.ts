@@ -9,8 +9,8 @@ import { RedisStore } from '../../src/log/redis-store.js';
 import { TEST_READER_TIMEOUT_MS } from '../support/deadlines.js';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { redisServerAvailable, startRedisServer, type RedisServer } from '../support/redis-server.js';
-import { compareLog, readAll, isFinalStatusOf } from '../upstream/log-vs-written.js';
-import { replica, until, type Replica } from './fleet-rig.js';
+import { compareLog, readAll } from '../upstream/log-vs-written.js';
+import { replica, until, untilSentinelLogged, type Replica } from './fleet-rig.js';
 
 const haveRedis = redisServerAvailable() || process.env.REQUIRE_REDIS === '1';
 const CAPSULE = 'brain';
@@ -94,12 +94,7 @@ describe.skipIf(!haveRedis)('split brain: a paused owner wakes up after a takeov
 
       stopWorkload = true;
       await workload;
-      await sim.idle();
-      const last = sim.submit('sentinel');
-      await last.done;
-      await until('the last frame logged', async () =>
-        (await readAll(store, CAPSULE)).some((r) => isFinalStatusOf(r, last.taskId)),
-      );
+      await untilSentinelLogged(sim, store, CAPSULE);
       const records = await readAll(store, CAPSULE);
       const result = compareLog(records, sim.written);
       expect(result.problems).toEqual([]);

@@ -4,36 +4,24 @@
  * capsule's log gains no submission and the capsule is sent no task.
  */
 import { createHash } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
-import { startTestGateway, type TestGateway } from '../support/gateway.js';
+import { describe, expect, it } from 'vitest';
+import { gatewayForFile } from '../support/gateway-for-file.js';
 
 const KEY = 'malformed-path-key-0123456789';
 const auth = { authorization: `Bearer ${KEY}` };
 const json = { 'content-type': 'application/json', ...auth };
 
-let sim: SimulatedCapsule;
-let gw: TestGateway;
-
-beforeAll(async () => {
-  sim = await startSimulator();
-  gw = await startTestGateway({
-    capsules: { cap: sim.url },
-    config: { apiKeys: [{ sha256: createHash('sha256').update(KEY).digest('hex'), owner: 'o1' }] },
-  });
-});
-afterAll(async () => {
-  await gw?.close();
-  await sim?.stop();
+const rig = gatewayForFile({
+  gateway: { config: { apiKeys: [{ sha256: createHash('sha256').update(KEY).digest('hex'), owner: 'o1' }] } },
 });
 
 const submissions = async (): Promise<number> => {
-  const { records } = await gw.core.read('cap', 0, 10_000);
+  const { records } = await rig.gw.core.read('cap', 0, 10_000);
   return records.filter((r) => r.kind === 'submission').length;
 };
 
 const send = (method: string, path: string, body?: unknown): Promise<Response> =>
-  fetch(`${gw.baseUrl}${path}`, {
+  fetch(`${rig.gw.baseUrl}${path}`, {
     method,
     headers: body === undefined ? auth : json,
     body: body === undefined ? undefined : JSON.stringify(body),
@@ -52,7 +40,7 @@ describe('malformed percent-encoding in a path segment', () => {
     expect(head.status).toBe(400);
     expect(await head.text()).toBe('');
     expect(await submissions()).toBe(0);
-    expect(sim.written.filter((f) => f.event === 'status')).toEqual([]);
+    expect(rig.sim.written.filter((f) => f.event === 'status')).toEqual([]);
   });
 
   it('BeeOS: 400 invalid_param for the task and the conversation segment, nothing admitted', async () => {
@@ -97,7 +85,7 @@ describe('malformed percent-encoding in a path segment', () => {
     expect(events.status).toBe(400);
     expect(await events.text()).toBe('');
     expect(await submissions()).toBe(0);
-    expect(sim.written.filter((f) => f.event === 'status')).toEqual([]);
+    expect(rig.sim.written.filter((f) => f.event === 'status')).toEqual([]);
   });
 
   it('elsewhere: the operations grammar; a well-formed escape still routes', async () => {

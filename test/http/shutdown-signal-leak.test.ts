@@ -4,25 +4,13 @@
  * long-lived shutdown signal, forever. Counted on the signal itself after many requests.
  */
 import { getEventListeners } from 'node:events';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createFlueClient } from '@flue/sdk';
-import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
-import { startTestGateway, type TestGateway } from '../support/gateway.js';
+import { gatewayForFile } from '../support/gateway-for-file.js';
 import { scaled } from '../support/deadlines.js';
 
-let sim: SimulatedCapsule;
-let gw: TestGateway;
-
-beforeAll(async () => {
-  sim = await startSimulator();
-  gw = await startTestGateway({
-    capsules: { cap: sim.url },
-    config: { longPollMaxMs: 50, idleControlMs: 50, heartbeatMs: 1000 },
-  });
-});
-afterAll(async () => {
-  await gw.close();
-  await sim.stop();
+const rig = gatewayForFile({
+  gateway: { config: { longPollMaxMs: 50, idleControlMs: 50, heartbeatMs: 1000 } },
 });
 
 /** Composite signals Node keeps on a source signal (an internal set; 0 where Node has none). */
@@ -41,17 +29,17 @@ const N = 25;
 
 describe('the shutdown signal after many requests', () => {
   it('holds nothing from finished native polls, Flue long-polls and Flue SSE reads', async () => {
-    const base = `${gw.baseUrl}/flue/cap/leak`;
+    const base = `${rig.gw.baseUrl}/flue/cap/leak`;
     const client = createFlueClient({ url: base });
     await client.wait(await client.send({ message: { kind: 'user', body: 'hi' } }));
     const head = await fetch(base, { method: 'HEAD' });
     const offset = head.headers.get('stream-next-offset')!;
-    const { head: logHead } = await gw.core.position('cap');
-    const before = held(gw.core.shutdownSignal);
+    const { head: logHead } = await rig.gw.core.position('cap');
+    const before = held(rig.gw.core.shutdownSignal);
 
     for (let i = 0; i < N; i++) {
       // Parks at the head and times out: the wait path that links the signals.
-      const poll = await fetch(`${gw.baseUrl}/murmur/cap/poll?after=${logHead}&wait=0.05`);
+      const poll = await fetch(`${rig.gw.baseUrl}/murmur/cap/poll?after=${logHead}&wait=0.05`);
       expect(poll.status).toBe(200);
       await poll.text();
       const lp = await fetch(`${base}?view=updates&offset=${offset}&live=long-poll`);
@@ -70,9 +58,9 @@ describe('the shutdown signal after many requests', () => {
     }
     // The server notices a gone SSE client on its next write: at most one idle-control period.
     const deadline = Date.now() + scaled(5_000);
-    while (held(gw.core.shutdownSignal).listeners > before.listeners && Date.now() < deadline)
+    while (held(rig.gw.core.shutdownSignal).listeners > before.listeners && Date.now() < deadline)
       await new Promise((r) => setTimeout(r, 25));
 
-    expect(held(gw.core.shutdownSignal)).toEqual(before);
+    expect(held(rig.gw.core.shutdownSignal)).toEqual(before);
   });
 });

@@ -3,7 +3,7 @@
  * to exactly one surface's prefix, or is one of the core's own routes (ops, tickets, static files).
  * A route mounted outside a surface's prefix, or two surfaces claiming one path, fails here.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { configSchema } from '../../src/config/schema.js';
 import { adapterConfigOf } from '../../src/gateway.js';
 import { createHttpApp } from '../../src/http/app.js';
@@ -11,8 +11,7 @@ import { surfaceAt } from '../../src/http/surface.js';
 import { createLogger } from '../../src/logger.js';
 import { MemoryStreamStore } from '../../src/streams/memory-stream-store.js';
 import { createSurfaces } from '../../src/surfaces.js';
-import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
-import { startTestGateway, type TestGateway } from '../support/gateway.js';
+import { gatewayForFile } from '../support/gateway-for-file.js';
 
 /** The core's own routes (src/http: ops, static; tickets too when auth is on): nothing else is outside. */
 const CORE_PATHS = new Set([
@@ -29,21 +28,12 @@ const CORE_PATHS = new Set([
 const EVERYWHERE = new Set(['*', '/*']);
 
 describe('surfaces', () => {
-  let sim: SimulatedCapsule;
-  let gw: TestGateway;
-  beforeAll(async () => {
-    sim = await startSimulator({ heartbeatMs: 200 });
-    gw = await startTestGateway({ capsules: { cap: sim.url } });
-  });
-  afterAll(async () => {
-    await gw?.close();
-    await sim?.stop();
-  });
+  const rig = gatewayForFile({ simulator: { heartbeatMs: 200 } });
 
   const surfaces = () => {
     const config = configSchema.parse({ durableStreams: { writable: true } });
     return createSurfaces({
-      core: gw.core,
+      core: rig.gw.core,
       config: adapterConfigOf(config),
       logger: createLogger('silent'),
       streams: new MemoryStreamStore({ maxStreams: 10 }),
@@ -74,7 +64,7 @@ describe('surfaces', () => {
   it('the assembled app serves nothing outside a surface but the core routes', () => {
     const list = surfaces();
     const { app } = createHttpApp({
-      core: gw.core,
+      core: rig.gw.core,
       logger: createLogger('silent'),
       corsOrigins: ['http://example.test'],
       storeReady: () => Promise.resolve(true),

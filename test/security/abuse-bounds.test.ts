@@ -5,29 +5,21 @@
  * never share a bucket.
  */
 import { randomInt } from 'node:crypto';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { GatewayConfigInput } from '../../src/config/schema.js';
-import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
+import { startSimulator } from '../../src/simulator/index.js';
 import { startTestGateway, type TestGateway } from '../support/gateway.js';
+import { stopAfterTest } from '../support/stop-after-test.js';
 import { testRedisUrl, uniqueCapsule } from '../support/redis.js';
 
 const redisUrl = testRedisUrl();
 const fresh = (): string => `10.${randomInt(256)}.${randomInt(256)}.${randomInt(1, 255)}`;
 
-let sims: SimulatedCapsule[] = [];
-let gws: TestGateway[] = [];
-afterEach(async () => {
-  await Promise.all(gws.map((g) => g.close()));
-  await Promise.all(sims.map((s) => s.stop()));
-  gws = [];
-  sims = [];
-});
-
 const twoReplicas = async (
   limits: NonNullable<GatewayConfigInput['limits']>,
 ): Promise<{ a: TestGateway; b: TestGateway; capsule: string }> => {
   const sim = await startSimulator();
-  sims.push(sim);
+  stopAfterTest(sim);
   const capsule = uniqueCapsule('abuse');
   const opts = {
     capsules: { [capsule]: sim.url },
@@ -36,7 +28,8 @@ const twoReplicas = async (
   };
   const a = await startTestGateway(opts);
   const b = await startTestGateway(opts);
-  gws.push(a, b);
+  stopAfterTest(a);
+  stopAfterTest(b);
   return { a, b, capsule };
 };
 

@@ -14,28 +14,13 @@ import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
 import { Redis } from 'ioredis';
-import { afterEach, describe, expect, it } from 'vitest';
-import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
+import { describe, expect, it } from 'vitest';
+import { startSimulator } from '../../src/simulator/index.js';
 import { startTestGateway, type TestGateway } from '../support/gateway.js';
-import { testRedisUrl, uniqueCapsule } from '../support/redis.js';
+import { stopAfterTest } from '../support/stop-after-test.js';
+import { noRedis, STORE_CASES, testRedisUrl, uniqueCapsule, urlFor } from '../support/redis.js';
 
-let gateways: TestGateway[] = [];
-let sims: SimulatedCapsule[] = [];
-afterEach(async () => {
-  await Promise.all(gateways.map((g) => g.close()));
-  await Promise.all(sims.map((s) => s.stop()));
-  gateways = [];
-  sims = [];
-});
-
-const stores = [['embedded', undefined] as const, ['Redis', testRedisUrl()] as const];
-/** A Redis case is skipped only when no Redis was started AND it is not required (REQUIRE_REDIS=1). */
-const noRedis = (name: string, url: string | undefined): boolean =>
-  name === 'Redis' && !url && process.env.REQUIRE_REDIS !== '1';
-const urlFor = (name: string, url: string | undefined): string | undefined => {
-  if (name === 'Redis' && !url) throw new Error('REQUIRE_REDIS=1 but no test Redis is available');
-  return url;
-};
+const stores = STORE_CASES;
 
 const sha = (data: string | Buffer): string => createHash('sha256').update(data).digest('hex');
 const bearer = (key: string): Record<string, string> => ({ authorization: `Bearer ${key}` });
@@ -53,7 +38,7 @@ const start = async (
     extra: { durableStreams: { writable: true, ...durableStreams }, ...extra },
     tuning: { streams: { keyPrefix: `test:ds:abuse:${randomUUID()}` } },
   });
-  gateways.push(gw);
+  stopAfterTest(gw);
   return gw;
 };
 
@@ -269,7 +254,7 @@ describe.each(stores)('a path names one stream (%s store)', (name, redisUrl) => 
         extra: { durableStreams: { writable: true } },
         tuning: { streams: { keyPrefix: `test:ds:abuse:${randomUUID()}` } },
       });
-      gateways.push(gw);
+      stopAfterTest(gw);
       const created = await raw(gw, 'PUT', '/v1/stream/pub%20src', {
         headers: { 'content-type': 'text/plain' },
         body: 'p',
@@ -594,7 +579,7 @@ describe.skipIf(noRedis('Redis', testRedisUrl()))('a store that answers with an 
       extra: { durableStreams: { writable: true } },
       tuning: { streams: { keyPrefix } },
     });
-    gateways.push(gw);
+    stopAfterTest(gw);
     const text = { 'content-type': 'text/plain' };
     expect(
       (await raw(gw, 'PUT', '/v1/stream/broken', { headers: { ...text, 'stream-ttl': '60' }, body: 'a' }))
@@ -717,7 +702,7 @@ describe.each(stores)('limits cover the stream surfaces (%s store)', (name, redi
     'holds streamsPerKey on /v1/stream/murmur/{c} and on the general streams, answered in the surface grammar',
     async () => {
       const sim = await startSimulator();
-      sims.push(sim);
+      stopAfterTest(sim);
       const cap = uniqueCapsule('abuse-ds');
       const key = 'abuse-streams-per-key-0123456789';
       const gw = await start(

@@ -4,32 +4,12 @@
  * core error's own message (`redis: Command timed out`, `log store unavailable: submission not
  * recorded`, …), which goes to the log only. Bodies are asserted exactly.
  */
-import { afterEach, describe, expect, it } from 'vitest';
-import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
-import { redisServerAvailable, startRedisServer, type RedisServer } from '../support/redis-server.js';
-import { startTestGateway, type TestGateway } from '../support/gateway.js';
+import { describe, expect, it } from 'vitest';
+import { postJson } from '../support/http-json.js';
+import { FAST_SUBMIT_TIMEOUT, startRedisGateway } from '../support/redis-gateway.js';
+import { redisServerAvailable } from '../support/redis-server.js';
 
 const haveRedis = redisServerAvailable() || process.env.REQUIRE_REDIS === '1';
-
-let redis: RedisServer | null = null;
-let sim: SimulatedCapsule | null = null;
-let gw: TestGateway | null = null;
-afterEach(async () => {
-  redis?.resume();
-  await gw?.close();
-  await sim?.stop();
-  await redis?.stop();
-  gw = null;
-  sim = null;
-  redis = null;
-});
-
-const post = (url: string, body: unknown, headers: Record<string, string> = {}) =>
-  fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...headers },
-    body: JSON.stringify(body),
-  });
 
 const INTERNAL = /redis|timed out|command|ECONN|submission not recorded|stream|127\.0\.0\.1/i;
 
@@ -41,17 +21,11 @@ const answer = async (res: Response): Promise<{ status: number; body: string }> 
 
 describe.skipIf(!haveRedis)('no internal message echoed while Redis is frozen', () => {
   it('answers each surface’s fixed 503 body for reads and submissions', async () => {
-    redis = await startRedisServer();
-    sim = await startSimulator({ heartbeatMs: 1_000 });
-    gw = await startTestGateway({
-      capsules: { cap: sim.url },
-      redisUrl: redis.url,
-      tuning: { core: { submitStoreTimeoutMs: 300 } },
-    });
+    const { redis, gw } = await startRedisGateway({ gateway: { tuning: FAST_SUBMIT_TIMEOUT } });
     const base = gw.baseUrl;
     const api = `${base}/api/v1/agents/cap`;
     // A conversation to post a turn to, and a Flue conversation to read, made before the freeze.
-    const opened = await post(`${api}/conversations`, {});
+    const opened = await postJson(`${api}/conversations`, {});
     expect(opened.status).toBe(201);
     const conversationId = ((await opened.json()) as { data: { conversation_id: string } }).data
       .conversation_id;
@@ -60,19 +34,19 @@ describe.skipIf(!haveRedis)('no internal message echoed while Redis is frozen', 
     const [poll, records, native, invoke, turn, flueSubmit] = await Promise.all([
       fetch(`${base}/murmur/cap/poll?after=0`).then(answer),
       fetch(`${base}/murmur/cap/records?after=0`).then(answer),
-      post(`${base}/murmur/cap/`, {
+      postJson(`${base}/murmur/cap/`, {
         jsonrpc: '2.0',
         id: 7,
         method: 'message/stream',
         params: { message: { messageId: 'm1', role: 'user', parts: [{ text: 'x' }], contextId: 'c1' } },
       }).then(answer),
-      post(`${api}/invoke`, { message: 'lost invoke' }, { 'x-request-id': 'rid-invoke' }).then(answer),
-      post(
+      postJson(`${api}/invoke`, { message: 'lost invoke' }, { 'x-request-id': 'rid-invoke' }).then(answer),
+      postJson(
         `${api}/conversations/${conversationId}/messages`,
         { message: 'lost turn' },
         { 'x-request-id': 'rid-turn' },
       ).then(answer),
-      post(`${base}/flue/cap/conv-1`, { kind: 'user', body: 'lost flue' }).then(answer),
+      postJson(`${base}/flue/cap/conv-1`, { kind: 'user', body: 'lost flue' }).then(answer),
     ]);
     const flueRead = await fetch(`${base}/flue/cap/conv-1?view=updates&offset=-1`).then(answer);
 

@@ -6,11 +6,10 @@
  */
 import { spawn } from 'node:child_process';
 import { Hono } from 'hono';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createHttpApp } from '../../src/http/app.js';
 import { createLogger } from '../../src/logger.js';
-import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
-import { startTestGateway, type TestGateway } from '../support/gateway.js';
+import { gatewayForFile } from '../support/gateway-for-file.js';
 
 const counted = (text: string, where: string): number => {
   const line = text
@@ -20,16 +19,7 @@ const counted = (text: string, where: string): number => {
 };
 
 describe('unexpected failures', () => {
-  let sim: SimulatedCapsule;
-  let gw: TestGateway;
-  beforeAll(async () => {
-    sim = await startSimulator({ heartbeatMs: 200 });
-    gw = await startTestGateway({ capsules: { cap: sim.url } });
-  });
-  afterAll(async () => {
-    await gw?.close();
-    await sim?.stop();
-  });
+  const rig = gatewayForFile({ simulator: { heartbeatMs: 200 } });
 
   it('a handler that throws: 500 in the ops grammar, counted, and the next request is served', async () => {
     const boom = new Hono().get('/boom', () => {
@@ -37,7 +27,7 @@ describe('unexpected failures', () => {
     });
     const ok = new Hono().get('/fine', (c) => c.text('fine'));
     const { app, metrics } = createHttpApp({
-      core: gw.core,
+      core: rig.gw.core,
       logger: createLogger('silent'),
       corsOrigins: [],
       storeReady: () => Promise.resolve(true),

@@ -23,7 +23,7 @@ import {
   type RedisServer,
 } from '../support/redis-server.js';
 import { compareLog, readAll } from '../upstream/log-vs-written.js';
-import { aroundLosses, waitForFinal } from './soak-checks.js';
+import { aroundLosses, firstLogged, waitForFinal } from './soak-checks.js';
 import { gatewayProcess, type GatewayProcess } from './gateway-process.js';
 
 /** One line per phase on stderr: a soak that stalls says where. */
@@ -86,21 +86,8 @@ describe.skipIf(!haveRedis)('ingestion soak: cuts, Redis rollback and outage, st
   });
 
   /** The first record after `after` matching `pred`, once the log has one (bounded wait on the store). */
-  const logged = async (pred: (r: LogRecord) => boolean, after = 0): Promise<LogRecord> => {
-    const deadline = Date.now() + 30_000;
-    while (Date.now() < deadline) {
-      const { records } = await store
-        .waitAfter(CAPSULE, after, 1000, 1000)
-        .catch(() => ({ records: [] as LogRecord[] }));
-      const hit = records.find(pred);
-      if (hit) return hit;
-      if (records.length > 0) after = records[records.length - 1]!.offset;
-    }
-    // Say what the gateway process said last: a soak that stalls should explain itself.
-    throw new Error(
-      `expected record not logged within 30 s; gateway said:\n${gw.output.slice(-25).join('\n')}`,
-    );
-  };
+  const logged = (pred: (r: LogRecord) => boolean, after = 0): Promise<LogRecord> =>
+    firstLogged(store, CAPSULE, pred, after, () => gw.output.slice(-25).join('\n'));
 
   /** Wait (bounded) for the gateway's watch through the proxy; the proxy wakes us on each connection. */
   const watching = (): Promise<void> => proxy.waitForConnections(1, 30_000);

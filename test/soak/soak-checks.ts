@@ -167,3 +167,27 @@ export const checkReaders = async (
     );
   return problems;
 };
+
+/**
+ * The first record of `capsule` after `after` that matches `pred`, once logged: bounded at 30 s, a
+ * store error (Redis paused or restarting mid-fault) only retried. A miss throws with `said()`, what
+ * the gateway processes said last, so a run that stalls explains itself.
+ */
+export const firstLogged = async (
+  store: LogStore,
+  capsule: string,
+  pred: (r: LogRecord) => boolean,
+  after: number,
+  said: () => string,
+): Promise<LogRecord> => {
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    const { records } = await store
+      .waitAfter(capsule, after, 1000, 1000)
+      .catch(() => ({ records: [] as LogRecord[] }));
+    const hit = records.find(pred);
+    if (hit) return hit;
+    if (records.length > 0) after = records[records.length - 1]!.offset;
+  }
+  throw new Error(`expected record not logged within 30 s; gateway said:\n${said()}`);
+};

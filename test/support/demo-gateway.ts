@@ -4,9 +4,13 @@
  * and its loopback CORS origins), the gateway told the capsules are fresh, and the workloads started
  * once every capsule is watched.
  */
+import { afterAll, beforeAll } from 'vitest';
 import { startDemo, type Demo } from '../../src/demo.js';
 import { DEMO_CORS_ORIGINS } from '../../src/process.js';
-import { startTestGateway, type TestGateway } from './gateway.js';
+import { startTestGateway, type TestGateway, type TestGatewayOptions } from './gateway.js';
+
+/** Configuration beyond the demo's (keys, say). */
+type Extra = NonNullable<TestGatewayOptions['extra']>;
 
 export interface DemoGateway {
   demo: Demo;
@@ -14,11 +18,11 @@ export interface DemoGateway {
   close(): Promise<void>;
 }
 
-export const startDemoGateway = async (): Promise<DemoGateway> => {
+export const startDemoGateway = async (extra: Extra = {}): Promise<DemoGateway> => {
   const demo = await startDemo();
   const gw = await startTestGateway({
     capsules: {},
-    extra: { capsules: demo.capsules },
+    extra: { ...extra, capsules: demo.capsules },
     config: { corsOrigins: DEMO_CORS_ORIGINS },
     tuning: demo.tuning,
   });
@@ -30,5 +34,18 @@ export const startDemoGateway = async (): Promise<DemoGateway> => {
       await gw.close();
       await demo.stop();
     },
+  };
+};
+
+/** `startDemoGateway` for a whole test file: started before its first test, closed after its last. */
+export const demoGatewayForFile = (extra: Extra = {}): (() => TestGateway) => {
+  let running: DemoGateway | null = null;
+  beforeAll(async () => {
+    running = await startDemoGateway(extra);
+  });
+  afterAll(() => running?.close());
+  return () => {
+    if (!running) throw new Error('the demo starts in beforeAll: use it inside a test');
+    return running.gw;
   };
 };

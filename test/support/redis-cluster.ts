@@ -3,13 +3,13 @@
  * `redis-server --cluster-enabled yes` joined by `redis-cli --cluster create`. For tests that run
  * the store on a real Cluster. Never a mock.
  */
-import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
-import { freePort, removeDir, waitForPort } from './redis-server.js';
+import { freePort, removeDir, spawnRedisServer, waitForPort } from './redis-server.js';
 
 const run = promisify(execFile);
 
@@ -36,28 +36,14 @@ export interface RedisClusterProcess {
 }
 
 const spawnNode = (dir: string, port: number): ChildProcess =>
-  spawn(
-    'redis-server',
-    [
-      '--port',
-      String(port),
-      '--bind',
-      '127.0.0.1',
-      '--cluster-enabled',
-      'yes',
-      '--cluster-config-file',
-      join(dir, `nodes-${port}.conf`),
-      '--cluster-node-timeout',
-      '2000',
-      '--save',
-      '',
-      '--appendonly',
-      'no',
-      '--dir',
-      dir,
-    ],
-    { stdio: 'ignore' },
-  );
+  spawnRedisServer(port, dir, [
+    '--cluster-enabled',
+    'yes',
+    '--cluster-config-file',
+    join(dir, `nodes-${port}.conf`),
+    '--cluster-node-timeout',
+    '2000',
+  ]);
 
 /** Poll CLUSTER INFO on every node until each says `cluster_state:ok` (no event exists for it). */
 const waitClusterOk = async (clients: Redis[], timeoutMs: number): Promise<void> => {

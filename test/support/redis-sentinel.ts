@@ -8,7 +8,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { freePort, removeDir, waitForPort } from './redis-server.js';
+import { freePort, removeDir, spawnRedisServer, waitForPort } from './redis-server.js';
 
 export const SENTINEL_MASTER_NAME = 'mymaster';
 
@@ -46,28 +46,14 @@ export const startRedisSentinel = async (): Promise<RedisSentinelProcess> => {
   const dir = mkdtempSync(join(tmpdir(), 'mg-sentinel-'));
   const [masterPort, replicaPort, sentinelPort] = [await freePort(), await freePort(), await freePort()];
   const server = (port: number, ...extra: string[]): ChildProcess =>
-    spawn(
-      'redis-server',
-      [
-        '--port',
-        String(port),
-        '--bind',
-        '127.0.0.1',
-        '--save',
-        '',
-        '--appendonly',
-        'no',
-        '--dir',
-        dir,
-        '--dbfilename',
-        `dump-${port}.rdb`,
-        // Sync a new replica at once (the default waits 5 s for more replicas to share the transfer).
-        '--repl-diskless-sync-delay',
-        '0',
-        ...extra,
-      ],
-      { stdio: 'ignore' },
-    );
+    spawnRedisServer(port, dir, [
+      '--dbfilename',
+      `dump-${port}.rdb`,
+      // Sync a new replica at once (the default waits 5 s for more replicas to share the transfer).
+      '--repl-diskless-sync-delay',
+      '0',
+      ...extra,
+    ]);
   const children = new Map<number, ChildProcess>();
   const clients: Redis[] = [];
   const client = (port: number): Redis => {

@@ -49,6 +49,29 @@ export const waitForPort = async (port: number, timeoutMs: number, what = 'redis
 
 const DB_FILE = 'dump.rdb';
 
+/**
+ * A redis-server on loopback `port`, its files in `dir`, never saving on its own (no RDB schedule,
+ * no AOF): a test's Redis holds only what a test asks it to SAVE. `extra` adds options.
+ */
+export const spawnRedisServer = (port: number, dir: string, extra: string[] = []): ChildProcess =>
+  spawn(
+    'redis-server',
+    [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--dir',
+      dir,
+      ...extra,
+    ],
+    { stdio: 'ignore' },
+  );
+
 /** One inline command over a plain socket (no client library in the helper); resolves on +OK. */
 const command = (port: number, cmd: string): Promise<void> =>
   new Promise((resolve, reject) => {
@@ -92,24 +115,7 @@ export const startRedisServer = async (port?: number): Promise<RedisServer> => {
   let child: ChildProcess | null = null;
   const start = async (): Promise<void> => {
     mkdirSync(dir, { recursive: true }); // removed by a stop() that left no snapshot behind
-    child = spawn(
-      'redis-server',
-      [
-        '--port',
-        String(p),
-        '--bind',
-        '127.0.0.1',
-        '--save',
-        '',
-        '--appendonly',
-        'no',
-        '--dir',
-        dir,
-        '--dbfilename',
-        DB_FILE,
-      ],
-      { stdio: 'ignore' },
-    );
+    child = spawnRedisServer(p, dir, ['--dbfilename', DB_FILE]);
     await waitForPort(p, 10_000);
   };
   const stop = async (signal: NodeJS.Signals = 'SIGKILL'): Promise<void> => {

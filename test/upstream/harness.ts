@@ -99,6 +99,19 @@ export const afterWrites = (sim: SimulatedCapsule, n: number): Promise<void> =>
     sim.on('written', on);
   });
 
+/**
+ * Cut the capsule's connections `times` times while it writes, each after 1 to 40 more frames (a
+ * random point in the stream), waiting for the ingestor to reconnect before the next cut.
+ */
+export const cutWhileWriting = async (sim: SimulatedCapsule, rig: Rig, times: number): Promise<void> => {
+  for (let cut = 0; cut < times; cut++) {
+    const before = rig.ingestor.state().reconnects;
+    await afterWrites(sim, 1 + Math.floor(Math.random() * 40));
+    sim.cutConnections();
+    await rig.reconnectedAfter(before);
+  }
+};
+
 /** Wait (bounded) until a record matching `pred` is in the log; returns it. */
 export const waitForRecord = async (
   store: LogStore,

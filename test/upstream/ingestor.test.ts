@@ -1,12 +1,13 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { LogWriter } from '../../src/log/log-writer.js';
 import { MemoryStore } from '../../src/log/memory-store.js';
 import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
 import { RedisStore } from '../../src/log/redis-store.js';
 import type { LogStore } from '../../src/log/store.js';
 import { testRedisUrl, uniqueCapsule } from '../support/redis.js';
+import { stopAfterTest } from '../support/stop-after-test.js';
 import { CapsuleIngestor } from '../../src/upstream/ingestor.js';
-import { afterWrites, settle, startRig, waitForRecord, type Rig } from './harness.js';
+import { cutWhileWriting, settle, startRig, waitForRecord } from './harness.js';
 import { compareLog, readAll } from './log-vs-written.js';
 
 const SCRIPTS = [
@@ -24,14 +25,6 @@ const SCRIPTS = [
   '#sim {"input":{"prompt":"p","outcome":"timeout","afterMs":1},"tools":2,"turns":3}',
 ];
 
-let sim: SimulatedCapsule | undefined;
-const rigs: Rig[] = [];
-afterEach(async () => {
-  for (const r of rigs.splice(0)) await r.stop();
-  await sim?.stop();
-  sim = undefined;
-});
-
 /** Submit `count` tasks one after another, cycling through SCRIPTS. */
 const workload = async (s: SimulatedCapsule, count: number, stop?: () => boolean): Promise<void> => {
   for (let n = 0; n < count && !stop?.(); n++) await s.submit(SCRIPTS[n % SCRIPTS.length]!).done;
@@ -42,11 +35,10 @@ const facts = async (store: LogStore, capsule: string, fact: string): Promise<nu
 
 describe('CapsuleIngestor against the simulator', () => {
   it('a long varied workload without faults: the log equals what the capsule wrote', async () => {
-    sim = await startSimulator({ taskAcceptance: 'queue', frameDelayMs: 0 });
+    const sim = stopAfterTest(await startSimulator({ taskAcceptance: 'queue', frameDelayMs: 0 }));
     const store = new MemoryStore();
     const capsule = uniqueCapsule('ing');
-    const rig = startRig(sim, store, capsule);
-    rigs.push(rig);
+    const rig = stopAfterTest(startRig(sim, store, capsule));
     await rig.connected();
     await workload(sim, 60);
     await settle(sim, store, capsule, rig);
@@ -60,22 +52,18 @@ describe('CapsuleIngestor against the simulator', () => {
   });
 
   it('20+ connection cuts during bursts: identical except unreplayable frames, each covered', async () => {
-    sim = await startSimulator({ taskAcceptance: 'queue', frameDelayMs: 1, heartbeatMs: 500 });
+    const sim = stopAfterTest(
+      await startSimulator({ taskAcceptance: 'queue', frameDelayMs: 1, heartbeatMs: 500 }),
+    );
     const s = sim;
     const store = new MemoryStore();
     const capsule = uniqueCapsule('cut');
-    const rig = startRig(s, store, capsule);
-    rigs.push(rig);
+    const rig = stopAfterTest(startRig(s, store, capsule));
     await rig.connected();
     let done = false;
     const producer = workload(s, 10_000, () => done);
-    let cuts = 0;
-    for (; cuts < 24; cuts++) {
-      const before = rig.ingestor.state().reconnects;
-      await afterWrites(s, 1 + Math.floor(Math.random() * 40));
-      s.cutConnections();
-      await rig.reconnectedAfter(before);
-    }
+    const cuts = 24;
+    await cutWhileWriting(s, rig, cuts);
     done = true;
     await producer;
     await settle(s, store, capsule, rig);
@@ -86,11 +74,10 @@ describe('CapsuleIngestor against the simulator', () => {
   });
 
   it('a reopened task repeating its frames byte for byte is kept, also across a cut', async () => {
-    sim = await startSimulator({ taskAcceptance: 'queue' });
+    const sim = stopAfterTest(await startSimulator({ taskAcceptance: 'queue' }));
     const store = new MemoryStore();
     const capsule = uniqueCapsule('reo');
-    const rig = startRig(sim, store, capsule);
-    rigs.push(rig);
+    const rig = stopAfterTest(startRig(sim, store, capsule));
     await rig.connected();
     await sim.submit('#sim {"reopen":true,"chunks":4}').done;
     // Second reopen task: cut after its first attempt completed, before the second attempt is read.
@@ -98,12 +85,12 @@ describe('CapsuleIngestor against the simulator', () => {
     const firstCompleted = new Promise<void>((resolve) => {
       const on = (w: { data: string }): void => {
         if (w.data.includes(h.taskId) && w.data.includes('"completed"')) {
-          sim?.off('written', on);
-          sim?.cutConnections();
+          sim.off('written', on);
+          sim.cutConnections();
           resolve();
         }
       };
-      sim!.on('written', on);
+      sim.on('written', on);
     });
     await firstCompleted;
     await h.done;
@@ -122,11 +109,10 @@ describe('CapsuleIngestor against the simulator', () => {
   });
 
   it('a capsule restart is recorded as a new session', async () => {
-    sim = await startSimulator({ taskAcceptance: 'queue' });
+    const sim = stopAfterTest(await startSimulator({ taskAcceptance: 'queue' }));
     const store = new MemoryStore();
     const capsule = uniqueCapsule('rst');
-    const rig = startRig(sim, store, capsule);
-    rigs.push(rig);
+    const rig = stopAfterTest(startRig(sim, store, capsule));
     await rig.connected();
     await workload(sim, 3);
     await settle(sim, store, capsule, rig);
@@ -146,11 +132,10 @@ describe('CapsuleIngestor against the simulator', () => {
   });
 
   it('capsule-closed is recorded and the ingestor reconnects', async () => {
-    sim = await startSimulator({ taskAcceptance: 'queue' });
+    const sim = stopAfterTest(await startSimulator({ taskAcceptance: 'queue' }));
     const store = new MemoryStore();
     const capsule = uniqueCapsule('cls');
-    const rig = startRig(sim, store, capsule);
-    rigs.push(rig);
+    const rig = stopAfterTest(startRig(sim, store, capsule));
     await rig.connected();
     sim.closeStream();
     await waitForRecord(store, capsule, (r) => r.kind === 'fact' && r.fact === 'capsule-closed');
@@ -165,12 +150,11 @@ describe('CapsuleIngestor against the simulator', () => {
   });
 
   it('a capsule known fresh: an empty first replay is no cold-attach; one that already worked still is', async () => {
-    sim = await startSimulator({ taskAcceptance: 'queue', frameDelayMs: 0 });
+    const sim = stopAfterTest(await startSimulator({ taskAcceptance: 'queue', frameDelayMs: 0 }));
     const store = new MemoryStore();
     const [fresh, worked] = [uniqueCapsule('fresh'), uniqueCapsule('worked')];
     const freshCapsules = new Set([fresh, worked]);
-    const rig = startRig(sim, store, fresh, { ingestor: { freshCapsules } });
-    rigs.push(rig);
+    const rig = stopAfterTest(startRig(sim, store, fresh, { ingestor: { freshCapsules } }));
     await rig.connected();
     await workload(sim, 3);
     await settle(sim, store, fresh, rig);
@@ -179,8 +163,7 @@ describe('CapsuleIngestor against the simulator', () => {
     expect(await facts(store, fresh, 'frames-possibly-missing')).toBe(0);
     // Called fresh, but the capsule has tasks behind it (their id-0 frames are never replayed): the
     // replay is not empty, so the log still says what it cannot vouch for.
-    const late = startRig(sim, store, worked, { ingestor: { freshCapsules } });
-    rigs.push(late);
+    const late = stopAfterTest(startRig(sim, store, worked, { ingestor: { freshCapsules } }));
     await late.connected();
     await workload(sim, 1);
     await settle(sim, store, worked, late);
@@ -191,7 +174,7 @@ describe('CapsuleIngestor against the simulator', () => {
   });
 
   it('a second ingestor on the same store (gateway restart) does not duplicate the replayed buffer', async () => {
-    sim = await startSimulator({ taskAcceptance: 'queue' });
+    const sim = stopAfterTest(await startSimulator({ taskAcceptance: 'queue' }));
     const store = new MemoryStore();
     const capsule = uniqueCapsule('gw');
     const first = startRig(sim, store, capsule);
@@ -199,8 +182,7 @@ describe('CapsuleIngestor against the simulator', () => {
     await workload(sim, 12);
     await settle(sim, store, capsule, first);
     await first.stop();
-    const second = startRig(sim, store, capsule);
-    rigs.push(second);
+    const second = stopAfterTest(startRig(sim, store, capsule));
     await second.connected();
     await workload(sim, 4);
     await settle(sim, store, capsule, second);
@@ -218,7 +200,7 @@ describe('CapsuleIngestor against the simulator', () => {
   it.skipIf(!testRedisUrl())(
     'on Redis: a gateway restart neither duplicates the buffer nor loses frames',
     async () => {
-      sim = await startSimulator({ taskAcceptance: 'queue' });
+      const sim = stopAfterTest(await startSimulator({ taskAcceptance: 'queue' }));
       const capsule = uniqueCapsule('rgw');
       const storeA = new RedisStore(testRedisUrl()!);
       const first = startRig(sim, storeA, capsule);
@@ -229,28 +211,23 @@ describe('CapsuleIngestor against the simulator', () => {
       await storeA.close();
       sim.submit('#sim {"chunks":5}'); // written while no gateway runs: recovered from the replay
       await sim.idle();
-      const storeB = new RedisStore(testRedisUrl()!); // a new process on the same Redis
-      try {
-        const second = startRig(sim, storeB, capsule);
-        rigs.push(second);
-        await second.connected();
-        await workload(sim, 3);
-        await settle(sim, storeB, capsule, second);
-        const records = await readAll(storeB, capsule);
-        const cmp = compareLog(records, sim.written);
-        expect(cmp.problems).toEqual([]);
-        // Only the task that ran while no gateway was up lost its id-0 frame (a replay from 0 skips it).
-        expect(cmp.covered.map((c) => c.frame.id)).toEqual(['0']);
-        expect(await facts(storeB, capsule, 'capsule-session-started')).toBe(0);
-      } finally {
-        for (const r of rigs.splice(0)) await r.stop();
-        await storeB.close();
-      }
+      // A new process on the same Redis.
+      const storeB = stopAfterTest(new RedisStore(testRedisUrl()!));
+      const second = stopAfterTest(startRig(sim, storeB, capsule));
+      await second.connected();
+      await workload(sim, 3);
+      await settle(sim, storeB, capsule, second);
+      const records = await readAll(storeB, capsule);
+      const cmp = compareLog(records, sim.written);
+      expect(cmp.problems).toEqual([]);
+      // Only the task that ran while no gateway was up lost its id-0 frame (a replay from 0 skips it).
+      expect(cmp.covered.map((c) => c.frame.id)).toEqual(['0']);
+      expect(await facts(storeB, capsule, 'capsule-session-started')).toBe(0);
     },
   );
 
   it('door token: refused without it (no log record), connected with it; the token is never in the log', async () => {
-    sim = await startSimulator({ doorToken: 'door-sekret' });
+    const sim = stopAfterTest(await startSimulator({ doorToken: 'door-sekret' }));
     const store = new MemoryStore();
     const capsule = uniqueCapsule('tok');
     const writer = new LogWriter(store);
@@ -273,8 +250,7 @@ describe('CapsuleIngestor against the simulator', () => {
     await refused.stop();
     expect(reasons).toContain('unauthorized');
     expect(await readAll(store, capsule)).toEqual([]);
-    const rig = startRig(sim, store, capsule, 'door-sekret');
-    rigs.push(rig);
+    const rig = stopAfterTest(startRig(sim, store, capsule, 'door-sekret'));
     await rig.connected();
     await settle(sim, store, capsule, rig);
     const records = await readAll(store, capsule);

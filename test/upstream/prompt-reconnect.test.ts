@@ -3,36 +3,27 @@
  * once — the exponential backoff (here a minute) is only for attempts that fail to connect — so cuts
  * while the capsule writes lose nothing but the id-0 frames no replay from 0 can hold.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { RedisStore } from '../../src/log/redis-store.js';
-import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
+import { startSimulator } from '../../src/simulator/index.js';
 import { testRedisUrl, uniqueCapsule } from '../support/redis.js';
-import { afterWrites, settle, startRig, type Rig } from './harness.js';
+import { stopAfterTest } from '../support/stop-after-test.js';
+import { afterWrites, settle, startRig } from './harness.js';
 import { compareLog, readAll } from './log-vs-written.js';
 
 describe.skipIf(!testRedisUrl())('reconnecting after an established connection', () => {
-  let sim: SimulatedCapsule | null = null;
-  let rig: Rig | null = null;
-  let store: RedisStore | null = null;
-
-  afterEach(async () => {
-    await rig?.stop();
-    await store?.close();
-    await sim?.stop();
-    sim = rig = store = null;
-  });
-
   it(
     '8 cuts with a one-minute backoff base: 8 reconnects, no non-id-0 frame lost',
     { timeout: 30_000 },
     async () => {
-      sim = await startSimulator({ taskAcceptance: 'queue', frameDelayMs: 2 });
-      store = new RedisStore(testRedisUrl()!);
+      const s = stopAfterTest(await startSimulator({ taskAcceptance: 'queue', frameDelayMs: 2 }));
+      const store = stopAfterTest(new RedisStore(testRedisUrl()!));
       const capsule = uniqueCapsule('prompt');
-      rig = startRig(sim, store, capsule, { ingestor: { backoffBaseMs: 60_000, backoffCapMs: 60_000 } });
+      const rig = stopAfterTest(
+        startRig(s, store, capsule, { ingestor: { backoffBaseMs: 60_000, backoffCapMs: 60_000 } }),
+      );
       await rig.connected();
       let done = false;
-      const s = sim;
       const producer = (async () => {
         while (!done) await s.submit('#sim {"chunks":12,"thinking":2,"tools":1}').done;
       })();

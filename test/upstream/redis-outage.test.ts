@@ -4,38 +4,25 @@
  * reader that lags, so a stall would show as loss), frames wait in the writer's queue, and once Redis
  * answers again the log equals what the capsule wrote — nothing lost, nothing duplicated.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { RedisStore } from '../../src/log/redis-store.js';
-import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
-import { redisServerAvailable, startRedisServer, type RedisServer } from '../support/redis-server.js';
+import { startSimulator } from '../../src/simulator/index.js';
+import { redisServerAvailable, startRedisServer } from '../support/redis-server.js';
 import { uniqueCapsule } from '../support/redis.js';
-import { afterWrites, settle, startRig, type Rig } from './harness.js';
+import { atTestEnd, stopAfterTest } from '../support/stop-after-test.js';
+import { afterWrites, settle, startRig } from './harness.js';
 import { compareLog, readAll } from './log-vs-written.js';
 
 const haveRedis = redisServerAvailable() || process.env.REQUIRE_REDIS === '1';
 
 describe.skipIf(!haveRedis)('ingestion across a Redis outage', () => {
-  let redis: RedisServer | null = null;
-  let sim: SimulatedCapsule | null = null;
-  let rig: Rig | null = null;
-  let store: RedisStore | null = null;
-
-  afterEach(async () => {
-    redis?.resume();
-    await rig?.stop();
-    await store?.close();
-    await sim?.stop();
-    await redis?.stop();
-    redis = sim = rig = store = null;
-  });
-
   it('Redis frozen for seconds mid-burst: every frame the capsule wrote is logged once, in order', async () => {
-    redis = await startRedisServer();
+    const redis = stopAfterTest(await startRedisServer());
     // A short command timeout so the writer notices the frozen Redis quickly and queues.
-    store = new RedisStore(redis.url, { commandTimeoutMs: 300 });
-    sim = await startSimulator();
+    const store = stopAfterTest(new RedisStore(redis.url, { commandTimeoutMs: 300 }));
+    const sim = stopAfterTest(await startSimulator());
     const capsule = uniqueCapsule('outage');
-    rig = startRig(sim, store, capsule);
+    const rig = stopAfterTest(startRig(sim, store, capsule));
     await rig.connected();
     await sim.submit('warm-up').done;
 
@@ -43,6 +30,7 @@ describe.skipIf(!haveRedis)('ingestion across a Redis outage', () => {
     const burst = sim.submit('#sim {"chunks":3000,"thinking":20,"tools":5,"burst":true}');
     await afterWrites(sim, 300);
     redis.pause();
+    atTestEnd(() => redis.resume());
     await burst.done;
     // Frozen while the capsule finishes the burst and keeps writing another task.
     await sim.submit('#sim {"chunks":1500,"delayMs":2}').done;

@@ -4,7 +4,7 @@
  * sequence per session, resumed exactly by id) nothing at all is missing, not even flagged; a capsule
  * restart starts a new stretch of the log; an upgrade in place switches the line at the next connection.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { MemoryStore } from '../../src/log/memory-store.js';
 import {
   SIM_RELEASES,
@@ -13,7 +13,8 @@ import {
   type SimulatorOptions,
 } from '../../src/simulator/index.js';
 import { uniqueCapsule } from '../support/redis.js';
-import { afterWrites, settle, startRig, type Rig } from './harness.js';
+import { stopAfterTest } from '../support/stop-after-test.js';
+import { cutWhileWriting, settle, startRig } from './harness.js';
 import { compareLog, readAll } from './log-vs-written.js';
 
 const SCRIPTS = [
@@ -24,14 +25,6 @@ const SCRIPTS = [
   '#sim {"chunks":20}',
 ];
 
-let sim: SimulatedCapsule | undefined;
-const rigs: Rig[] = [];
-afterEach(async () => {
-  for (const r of rigs.splice(0)) await r.stop();
-  await sim?.stop();
-  sim = undefined;
-});
-
 const workload = async (s: SimulatedCapsule, stop: () => boolean): Promise<void> => {
   for (let n = 0; n < 10_000 && !stop(); n++) await s.submit(SCRIPTS[n % SCRIPTS.length]!).done;
 };
@@ -41,12 +34,10 @@ const missingFacts = (records: Awaited<ReturnType<typeof readAll>>) =>
 
 /** A simulated capsule and an ingestor on a fresh store, connected. */
 const attach = async (options: SimulatorOptions, name: string) => {
-  sim = await startSimulator({ taskAcceptance: 'queue', ...options });
-  const s = sim;
+  const s = stopAfterTest(await startSimulator({ taskAcceptance: 'queue', ...options }));
   const store = new MemoryStore();
   const capsule = uniqueCapsule(name);
-  const rig = startRig(s, store, capsule);
-  rigs.push(rig);
+  const rig = stopAfterTest(startRig(s, store, capsule));
   await rig.connected();
   return { s, store, capsule, rig };
 };
@@ -60,12 +51,7 @@ describe.each(SIM_RELEASES.map((release) => ({ release })))('release line $relea
     expect(rig.ingestor.state().connection).toMatchObject({ release, sessionId: s.sessionId });
     let done = false;
     const producer = workload(s, () => done);
-    for (let cuts = 0; cuts < 20; cuts++) {
-      const before = rig.ingestor.state().reconnects;
-      await afterWrites(s, 1 + Math.floor(Math.random() * 40));
-      s.cutConnections();
-      await rig.reconnectedAfter(before);
-    }
+    await cutWhileWriting(s, rig, 20);
     done = true;
     await producer;
     await settle(s, store, capsule, rig);

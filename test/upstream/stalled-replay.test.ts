@@ -2,34 +2,22 @@
  * A reconnect's replay held by the network for 1.5 s partway (a real TCP proxy
  * between ingestor and capsule) is appended exactly once — no duplicate, nothing lost.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { RedisStore } from '../../src/log/redis-store.js';
-import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
+import { startSimulator } from '../../src/simulator/index.js';
 import { testRedisUrl, uniqueCapsule } from '../support/redis.js';
-import { settle, startRig, type Rig } from './harness.js';
+import { stopAfterTest } from '../support/stop-after-test.js';
+import { settle, startRig } from './harness.js';
 import { compareLog, readAll } from './log-vs-written.js';
-import { startStallProxy, type StallProxy } from './stall-proxy.js';
+import { startStallProxy } from './stall-proxy.js';
 
 describe.skipIf(!testRedisUrl())('a replay stalled partway by the network', () => {
-  let sim: SimulatedCapsule | null = null;
-  let proxy: StallProxy | null = null;
-  let rig: Rig | null = null;
-  let store: RedisStore | null = null;
-
-  afterEach(async () => {
-    await rig?.stop();
-    await store?.close();
-    await proxy?.close();
-    await sim?.stop();
-    sim = proxy = rig = store = null;
-  });
-
   it('held 1.5 s inside the replay: every frame logged once, in order', async () => {
-    sim = await startSimulator({ taskAcceptance: 'queue' });
-    proxy = await startStallProxy(sim.url);
-    store = new RedisStore(testRedisUrl()!);
+    const sim = stopAfterTest(await startSimulator({ taskAcceptance: 'queue' }));
+    const proxy = stopAfterTest(await startStallProxy(sim.url));
+    const store = stopAfterTest(new RedisStore(testRedisUrl()!));
     const capsule = uniqueCapsule('stall');
-    rig = startRig(sim, store, capsule, { url: proxy.url });
+    const rig = stopAfterTest(startRig(sim, store, capsule, { url: proxy.url }));
     await rig.connected();
     // ~300 replayable frames (≈ 40 KB of replay), all stored before the cut.
     for (let i = 0; i < 10; i++) await sim.submit('#sim {"chunks":25,"thinking":3,"delayMs":0}').done;

@@ -4,46 +4,34 @@
  * waits for room, reconnects, and the replay restores what the capsule still holds. Nothing the
  * capsule still held is missing afterwards, nothing is duplicated.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { RedisStore } from '../../src/log/redis-store.js';
-import { startSimulator, type SimulatedCapsule } from '../../src/simulator/index.js';
-import { redisServerAvailable, startRedisServer, type RedisServer } from '../support/redis-server.js';
+import { startSimulator } from '../../src/simulator/index.js';
+import { redisServerAvailable, startRedisServer } from '../support/redis-server.js';
 import { uniqueCapsule } from '../support/redis.js';
-import { settle, startRig, type Rig } from './harness.js';
+import { atTestEnd, stopAfterTest } from '../support/stop-after-test.js';
+import { settle, startRig } from './harness.js';
 import { compareLog, readAll } from './log-vs-written.js';
 
 const haveRedis = redisServerAvailable() || process.env.REQUIRE_REDIS === '1';
 
 describe.skipIf(!haveRedis)('a writer that refuses frames', () => {
-  let redis: RedisServer | null = null;
-  let sim: SimulatedCapsule | null = null;
-  let rig: Rig | null = null;
-  let store: RedisStore | null = null;
-
-  afterEach(async () => {
-    redis?.resume();
-    await rig?.stop();
-    await store?.close();
-    await sim?.stop();
-    await redis?.stop();
-    redis = sim = rig = store = null;
-  });
-
   it(
     'queue full while Redis is frozen: the replay restores every frame the capsule still holds',
     { timeout: 30_000 },
     async () => {
-      redis = await startRedisServer();
-      store = new RedisStore(redis.url, { commandTimeoutMs: 300 });
-      sim = await startSimulator({ taskAcceptance: 'queue' });
+      const redis = stopAfterTest(await startRedisServer());
+      const store = stopAfterTest(new RedisStore(redis.url, { commandTimeoutMs: 300 }));
+      const sim = stopAfterTest(await startSimulator({ taskAcceptance: 'queue' }));
       const capsule = uniqueCapsule('refuse');
       // ~100 frames fit; the burst below is 300 frames, well inside the capsule's 512-frame buffer.
-      rig = startRig(sim, store, capsule, { writer: { maxPendingBytes: 24_000 } });
+      const rig = stopAfterTest(startRig(sim, store, capsule, { writer: { maxPendingBytes: 24_000 } }));
       await rig.connected();
       await sim.submit('warm-up').done;
       await settle(sim, store, capsule, rig);
 
       redis.pause();
+      atTestEnd(() => redis.resume());
       await sim.submit('#sim {"chunks":290,"thinking":5,"burst":true}').done;
       const refused = await rig.until((s) => s.reason === 'log queue full');
       expect(refused.state).toBe('backoff');

@@ -3,27 +3,12 @@
  * `Chat` (`@ai-sdk/react`'s is a thin subclass holding React state), so this is the same subclass
  * with plain state (notes/ai-sdk-client.md §3).
  */
-import { AbstractChat, DefaultChatTransport, type ChatInit, type ChatState, type UIMessage } from 'ai';
-
-class PlainState implements ChatState<UIMessage> {
-  messages: UIMessage[] = [];
-  status: ChatState<UIMessage>['status'] = 'ready';
-  error: Error | undefined = undefined;
-  pushMessage = (m: UIMessage): void => {
-    this.messages = [...this.messages, m];
-  };
-  popMessage = (): void => {
-    this.messages = this.messages.slice(0, -1);
-  };
-  replaceMessage = (i: number, m: UIMessage): void => {
-    this.messages = this.messages.with(i, structuredClone(m));
-  };
-  snapshot = <T>(v: T): T => structuredClone(v);
-}
+import { AbstractChat, DefaultChatTransport, type ChatInit, type UIMessage } from 'ai';
+import { PlainChatState } from '../../support/plain-chat-state.js';
 
 export class NodeChat extends AbstractChat<UIMessage> {
   constructor({ messages = [], ...init }: ChatInit<UIMessage>) {
-    const state = new PlainState();
+    const state = new PlainChatState();
     state.messages = messages;
     super({ ...init, state });
   }

@@ -37,6 +37,9 @@ const status = (task: string, state: string, message = '') =>
 const text = (task: string, t: string) => frame('text', { id: task, text: t, final: false });
 const fact = (f: Record<string, unknown>): LogRecord =>
   ({ kind: 'fact', receivedAt: at, offset: ++offset, ...f }) as LogRecord;
+/** Message `messageId` withdrawn from the queue: stopped by its caller (aborted) or refused (failed). */
+const withdrawn = (messageId: string, outcome: 'aborted' | 'failed', reason: string): LogRecord =>
+  fact({ fact: 'submission-withdrawn', messageId, contextId: CTX, outcome, reason });
 
 const project = (records: LogRecord[]): ChatProjector => {
   const p = new ChatProjector(CTX);
@@ -104,20 +107,8 @@ describe('chat projection', () => {
     const p = project([
       message('m1', 'u1', 'a1'),
       message('m2', 'u2', 'a2'),
-      fact({
-        fact: 'submission-withdrawn',
-        messageId: 'm1',
-        contextId: CTX,
-        outcome: 'aborted',
-        reason: 'stopped',
-      }),
-      fact({
-        fact: 'submission-withdrawn',
-        messageId: 'm2',
-        contextId: CTX,
-        outcome: 'failed',
-        reason: 'no way',
-      }),
+      withdrawn('m1', 'aborted', 'stopped'),
+      withdrawn('m2', 'failed', 'no way'),
     ]);
     expect(p.turns[0]!.chunks).toEqual([
       { type: 'start', messageId: 'a1' },
@@ -170,13 +161,7 @@ describe('chat projection', () => {
       message('m1', 'u1', 'a1'),
       message('m2', 'u2', 'a2'),
       fact({ fact: 'submission-handed', messageId: 'm1', contextId: CTX }),
-      fact({
-        fact: 'submission-withdrawn',
-        messageId: 'm1',
-        contextId: CTX,
-        outcome: 'aborted',
-        reason: 'stopped',
-      }),
+      withdrawn('m1', 'aborted', 'stopped'),
       status('t1', 'working', 'inference turn 1'),
       status('t1', 'canceled', 'canceled'),
       status('t2', 'working', 'inference turn 1'),
@@ -198,13 +183,7 @@ describe('chat projection', () => {
     const p = project([
       message('m1', 'u1', 'a1'),
       fact({ fact: 'submission-handed', messageId: 'm1', contextId: CTX }),
-      fact({
-        fact: 'submission-withdrawn',
-        messageId: 'm1',
-        contextId: CTX,
-        outcome: 'aborted',
-        reason: 'stopped',
-      }),
+      withdrawn('m1', 'aborted', 'stopped'),
       fact({ fact: 'submission-returned', messageId: 'm1', reason: 'busy' }),
     ]);
     expect(p.turns[0]!.chunks).toEqual([

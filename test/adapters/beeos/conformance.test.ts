@@ -2,7 +2,7 @@
  * BeeOS black-box conformance, tasks: the whole gateway in front of a real simulated capsule. The
  * guide's reconnect loop through ≥ 20 cuts, late attach, backfill_truncated, cancel, reopened tasks.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Envelope } from '../../../adapters/beeos/projection.js';
 import {
   ALICE,
@@ -16,14 +16,9 @@ import {
   startRig,
   waitForRecord,
 } from './support/real-gateway.js';
+import { stopAfterTest } from '../../support/stop-after-test.js';
 import type { Rig } from './support/real-gateway.js';
 import { collectSse, watchWithReconnects } from './support/sse-client.js';
-
-let rig: Rig | undefined;
-afterEach(async () => {
-  await rig?.close();
-  rig = undefined;
-});
 
 const finalResponse = (r: Rig, contextId: string): string | undefined =>
   capsuleStatuses(r.sim, contextId).find((s) => s.status.state === 'completed')?.status.response;
@@ -35,7 +30,7 @@ const expectStrictlyIncreasing = (offsets: number[]): void => {
 
 describe('BeeOS conformance: tasks on the real gateway + simulator', () => {
   it('the guide reconnect loop follows a long task through ≥ 20 cuts: nothing twice, nothing missed', async () => {
-    rig = await startRig();
+    const rig = stopAfterTest(await startRig());
     const t = await createTask(rig, '#sim {"chunks":120,"thinking":3,"tools":2,"delayMs":3}');
     const url = `${rig.api}/tasks/${t.taskId}/events`;
     const watched = await watchWithReconnects(url, ALICE, 4);
@@ -64,7 +59,7 @@ describe('BeeOS conformance: tasks on the real gateway + simulator', () => {
   });
 
   it('late attach with since=0 replays the whole channel, then replay_complete and end task_terminal', async () => {
-    rig = await startRig();
+    const rig = stopAfterTest(await startRig());
     const t = await createTask(rig, 'hello bees');
     const first = await collectSse(`${rig.api}/tasks/${t.taskId}/events`, ALICE, (e) => e.event === 'end');
     const late = await collectSse(
@@ -98,7 +93,7 @@ describe('BeeOS conformance: tasks on the real gateway + simulator', () => {
   });
 
   it('a since older than retention yields backfill_truncated, then the surviving rows', async () => {
-    rig = await startRig({ retention: { maxRecords: 20, maxAgeMs: 3_600_000 } });
+    const rig = stopAfterTest(await startRig({ retention: { maxRecords: 20, maxAgeMs: 3_600_000 } }));
     const t = await createTask(rig, '#sim {"chunks":60}');
     await collectSse(`${rig.api}/tasks/${t.taskId}/events`, ALICE, (e) => e.event === 'end');
     const position = await rig.gw.core.position(rig.capsule);
@@ -123,7 +118,7 @@ describe('BeeOS conformance: tasks on the real gateway + simulator', () => {
   });
 
   it('cancel ends the stream with channel_closed after a chat_cancel; the task reads canceled', async () => {
-    rig = await startRig();
+    const rig = stopAfterTest(await startRig());
     const t = await createTask(rig, '#sim {"hold":true}');
     const live = await openSse(`${rig.api}/tasks/${t.taskId}/events`, { headers: ALICE });
     await live.until((e) => e.event === 'replay_complete');
@@ -143,7 +138,7 @@ describe('BeeOS conformance: tasks on the real gateway + simulator', () => {
   });
 
   it('a reopened task: the stream ends at the first final status; /messages shows the reopened attempt', async () => {
-    rig = await startRig();
+    const rig = stopAfterTest(await startRig());
     const t = await createTask(rig, '#sim {"reopen":true,"chunks":3}');
     const res = await collectSse(`${rig.api}/tasks/${t.taskId}/events`, ALICE, (e) => e.event === 'end');
     expect(JSON.parse(res.events.at(-1)?.data ?? '')).toEqual({ reason: 'task_terminal' });
@@ -173,7 +168,7 @@ describe('BeeOS conformance: tasks on the real gateway + simulator', () => {
   });
 
   it('readers sharing encodings stay exact: a full-history reader and a post-trim reader differ', async () => {
-    rig = await startRig({ retention: { maxRecords: 60, maxAgeMs: 3_600_000 } });
+    const rig = stopAfterTest(await startRig({ retention: { maxRecords: 60, maxAgeMs: 3_600_000 } }));
     // A first task settles ingestion (the upstream's replay window after connecting holds frames
     // back and appends them in one burst, larger than this retention), so the next one flows live.
     const warm = await createTask(rig, 'warm up');

@@ -5,11 +5,10 @@
  * the next reply answers the next message.
  */
 import { describe, expect, it } from 'vitest';
-import { ChannelProjector, type Envelope } from '../../../adapters/beeos/projection.js';
-import type { LogEntry, LogRecord } from '../../../src/log/record.js';
+import type { LogEntry } from '../../../src/log/record.js';
+import { AT as at, expectFailedThenNextAnswered, projectConversation } from './support/conversation-log.js';
 
 const CTX = 'o-0123456789ab-chat-1';
-const at = 1_700_000_000_000;
 const chatMessage = (messageId: string, text: string): LogEntry => ({
   kind: 'submission',
   protocol: 'ai-sdk',
@@ -52,50 +51,18 @@ const flueSettlement = (messageId: string, message: string): LogEntry => ({
   meta: { flue: 'settlement', submissionId: `sub_${messageId}`, outcome: 'failed', error: { message } },
   receivedAt: at,
 });
-const status = (task: string, ctx: string | null, state: string, response?: string): LogEntry => ({
-  kind: 'frame',
-  event: 'status',
-  upstreamId: '0',
-  data: JSON.stringify({
-    id: task,
-    ...(ctx ? { context_id: ctx } : {}),
-    status: { state, message: state, ...(response ? { response } : {}) },
-    final: state === 'completed',
-  }),
-  receivedAt: at,
-});
 
-const project = (entries: LogEntry[]): Envelope[] => {
-  const p = new ChannelProjector({ kind: 'conversation', agentId: 'cap', contextId: CTX, owner: 'alice' });
-  const records: LogRecord[] = entries.map((e, i) => ({ ...e, offset: i + 1 }));
-  return records.flatMap((r) => p.project(r).envelopes.map((x) => x.envelope));
-};
+const project = (entries: LogEntry[]) => projectConversation(CTX, entries);
 
 describe('BeeOS: a context other surfaces write to', () => {
   it('an AI SDK refusal ends its message in agent_reply_error; the next reply answers the next message', () => {
-    const envelopes = project([
-      chatMessage('m-refused', 'refused one'),
-      chatRefusal('m-refused', 'the capsule is busy and refused the message'),
-      chatMessage('m-next', 'next'),
-      status('t1', CTX, 'working'),
-      status('t1', null, 'completed', 'hello'),
-    ]);
-    expect(envelopes.map((e) => e.type)).toEqual([
-      'chat_message',
-      'agent_reply_error',
-      'chat_message',
-      'agent_reply',
-      'agent_reply',
-    ]);
-    expect(envelopes[0]).toMatchObject({ message_id: 'm-refused', payload: { text: 'refused one' } });
-    expect(envelopes[1]).toMatchObject({
-      in_reply_to: 'm-refused',
-      offset: 8,
-      state: 'failed',
-      stop_reason: 'agent_lost',
+    const envelopes = expectFailedThenNextAnswered(CTX, chatMessage, {
+      messageId: 'm-refused',
+      text: 'refused one',
+      failure: chatRefusal('m-refused', 'the capsule is busy and refused the message'),
       payload: { error: 'the capsule is busy and refused the message' },
     });
-    for (const reply of envelopes.slice(3)) expect(reply.in_reply_to).toBe('m-next');
+    expect(envelopes[0]).toMatchObject({ message_id: 'm-refused', payload: { text: 'refused one' } });
   });
 
   it('a Flue failed settlement ends its message the same way', () => {

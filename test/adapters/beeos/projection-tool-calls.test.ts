@@ -3,28 +3,10 @@
  * part while it streams, and its artifact adds the `tool_result` to that same call, not a second one.
  */
 import { describe, expect, it } from 'vitest';
-import { ChannelProjector, type Envelope } from '../../../adapters/beeos/projection.js';
-import type { LogEntry, LogRecord } from '../../../src/log/record.js';
+import { beeosMessage, frameEntry as frame, projectConversation } from './support/conversation-log.js';
 
 const CTX = 'ch-1';
-const at = 1_700_000_000_000;
-const frame = (event: string, data: Record<string, unknown>, id: string): LogEntry => ({
-  kind: 'frame',
-  event,
-  upstreamId: id,
-  data: JSON.stringify(data),
-  receivedAt: at,
-});
-const turn: LogEntry = {
-  kind: 'submission',
-  protocol: 'beeos',
-  owner: 'alice',
-  contextId: CTX,
-  messageId: 'm-1',
-  text: 'run it',
-  meta: { beeos: { op: 'message', channelId: 'conv_1' } },
-  receivedAt: at,
-};
+const turn = beeosMessage(CTX, 'm-1', 'run it');
 const artifact = {
   tool_name: 'bash',
   content: 'ok',
@@ -36,15 +18,9 @@ const artifact = {
   truncated: false,
 };
 
-const project = (entries: LogEntry[]): Envelope[] => {
-  const p = new ChannelProjector({ kind: 'conversation', agentId: 'cap', contextId: CTX, owner: 'alice' });
-  const records: LogRecord[] = entries.map((e, i) => ({ ...e, offset: i + 1 }));
-  return records.flatMap((r) => p.project(r).envelopes.map((x) => x.envelope));
-};
-
 describe('BeeOS: 0.6 tool-call frames', () => {
   it('tool_use while the call runs, then its tool_result; progress shows nothing new', () => {
-    const envelopes = project([
+    const envelopes = projectConversation(CTX, [
       turn,
       frame(
         'status',

@@ -4,10 +4,9 @@
  * work at different `since`, with and without deltas. Every listener's stream must equal what a
  * fresh ChannelProjector over the whole capsule log (the old per-connection path) shows.
  */
-import { afterEach, describe, it } from 'vitest';
+import { describe, it } from 'vitest';
 import type { Envelope } from '../../../adapters/beeos/projection.js';
 import { startSimulator } from '../../../src/simulator/index.js';
-import type { SimulatedCapsule } from '../../../src/simulator/index.js';
 import { expectStreamMatches, oracleOf, readWholeLog } from './support/oracle.js';
 import {
   ALICE,
@@ -18,15 +17,8 @@ import {
   startRig,
   waitForRecord,
 } from './support/real-gateway.js';
-import type { Rig, SseSession } from './support/real-gateway.js';
-
-let rig: Rig | undefined;
-let sim: SimulatedCapsule | undefined;
-afterEach(async () => {
-  await rig?.close();
-  await sim?.stop();
-  rig = sim = undefined;
-});
+import { stopAfterTest } from '../../support/stop-after-test.js';
+import type { SseSession } from './support/real-gateway.js';
 
 interface Watch {
   id: string;
@@ -38,8 +30,8 @@ interface Watch {
 
 describe('BeeOS shared projections on a simulator workload', () => {
   it('interleaved conversations and tasks: every listener equals the whole-log projector', async () => {
-    sim = await startSimulator({ heartbeatMs: 1_000, taskAcceptance: 'queue' });
-    const r = (rig = await startRig({ sim }));
+    const sim = stopAfterTest(await startSimulator({ heartbeatMs: 1_000, taskAcceptance: 'queue' }));
+    const r = stopAfterTest(await startRig({ sim }));
     const watches: Watch[] = [];
     const watch = async (kind: 'tasks' | 'conversations', id: string, since: number, deltas: boolean) => {
       const q = `since=${since}${deltas ? '&include_deltas=true' : ''}`;

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from '../../support/gateway.js';
-import { testRedisUrl } from '../../support/redis.js';
+import { noRedis, STORE_CASES, urlFor } from '../../support/redis.js';
 
 let gw: TestGateway | null = null;
 afterEach(async () => {
@@ -30,14 +30,11 @@ const forkHeaders = (source: string, more: Record<string, string> = {}): Record<
   ...more,
 });
 
-const stores = [['embedded', undefined] as const, ['Redis', testRedisUrl()] as const];
-const noRedis = (name: string, url: string | undefined): boolean =>
-  name === 'Redis' && !url && process.env.REQUIRE_REDIS !== '1';
+const stores = STORE_CASES;
 
 describe.each(stores)('general stream forks (%s store)', (name, redisUrl) => {
   const run = async (): Promise<string> => {
-    if (name === 'Redis' && !redisUrl) throw new Error('REQUIRE_REDIS=1 but no test Redis is available');
-    gw = await start(redisUrl);
+    gw = await start(urlFor(name, redisUrl));
     return `${gw.baseUrl}/v1/stream`;
   };
 

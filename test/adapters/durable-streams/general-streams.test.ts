@@ -7,7 +7,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startTestGateway, type TestGateway } from '../../support/gateway.js';
-import { testRedisUrl } from '../../support/redis.js';
+import { noRedis, STORE_CASES, urlFor } from '../../support/redis.js';
 
 let gw: TestGateway | null = null;
 afterEach(async () => {
@@ -36,14 +36,7 @@ const read = async (base: string, path: string): Promise<{ body: string; next: s
   return { body: await res.text(), next: res.headers.get('stream-next-offset') };
 };
 
-const stores = [['embedded', undefined] as const, ['Redis', testRedisUrl()] as const];
-/** A Redis case is skipped only when no Redis was started AND it is not required (REQUIRE_REDIS=1). */
-const noRedis = (name: string, url: string | undefined): boolean =>
-  name === 'Redis' && !url && process.env.REQUIRE_REDIS !== '1';
-const urlFor = (name: string, url: string | undefined): string | undefined => {
-  if (name === 'Redis' && !url) throw new Error('REQUIRE_REDIS=1 but no test Redis is available');
-  return url;
-};
+const stores = STORE_CASES;
 
 describe.each(stores)('general streams bounds (%s store)', (name, redisUrl) => {
   it.skipIf(noRedis(name, redisUrl))(

@@ -3,27 +3,18 @@
  * simulated capsules. send → wait → read, observe over SSE and long-poll reaching history(), failed
  * tasks, abort.
  */
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { createFlueClient, FlueExecutionError } from '@flue/sdk';
 import { testRedisUrl, uniqueCapsule } from '../../support/redis.js';
-import { startSimulator, type SimulatedCapsule } from '../../../src/simulator/index.js';
-import { startTestGateway, type TestGateway } from '../../support/gateway.js';
-
-let sims: SimulatedCapsule[] = [];
-let gateways: TestGateway[] = [];
-
-afterEach(async () => {
-  await Promise.all(gateways.map((g) => g.close()));
-  await Promise.all(sims.map((s) => s.stop()));
-  gateways = [];
-  sims = [];
-});
+import { startSimulator } from '../../../src/simulator/index.js';
+import { startTestGateway } from '../../support/gateway.js';
+import { stopAfterTest } from '../../support/stop-after-test.js';
 
 let redisUrl: string | undefined;
 
 const setup = async (config: Parameters<typeof startTestGateway>[0]['config'] = {}) => {
   const sim = await startSimulator({ taskAcceptance: 'single' });
-  sims.push(sim);
+  stopAfterTest(sim);
   // A unique capsule id per test keeps Redis-backed runs apart.
   const capsule = uniqueCapsule('flue');
   const gw = await startTestGateway({
@@ -31,7 +22,7 @@ const setup = async (config: Parameters<typeof startTestGateway>[0]['config'] = 
     config,
     ...(redisUrl ? { redisUrl } : {}),
   });
-  gateways.push(gw);
+  stopAfterTest(gw);
   return { sim, gw, url: (conv: string) => `${gw.baseUrl}/flue/${capsule}/${conv}` };
 };
 

@@ -6,28 +6,23 @@
  * error.
  */
 import { EventSource } from 'eventsource';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startCuttingProxy } from '../../client/cutting-proxy.js';
-import type { TestGateway } from '../../support/gateway.js';
 import { collectSse, type SseEvent } from '../beeos/support/sse-client.js';
 import {
   followError,
   getJson,
   quickRetryFetch,
-  startTwoOwners,
+  twoOwnersForFile,
   type FollowEventJson,
   type LongPoll,
 } from './follow-support.js';
 
 const ALICE = 'follow-beeos-alice-key-0123456789';
 const BOB = 'follow-beeos-bob-key-0123456789';
-let gw: TestGateway;
-let close: () => Promise<void>;
+const gw = twoOwnersForFile(ALICE, BOB);
 
-beforeAll(async () => ({ gw, close } = await startTwoOwners(ALICE, BOB)));
-afterAll(() => close());
-
-const agent = () => `${gw.baseUrl}/api/v1/agents/cap0`;
+const agent = () => `${gw().baseUrl}/api/v1/agents/cap0`;
 const auth = (token: string) => ({ authorization: `Bearer ${token}` });
 const post = async (url: string, body: unknown, token = ALICE) => {
   const res = await fetch(url, {
@@ -55,14 +50,14 @@ const eventsOf = async (path: string, until: (seen: SseEvent[]) => boolean) => {
 const messagesOf = (events: SseEvent[]) =>
   events.filter((e) => e.event === 'message').map((e) => JSON.parse(e.data) as unknown);
 
-const url = (q: string) => `${gw.baseUrl}/v1/follow${q}`;
+const url = (q: string) => `${gw().baseUrl}/v1/follow${q}`;
 
 describe('beeos:… on GET /v1/follow', () => {
   it('a task and a conversation over one EventSource cut every 300 ms: every envelope once, in order', async () => {
     const conv = (await post(`${agent()}/conversations`, {})).conversation_id!;
     await post(`${agent()}/conversations/${conv}/messages`, { message: script(5) });
     const task = (await post(`${agent()}/tasks`, { message: script(40) })).task_id!;
-    const proxy = await startCuttingProxy(gw.baseUrl, { lifetimeMs: 300 });
+    const proxy = await startCuttingProxy(gw().baseUrl, { lifetimeMs: 300 });
     const got: FollowEventJson[] = [];
     const es = new EventSource(
       `${proxy.url}/v1/follow?stream=beeos:cap0/tasks/${task}@-1&stream=beeos:cap0/conversations/${conv}@0`,

@@ -7,29 +7,28 @@
  */
 import { createFlueClient } from '@flue/sdk';
 import { EventSource } from 'eventsource';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { startCuttingProxy } from '../../client/cutting-proxy.js';
 import { startSimulator } from '../../../src/simulator/index.js';
-import { startTestGateway, type TestGateway } from '../../support/gateway.js';
+import { startTestGateway } from '../../support/gateway.js';
 import {
   followError,
   getJson,
   quickRetryFetch,
-  startTwoOwners,
+  twoOwnersForFile,
   type FollowEventJson,
   type LongPoll,
 } from './follow-support.js';
 
 const ALICE = 'follow-flue-alice-key-0123456789';
 const BOB = 'follow-flue-bob-key-0123456789';
-let gw: TestGateway;
-let close: () => Promise<void>;
-
-beforeAll(async () => ({ gw, close } = await startTwoOwners(ALICE, BOB)));
-afterAll(() => close());
+const gw = twoOwnersForFile(ALICE, BOB);
 
 const client = (conv: string, token: string) =>
-  createFlueClient({ url: `${gw.baseUrl}/flue/cap0/${conv}`, headers: { authorization: `Bearer ${token}` } });
+  createFlueClient({
+    url: `${gw().baseUrl}/flue/cap0/${conv}`,
+    headers: { authorization: `Bearer ${token}` },
+  });
 
 /** A message the simulated capsule answers with `chunks` text chunks; resolves when it is done. */
 const say = async (conv: string, token: string, chunks: number): Promise<void> => {
@@ -45,7 +44,7 @@ const allUpdates = async (conv: string, token: string): Promise<unknown[]> => {
   const out: unknown[] = [];
   let offset = '-1';
   for (let page = 0; page < 1000; page++) {
-    const res = await fetch(`${gw.baseUrl}/flue/cap0/${conv}?view=updates&offset=${offset}`, {
+    const res = await fetch(`${gw().baseUrl}/flue/cap0/${conv}?view=updates&offset=${offset}`, {
       headers: { authorization: `Bearer ${token}` },
     });
     expect(res.status).toBe(200);
@@ -56,14 +55,14 @@ const allUpdates = async (conv: string, token: string): Promise<unknown[]> => {
   throw new Error('never up to date');
 };
 
-const url = (q: string) => `${gw.baseUrl}/v1/follow${q}`;
+const url = (q: string) => `${gw().baseUrl}/v1/follow${q}`;
 
 describe('flue:{capsule}/{conversation} on GET /v1/follow', () => {
   it('every chunk ?view=updates gives, once, in order, through an EventSource cut every 300 ms', async () => {
     await say('chat', ALICE, 5);
     // Bob's conversation of the same name is another one: none of its chunks reach Alice.
     await say('chat', BOB, 3);
-    const proxy = await startCuttingProxy(gw.baseUrl, { lifetimeMs: 300 });
+    const proxy = await startCuttingProxy(gw().baseUrl, { lifetimeMs: 300 });
     const got: FollowEventJson<unknown[]>[] = [];
     const es = new EventSource(`${proxy.url}/v1/follow?stream=flue:cap0/chat@-1`, {
       fetch: quickRetryFetch(ALICE),

@@ -3,6 +3,7 @@
  * carries a bearer token), a JSON GET, and the event shape every follow event has.
  */
 import { createHash } from 'node:crypto';
+import { afterAll, beforeAll } from 'vitest';
 import { startSimulator } from '../../../src/simulator/index.js';
 import { startTestGateway, type TestGateway } from '../../support/gateway.js';
 
@@ -46,7 +47,7 @@ export interface LongPoll<T = unknown> {
 }
 
 /** One simulated capsule `cap0` behind a gateway with two owners' keys (alice, bob) and a 2 s long-poll. */
-export const startTwoOwners = async (
+const startTwoOwners = async (
   alice: string,
   bob: string,
 ): Promise<{ gw: TestGateway; close(): Promise<void> }> => {
@@ -67,5 +68,18 @@ export const startTwoOwners = async (
       await gw.close();
       await sim.stop();
     },
+  };
+};
+
+/** `startTwoOwners` for the whole test file: started before its first test, closed after its last. */
+export const twoOwnersForFile = (alice: string, bob: string): (() => TestGateway) => {
+  let started: { gw: TestGateway; close(): Promise<void> } | null = null;
+  beforeAll(async () => {
+    started = await startTwoOwners(alice, bob);
+  });
+  afterAll(() => started?.close());
+  return () => {
+    if (!started) throw new Error('the gateway starts in beforeAll: use it inside a test');
+    return started.gw;
   };
 };

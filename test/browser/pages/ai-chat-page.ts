@@ -3,31 +3,16 @@
  * `useChat({id, messages, resume: true})` sets it up on mount: the chat's history from the gateway,
  * then `resumeStream()`. `?api=…&chat=…` name the surface and the chat; `window.aiChat` drives it.
  */
-import { AbstractChat, DefaultChatTransport, type ChatState, type UIMessage } from 'ai';
+import { AbstractChat, DefaultChatTransport, type UIMessage } from 'ai';
+import { PlainChatState } from '../../support/plain-chat-state.js';
 
 /** Page-side globals (this file is bundled for Chromium; the project's lib has no DOM). */
 declare const window: Record<string, unknown>;
 declare const location: { search: string };
 
-class PageState implements ChatState<UIMessage> {
-  messages: UIMessage[] = [];
-  status: ChatState<UIMessage>['status'] = 'ready';
-  error: Error | undefined = undefined;
-  pushMessage = (m: UIMessage): void => {
-    this.messages = [...this.messages, m];
-  };
-  popMessage = (): void => {
-    this.messages = this.messages.slice(0, -1);
-  };
-  replaceMessage = (i: number, m: UIMessage): void => {
-    this.messages = this.messages.with(i, structuredClone(m));
-  };
-  snapshot = <T>(v: T): T => structuredClone(v);
-}
-
 class PageChat extends AbstractChat<UIMessage> {
   constructor(id: string, api: string, messages: UIMessage[]) {
-    const state = new PageState();
+    const state = new PlainChatState();
     state.messages = messages;
     super({ id, state, transport: new DefaultChatTransport({ api }) });
   }
