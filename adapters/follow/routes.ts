@@ -110,20 +110,38 @@ export const createFollowRoutes = (deps: AdapterDeps, sources: readonly FollowSo
     setMaxListeners(opened.length + 10, stop.signal);
     void stream.done.then(() => stop.abort());
 
-    /** Stream `i`'s events, each after its own token, in one write; then its cursor after them. */
+    /**
+     * Stream `i`'s events, each after its own token, in one Buffer and one write; then its cursor
+     * after them. Tokens are ASCII (base64url): written straight into the Buffer, beside the shared
+     * `data:` bytes, with no Buffer of their own.
+     */
     const send = (i: number, events: readonly FollowEvent[], cursor: string): void => {
-      const key = opened[i]!.key.key;
-      const chunks: Buffer[] = [];
-      for (const ev of events) {
-        cursors[i] = ev.cursor;
-        token.set(i, ev.cursor);
-        chunks.push(Buffer.from(`id: ${token.toString()}\n`), dataBytes(key, ev));
+      if (events.length > 0) {
+        const key = opened[i]!.key.key;
+        const ids: string[] = [];
+        const data: Buffer[] = [];
+        let size = 0;
+        for (const ev of events) {
+          token.set(i, ev.cursor);
+          const id = `id: ${token.toString()}\n`;
+          const bytes = dataBytes(key, ev);
+          ids.push(id);
+          data.push(bytes);
+          size += id.length + bytes.length;
+        }
+        const out = Buffer.allocUnsafe(size);
+        let at = 0;
+        for (let n = 0; n < ids.length; n++) {
+          at += out.write(ids[n]!, at, 'latin1');
+          at += data[n]!.copy(out, at);
+        }
+        cursors[i] = events[events.length - 1]!.cursor;
+        stream.write(out);
       }
       if (cursors[i] !== cursor) {
         cursors[i] = cursor;
         token.set(i, cursor);
       }
-      if (chunks.length > 0) stream.writeAll(chunks);
     };
 
     /**
