@@ -124,6 +124,32 @@ describe('GET /v1/follow at the head', () => {
     }
   }, 60_000);
 
+  it('connections joining one after another while the capsule writes: each joins the shared feed and gets every record once, in order', async () => {
+    const g = await start(1);
+    const url = `${g.baseUrl}/v1/follow?stream=murmur:cap0@-1`;
+    const busy = runBusy(sims[0]!, 4, 30, 3);
+    const clients = [follow(url)];
+    // The next connection opens once the last one is under way: each meets the feed somewhere else.
+    while (clients.length < 6) {
+      const last = clients[clients.length - 1]!;
+      const seen = last.length;
+      await expect.poll(() => last.length, { timeout: 20_000, interval: 5 }).toBeGreaterThan(seen + 3);
+      clients.push(follow(url));
+    }
+    const last0 = await busy;
+    const upTo = await offsetOf(g, 'cap0', last0.data);
+    await expect
+      .poll(() => clients.every((got) => got.some((d) => d.data.offset >= upTo)), {
+        timeout: 30_000,
+        interval: 50,
+      })
+      .toBe(true);
+    const logged = await loggedRecords(g.core, 'cap0', upTo);
+    for (const got of clients)
+      expect(got.filter((d) => d.data.offset <= upTo).map((d) => d.data)).toEqual(logged);
+    expect(g.gateway.hub.capsuleStats('cap0')).toMatchObject({ subscribers: 1, waiters: 0 });
+  }, 60_000);
+
   it('resumes every stream exactly from a token, of the current form or of the earlier one', async () => {
     const g = await start(2);
     const url = `${g.baseUrl}/v1/follow?stream=murmur:cap0@-1&stream=murmur:cap1@-1`;
