@@ -3,8 +3,11 @@
  * `-1` when absent), `live=sse` (default) or `long-poll` (with `wait=SECONDS`, a hold shorter than
  * the gateway's `downstream.longPollMaxMs`, for a client behind a proxy that cuts idle connections), and for a reconnecting EventSource the
  * `Last-Event-ID` token that carries every stream's cursor at once. The token is opaque to clients:
- * `v1.` and the base64url of the cursors' JSON array, in the order of the `stream` parameters, so
- * it only makes sense with the URL it was handed out on (an EventSource reconnects to that URL).
+ * `v2.` and each cursor's base64url, joined by `.`, in the order of the `stream` parameters, so it
+ * only makes sense with the URL it was handed out on (an EventSource reconnects to that URL). A
+ * connection keeps the encoded pieces and re-encodes only the cursor that moved: one event costs one
+ * cursor's base64 and a join, not every cursor's JSON. The earlier form (`v1.` and the base64url of
+ * the cursors' JSON array) is still read, so a client holding one resumes exactly.
  */
 export interface FollowKey {
   key: string;
@@ -30,19 +33,51 @@ export class FollowRequestError extends Error {
   }
 }
 
-const TOKEN_PREFIX = 'v1.';
+const TOKEN_V1 = 'v1.';
+const TOKEN_V2 = 'v2.';
 /** A key: `scheme:name`, the name printable without spaces (it is a URL's path pieces or an id). */
 const KEY = /^[a-z][a-z0-9-]*:[!-~\u00a0-\uffff]{1,1024}$/;
+const BASE64URL = /^[A-Za-z0-9_-]*$/;
 
-export const encodeToken = (cursors: readonly string[]): string =>
-  TOKEN_PREFIX + Buffer.from(JSON.stringify(cursors), 'utf8').toString('base64url');
+const segment = (cursor: string): string => Buffer.from(cursor, 'utf8').toString('base64url');
+
+/** The token of a connection's cursors, kept up to date one stream at a time. */
+export class FollowToken {
+  private readonly segments: string[];
+  private text: string | null = null;
+
+  constructor(cursors: readonly string[]) {
+    this.segments = cursors.map(segment);
+  }
+
+  /** Stream `i` now stands at `cursor`. */
+  set(i: number, cursor: string): void {
+    this.segments[i] = segment(cursor);
+    this.text = null;
+  }
+
+  /** The token for every cursor as it stands (made once per change, whatever asks for it). */
+  toString(): string {
+    return (this.text ??= TOKEN_V2 + this.segments.join('.'));
+  }
+}
+
+export const encodeToken = (cursors: readonly string[]): string => new FollowToken(cursors).toString();
 
 const decodeToken = (token: string, count: number): string[] => {
   const bad = new FollowRequestError(400, 'bad_request', 'Last-Event-ID is not a token of these streams');
-  if (!token.startsWith(TOKEN_PREFIX)) throw bad;
+  if (token.startsWith(TOKEN_V2)) {
+    const parts = token.slice(TOKEN_V2.length).split('.');
+    if (parts.length !== count || !parts.every((p) => BASE64URL.test(p))) throw bad;
+    const cursors = parts.map((p) => Buffer.from(p, 'base64url').toString('utf8'));
+    // Only the canonical spelling of each cursor: a byte that decodes to nothing sensible is refused.
+    if (cursors.some((c, i) => segment(c) !== parts[i] || c === '')) throw bad;
+    return cursors;
+  }
+  if (!token.startsWith(TOKEN_V1)) throw bad;
   let cursors: unknown;
   try {
-    cursors = JSON.parse(Buffer.from(token.slice(TOKEN_PREFIX.length), 'base64url').toString('utf8'));
+    cursors = JSON.parse(Buffer.from(token.slice(TOKEN_V1.length), 'base64url').toString('utf8'));
   } catch {
     throw bad;
   }

@@ -4,9 +4,12 @@
  * SSE (`live=sse`, the default): every event is `id: <token>` and `data: {"stream", "cursor",
  * "event", "data"}`, the token holding every stream's cursor after that event, so an EventSource
  * that reconnects on its own (sending only `Last-Event-ID`) resumes every stream exactly. Each stream
- * is read by its own loop over its surface's follow source (catch-up pages, then a wait on the hub's
- * one reader of that capsule), and all of them write into the one SSE transport: one write per
- * connection per turn, however many streams had something.
+ * is read by its own loop over its surface's follow source (catch-up pages; then, at the head, the
+ * batches its source pushes from one hub subscription per capsule per process, or where a source has
+ * none, a wait on the hub's one reader of that capsule), and all of them write into the one SSE
+ * transport: one write per connection per turn, however many streams had something. Per event a
+ * connection makes only its `id:` line (the token, re-encoded for the one stream that moved); the
+ * `data:` bytes are made once per event object, which a source may share among all its readers.
  *
  * Long-poll (`live=long-poll`): answers as soon as any stream has events, or empty when the hold
  * (`downstream.longPollMaxMs`, or the shorter `wait=SECONDS` the client asks for) ends: `{"events": [...], "cursors": {KEY: CURSOR}}`.
@@ -20,9 +23,10 @@ import { principalOf } from '../../src/auth/principal.js';
 import { linkSignals } from '../../src/core/linked-signal.js';
 import { GatewayError } from '../../src/errors.js';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
+import { endOnShutdown } from '../../src/http/sse-ends.js';
 import { startSse } from '../../src/http/sse-transport.js';
 import type { FollowEvent, FollowSource, FollowTarget } from '../../src/http/surface.js';
-import { encodeToken, FollowRequestError, parseFollowRequest, type FollowKey } from './request.js';
+import { FollowRequestError, FollowToken, parseFollowRequest, type FollowKey } from './request.js';
 
 export const FOLLOW_PATH = '/v1/follow';
 /** Events one stream reads at a time: a stream far behind does not hold the others' turn. */
@@ -48,8 +52,23 @@ interface Opened {
   cursor: string;
 }
 
-const eventText = (key: string, ev: FollowEvent, token: string): string =>
-  `id: ${token}\ndata: ${JSON.stringify({ stream: key, cursor: ev.cursor, event: ev.event, data: ev.data })}\n\n`;
+/** An event's `data:` line and the blank line after it, for the stream `key`. */
+const dataText = (key: string, ev: FollowEvent): string => {
+  const head = `data: {"stream":${JSON.stringify(key)},"cursor":${JSON.stringify(ev.cursor)},"event":${JSON.stringify(ev.event)},"data":`;
+  return `${head}${ev.json ?? JSON.stringify(ev.data)}}\n\n`;
+};
+
+/** The last `data:` bytes made for an event object, and for which stream. */
+const encoded = new WeakMap<FollowEvent, { key: string; bytes: Buffer }>();
+
+/** An event's `data:` bytes, made once per event object and stream: shared by every connection. */
+const dataBytes = (key: string, ev: FollowEvent): Buffer => {
+  const known = encoded.get(ev);
+  if (known?.key === key) return known.bytes;
+  const bytes = Buffer.from(dataText(key, ev));
+  encoded.set(ev, { key, bytes });
+  return bytes;
+};
 
 export const createFollowRoutes = (deps: AdapterDeps, sources: readonly FollowSource[]): Hono => {
   const { core, config, logger } = deps;
@@ -77,29 +96,92 @@ export const createFollowRoutes = (deps: AdapterDeps, sources: readonly FollowSo
 
   const sse = (c: Context, opened: Opened[]): Response => {
     const cursors = opened.map((o) => o.cursor);
+    const token = new FollowToken(cursors);
     const { stream, response } = startSse(c, {
       heartbeat: { bytes: HEARTBEAT, everyMs: config.heartbeatMs },
     });
     // A first byte at once: a client tells a stream held back by a proxy from a quiet one by it.
     stream.write(HEARTBEAT);
+    // The drain ends the stream through one listener shared by every stream (not one each), and the
+    // stream's end stops every loop of this connection.
+    endOnShutdown(core.shutdownSignal, stream);
     const stop = new AbortController();
-    const linked = linkSignals(stop.signal, core.shutdownSignal);
     // Every stream's wait listens on it: one listener per stream is no leak.
-    setMaxListeners(opened.length + 10, linked.signal);
+    setMaxListeners(opened.length + 10, stop.signal);
     void stream.done.then(() => stop.abort());
-    const follow = async (i: number): Promise<void> => {
-      const { key, target } = opened[i]!;
-      while (stream.open && !linked.signal.aborted) {
-        const page = await target.read(cursors[i]!, PAGE, config.longPollMaxMs, linked.signal);
-        if (!stream.open) return;
-        const chunks: Buffer[] = [];
-        for (const ev of page.events) {
-          cursors[i] = ev.cursor;
-          chunks.push(Buffer.from(eventText(key.key, ev, encodeToken(cursors))));
+
+    /**
+     * Stream `i`'s events, each after its own token, in one Buffer and one write; then its cursor
+     * after them. Tokens are ASCII (base64url): written straight into the Buffer, beside the shared
+     * `data:` bytes, with no Buffer of their own.
+     */
+    const send = (i: number, events: readonly FollowEvent[], cursor: string): void => {
+      if (events.length > 0) {
+        const key = opened[i]!.key.key;
+        const ids: string[] = [];
+        const data: Buffer[] = [];
+        let size = 0;
+        for (const ev of events) {
+          token.set(i, ev.cursor);
+          const id = `id: ${token.toString()}\n`;
+          const bytes = dataBytes(key, ev);
+          ids.push(id);
+          data.push(bytes);
+          size += id.length + bytes.length;
         }
-        cursors[i] = page.cursor;
-        if (chunks.length > 0) stream.writeAll(chunks);
+        const out = Buffer.allocUnsafe(size);
+        let at = 0;
+        for (let n = 0; n < ids.length; n++) {
+          at += out.write(ids[n]!, at, 'latin1');
+          at += data[n]!.copy(out, at);
+        }
+        cursors[i] = events[events.length - 1]!.cursor;
+        stream.write(out);
+      }
+      if (cursors[i] !== cursor) {
+        cursors[i] = cursor;
+        token.set(i, cursor);
+      }
+    };
+
+    /**
+     * Stream `i` at its head, fed by its source's pushes until they end (then false: read again)
+     * or the connection does; null when the source cannot take it live now (then wait on a read).
+     */
+    const live = (i: number, target: FollowTarget): Promise<void> | null => {
+      let handle: { close(): void } | null = null;
+      let finish: () => void = () => undefined;
+      const ended = new Promise<void>((resolve) => {
+        finish = () => {
+          stop.signal.removeEventListener('abort', finish);
+          handle?.close();
+          resolve();
+        };
+      });
+      handle = target.live!(cursors[i]!, {
+        events: (events, cursor) => {
+          if (stream.open) send(i, events, cursor);
+        },
+        lost: () => finish(),
+      });
+      if (!handle) return null;
+      stop.signal.addEventListener('abort', finish, { once: true });
+      return ended;
+    };
+
+    const follow = async (i: number): Promise<void> => {
+      const { target } = opened[i]!;
+      let wait = target.live === undefined;
+      while (stream.open && !stop.signal.aborted) {
+        const page = await target.read(cursors[i]!, PAGE, wait ? config.longPollMaxMs : 0, stop.signal);
+        if (!stream.open) return;
+        send(i, page.events, page.cursor);
         if (stream.backedUp) await stream.waitDrain();
+        if (target.live === undefined || page.events.length > 0 || !stream.open) continue;
+        // Nothing more to read: live from the source's pushes, or (when it cannot) a waiting read.
+        const pushed = live(i, target);
+        wait = pushed === null;
+        if (pushed) await pushed;
       }
     };
     void Promise.all(opened.map((_, i) => follow(i)))
@@ -109,7 +191,7 @@ export const createFollowRoutes = (deps: AdapterDeps, sources: readonly FollowSo
       })
       .finally(() => {
         stream.end();
-        linked.release();
+        stop.abort();
       });
     return response;
   };
@@ -118,7 +200,8 @@ export const createFollowRoutes = (deps: AdapterDeps, sources: readonly FollowSo
     const cursors = opened.map((o) => o.cursor);
     const events: { stream: string; cursor: string; event: string; data: unknown }[] = [];
     const take = (i: number, page: { events: FollowEvent[]; cursor: string }): void => {
-      for (const ev of page.events) events.push({ stream: opened[i]!.key.key, ...ev });
+      for (const ev of page.events)
+        events.push({ stream: opened[i]!.key.key, cursor: ev.cursor, event: ev.event, data: ev.data });
       cursors[i] = page.cursor;
     };
     const first = new AbortController();

@@ -32,5 +32,5 @@ export const murmurSurface = (deps: AdapterDeps): Surface => ({
   routes: createMurmurRoutes(deps),
   malformedPath: murmurMalformedPath,
   rateLimited: murmurRateLimited,
-  follow: murmurFollow(deps.core),
+  follow: murmurFollow(deps.core, deps.logger),
 });

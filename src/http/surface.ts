@@ -15,6 +15,8 @@ export interface FollowEvent {
   event: string;
   data: unknown;
   cursor: string;
+  /** `data` as JSON text, when the source has it already (a record's, serialised once per process). */
+  json?: string;
 }
 
 /** A stream one caller may follow, from its own cursors. */
@@ -30,6 +32,21 @@ export interface FollowTarget {
     waitMs: number,
     signal: AbortSignal,
   ): Promise<{ events: FollowEvent[]; cursor: string }>;
+  /**
+   * Live delivery pushed from one subscription per stream per process, for a reader that read up to
+   * `cursor` and found nothing more: `sink.events` gets every later batch, in order, until the
+   * returned handle is closed or `sink.lost` is called (the reader then reads again from its cursor).
+   * Null when the reader cannot join at `cursor` now: it reads (and waits) instead. Absent: reads only.
+   * The events handed over may be shared by every reader of the stream: they must not be changed.
+   */
+  live?(cursor: string, sink: FollowLiveSink): { close(): void } | null;
+}
+
+/** Where a stream's live events go (FollowTarget.live). Both calls are synchronous. */
+export interface FollowLiveSink {
+  events(events: readonly FollowEvent[], cursor: string): void;
+  /** The live delivery ended (a drain, the log no longer continuing it): read again from the cursor. */
+  lost(): void;
 }
 
 export type FollowOpen =

@@ -432,21 +432,30 @@ export class RedisStore implements LogStore {
     if (this.ownsConnection) await this.connection.close();
   }
 
-  /** Wait briefly for the connection to be ready (start-up, reconnect), else fail fast. */
+  /** The wait for 'ready' that every call shares while the connection is not ready. */
+  private readyWait: Promise<void> | null = null;
+
+  /**
+   * Wait briefly for the connection to be ready (start-up, reconnect), else fail fast. One listener
+   * for every call that waits (each capsule's reads and appends at start-up), not one each.
+   */
   private async ready(): Promise<void> {
     if (this.redis.status === 'ready') return;
     if (this.closed) throw new GatewayError('store_unavailable', 'redis store is closed');
-    await new Promise<void>((resolve, reject) => {
+    this.readyWait ??= new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.redis.off('ready', onReady);
+        this.readyWait = null;
         reject(new Error(`redis not ready (${this.redis.status})`));
       }, 500);
       const onReady = (): void => {
         clearTimeout(timer);
+        this.readyWait = null;
         resolve();
       };
       this.redis.once('ready', onReady);
     });
+    return this.readyWait;
   }
 
   private async call<T>(fn: () => Promise<T>): Promise<T> {

@@ -77,7 +77,7 @@ describe('the follow bench', () => {
     }
     await reader.cancel();
     expect(text).toMatch(
-      /\nid: v1\.[A-Za-z0-9_-]+\ndata: \{"stream":"murmur:f0","cursor":"\d+","event":"record","data":\{[^\n]*@1@/,
+      /\nid: v2\.[A-Za-z0-9_.-]+\ndata: \{"stream":"murmur:f0","cursor":"\d+","event":"record","data":\{[^\n]*@1@/,
     );
   });
 

@@ -412,4 +412,18 @@ describe.skipIf(skip)('RedisStore', () => {
     });
     expect(await store.ping()).toBe(false);
   });
+
+  it("adds one 'ready' listener for every call waiting on a connection not ready yet, not one per capsule", async () => {
+    const store = open();
+    const redis = (store as unknown as { redis: Redis }).redis;
+    expect(redis.status).not.toBe('ready');
+    const before = redis.listenerCount('ready');
+    const caps = Array.from({ length: 20 }, () => uniqueCapsule());
+    // Every capsule's first read at once, as a gateway's start-up does.
+    const reads = Promise.all(caps.map((cap) => store.read(cap, 0, 10)));
+    expect(redis.listenerCount('ready')).toBe(before + 1);
+    const pages = await reads;
+    expect(pages.map((p) => p.records.length)).toEqual(caps.map(() => 0));
+    expect(redis.listenerCount('ready')).toBe(before);
+  });
 });
