@@ -1,7 +1,7 @@
 /**
  * A BeeOS test gateway: the real MemoryStore, Hub and GatewayCoreImpl, createBeeosRoutes served on
- * 127.0.0.1, and a scripted capsule (UpstreamPort) that writes Murmur frames into the log. Used
- * until / beside the lead's startTestGateway + simulator conformance run.
+ * 127.0.0.1, and a scripted capsule (UpstreamPort) that writes Murmur frames into the log: beside
+ * the startTestGateway + simulator conformance run, for cases a simulator cannot script.
  */
 import { randomUUID } from 'node:crypto';
 import type { Server as HttpServer } from 'node:http';
