@@ -7,6 +7,7 @@
  * subscription, its acked offsets, the current wake, its lease, the retry schedule and which
  * replica delivers it. The signing keys live in the same store, generated once.
  */
+import type { DocPut, OwnedDocuments, VersionedDoc } from '../webhooks/owned-documents.js';
 
 export type SubscriptionType = 'webhook' | 'pull-wake';
 
@@ -65,17 +66,8 @@ export interface SubscriptionDoc {
   baseUrl: string;
 }
 
-export interface Versioned {
-  doc: SubscriptionDoc;
-  version: number;
-}
-
-export type PutOutcome =
-  | { kind: 'written'; version: number }
-  /** Someone else wrote it since it was read: read again. */
-  | { kind: 'moved' }
-  /** A create past the owner's share (`maxPerOwner`). */
-  | { kind: 'owner_full' };
+export type Versioned = VersionedDoc<SubscriptionDoc>;
+export type PutOutcome = DocPut;
 
 /** The Ed25519 signing keys (JWK) and the secret callback tokens are signed with. */
 export interface SigningKey {
@@ -93,18 +85,8 @@ export interface KeyRing {
   tokenSecret: string;
 }
 
-export interface SubscriptionStore {
-  /** `key`: the owner's tag and the id (subscriptionKey). */
-  get(key: string): Promise<Versioned | null>;
-  /**
-   * Writes `doc` (null: deletes) if the stored version is still `expected` (0: absent). A create
-   * counts against the owner's share; a delete frees it.
-   */
-  put(key: string, expected: number, doc: SubscriptionDoc | null, maxPerOwner: number): Promise<PutOutcome>;
-  /** Every subscription's key (the delivery sweep walks them). */
-  keys(): Promise<string[]>;
-  /** One owner's subscription keys (an append looks only at its owner's). */
-  ownerKeys(owner: string | null): Promise<string[]>;
+/** Subscriptions as owned documents (`key`: the owner's tag and the id, subscriptionKey), plus the key ring. */
+export interface SubscriptionStore extends OwnedDocuments<SubscriptionDoc> {
   /** The key ring as stored; `fresh` is stored first if there is none yet (generated once). */
   keyRing(fresh: () => KeyRing): Promise<KeyRing>;
   /** Replaces the ring if it is still `expected` (JSON-equal): rotation by one replica at a time. */

@@ -6,6 +6,7 @@
  * owner) moves cursors forward, a new owner after a failover continues from the last acknowledged
  * event, and a create past the owner's share of tasks is refused by the store itself.
  */
+import type { DocPut, OwnedDocuments, VersionedDoc } from './owned-documents.js';
 
 export interface TaskWebhook {
   /** The config id, unique within the task. */
@@ -35,33 +36,11 @@ export interface TaskWebhooksDoc {
   webhooks: TaskWebhook[];
 }
 
-export interface VersionedTaskWebhooks {
-  doc: TaskWebhooksDoc;
-  version: number;
-}
+export type VersionedTaskWebhooks = VersionedDoc<TaskWebhooksDoc>;
+export type TaskWebhooksPut = DocPut;
 
-export type TaskWebhooksPut =
-  | { kind: 'written'; version: number }
-  /** Someone else wrote it since it was read: read again. */
-  | { kind: 'moved' }
-  /** A create past the owner's share of tasks with webhooks. */
-  | { kind: 'owner_full' };
-
-export interface TaskWebhookStore {
-  get(key: string): Promise<VersionedTaskWebhooks | null>;
-  /**
-   * Writes `doc` (null: deletes) if the stored version is still `expected` (0: absent). A create
-   * counts against the owner's share (`maxPerOwner` tasks); a delete frees it.
-   */
-  put(
-    key: string,
-    expected: number,
-    doc: TaskWebhooksDoc | null,
-    maxPerOwner: number,
-  ): Promise<TaskWebhooksPut>;
-  /** Every task's key (the deliverers' sweep walks them). */
-  keys(): Promise<string[]>;
-}
+/** Each task's webhooks as one owned document (`maxPerOwner`: tasks with webhooks). */
+export type TaskWebhookStore = OwnedDocuments<TaskWebhooksDoc>;
 
 /** The store key of a task's webhooks; it starts with the capsule, so a sweep picks its own without a read. */
 export const taskWebhooksKey = (capsule: string, taskId: string): string => `${capsule}|${taskId}`;

@@ -1,5 +1,5 @@
--- One subscription's compare-and-set (subscription-store types.ts put).
--- KEYS[1] the document hash, KEYS[2] the set of every subscription key, KEYS[3] the owner's set.
+-- One owned document's compare-and-set (owned-documents.ts put: subscriptions, task webhooks).
+-- KEYS[1] the document hash, KEYS[2] the set of every key, KEYS[3] the owner's set.
 -- ARGV[1] expected version (0: absent), ARGV[2] the document JSON ('' deletes), ARGV[3] the key,
 -- ARGV[4] the owner's share. Replies the new version, -1 (moved) or -2 (owner full).
 local current = tonumber(redis.call('HGET', KEYS[1], 'v') or '0')
