@@ -79,7 +79,8 @@ const recordEvents = (
   for (const p of step.envelopes)
     if (p.offset > since && !p.delta) events.push(messageEvent(p.envelope, p.offset));
   const past = pastRecord(record.offset);
-  if (step.end && past > since) events.push({ event: 'end', data: { reason: step.end }, cursor: String(past) });
+  if (step.end && past > since)
+    events.push({ event: 'end', data: { reason: step.end }, cursor: String(past) });
   return { events, since: Math.max(since, past) };
 };
 
