@@ -16,7 +16,7 @@
  */
 import type { FeedEnd, FeedSink, LiveFeed } from '../../src/hub/live-feed.js';
 import type { LogRecord } from '../../src/log/record.js';
-import type { FeedListener } from './channel-listener.js';
+import type { ChannelListener } from './channel-listener.js';
 import type { ChannelProjector } from './projection.js';
 import { SharedProjection } from './shared-projection.js';
 
@@ -25,9 +25,9 @@ export type BeeosLiveFeed = LiveFeed<SharedProjection, ChannelFeed>;
 export class ChannelFeed implements FeedSink {
   private readonly byChannel = new Map<string, SharedProjection[]>();
   /** Listeners still waiting for their replay_complete. */
-  private readonly pendingReplay = new Map<FeedListener, SharedProjection>();
+  private readonly pendingReplay = new Map<ChannelListener, SharedProjection>();
   /** Listeners replaying on their own (they keep the feed alive). */
-  private readonly replaying = new Set<FeedListener>();
+  private readonly replaying = new Set<ChannelListener>();
 
   constructor(
     private readonly feed: BeeosLiveFeed,
@@ -89,7 +89,7 @@ export class ChannelFeed implements FeedSink {
   }
 
   /** A listener starts replaying on its own: keep the feed (and its ring) running meanwhile. */
-  hold(listener: FeedListener): () => void {
+  hold(listener: ChannelListener): () => void {
     this.replaying.add(listener);
     const release = this.feed.hold();
     return () => {
@@ -101,7 +101,7 @@ export class ChannelFeed implements FeedSink {
    * Join `listener`, whose own projector has projected every record up to `cursor` (synchronously
    * with this call), to the shared projection in the same state, or share its projector.
    */
-  join(listener: FeedListener, channelId: string, contextId: string, projector: ChannelProjector): void {
+  join(listener: ChannelListener, channelId: string, contextId: string, projector: ChannelProjector): void {
     const key = projector.shareKey();
     const list = this.byChannel.get(channelId) ?? [];
     let shared = list.find((p) => !p.ended && p.projector.shareKey() === key);

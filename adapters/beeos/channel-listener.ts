@@ -29,29 +29,7 @@ const bytes = (text: string): Buffer => Buffer.from(text, 'utf8');
  */
 export type EncodedStep = (Buffer | undefined)[];
 
-/**
- * What a capsule's feed (channel-feed.ts) asks of a stream joined to a shared projection: an
- * `…/events` connection (ChannelListener) or a `/v1/follow` reader of the channel (follow.ts).
- */
-export interface FeedListener {
-  readonly replayDone: boolean;
-  readonly ended: boolean;
-  /** The latest offset of the projection it follows (set by the feed on joining). */
-  latest: () => number;
-  onClose(fn: () => void): void;
-  onRecord(
-    record: LogRecord,
-    step: ProjectionStep,
-    encoded: EncodedStep,
-    latestBefore: number,
-    latestAfter: number,
-  ): void;
-  passed(offset: number, latestOffset: number): void;
-  end(reason: EndReason, latestOffset: number): void;
-  drop(): void;
-}
-
-export class ChannelListener implements FeedListener {
+export class ChannelListener {
   replayDone = false;
   ended = false;
   private readonly closers: (() => void)[] = [];

@@ -53,7 +53,7 @@ const step = (
  * What streams of the same channel share (encodings, a live projection) under: its id and context,
  * since two owners' chats may have the same conversation id (`chat_<chatId>`) and never one context.
  */
-export const shareId = (channel: Channel): string => `${channel.id}\u0000${channel.contextId}`;
+const shareId = (channel: Channel): string => `${channel.id}\u0000${channel.contextId}`;
 
 /** Open the SSE stream of a channel. Resolves once the first checks are done; frames follow. */
 export const openChannelStream = async (

@@ -6,32 +6,20 @@
  * first record (as `…/events` replays it), so each event's cursor is exact: a message's is its
  * envelope offset, and once a record is read the cursor moves past every slot of it
  * (`offset * OFFSET_SLOTS + OFFSET_SLOTS - 1`), so an `end` or a notice is never told twice.
- *
- * Live, a reader at the head joins the channel's shared projection on the capsule's BeeOS live feed
- * (channel-feed.ts: one hub subscription per capsule per process, the projections the `…/events`
- * streams share), closing the stretch to the feed's position from its ring as those streams do:
- * each record is projected once for every reader of the channel, and each message's event (and its
- * bytes, see adapters/follow/routes.ts) is made once per process. A reader the feed is behind, one
- * the ring no longer covers, a feed that ends (drain, a log that no longer continues it) or a
- * channel that ends goes back to reads, which replay and tell what was lost as before.
  */
 import { may, seesCapsule, type Principal } from '../../src/auth/principal.js';
 import { isStoreReset } from '../../src/core/store-reset.js';
 import type { GatewayCore } from '../../src/core/types.js';
-import type { FollowEvent, FollowLiveSink, FollowOpen, FollowSource } from '../../src/http/surface.js';
-import type { LogRecord } from '../../src/log/record.js';
-import type { ChannelFeeds } from './channel-feeds.js';
-import { shareId } from './channel-stream.js';
+import type { FollowEvent, FollowOpen, FollowSource } from '../../src/http/surface.js';
 import type { Channel, ChannelRegistry } from './channels.js';
-import { HINT_AHEAD, HINT_RESET, HINT_TRUNCATED, type FeedListener } from './channel-listener.js';
+import { HINT_AHEAD, HINT_RESET, HINT_TRUNCATED } from './channel-listener.js';
 import { projectorFor, readChannelPage } from './channel-read.js';
 import { OFFSET_SLOTS } from './constants.js';
-import type { ChannelProjector, ProjectionStep } from './projection.js';
+import type { ChannelProjector } from './projection.js';
 
 export interface BeeosFollowDeps {
   core: GatewayCore;
   registry: ChannelRegistry;
-  feeds: ChannelFeeds;
 }
 
 const NAME = /^([^/]+)\/(tasks|conversations)\/([^/]+)$/;
@@ -41,8 +29,6 @@ const pastRecord = (offset: number): number => offset * OFFSET_SLOTS + OFFSET_SL
 
 interface Standing {
   cursor: string;
-  /** The log's generation as the last read saw it: a feed started for this reader follows it. */
-  epoch: number;
   /** Envelopes at or below it are told. */
   since: number;
   /** Log records up to it are projected. */
@@ -55,79 +41,6 @@ const truncated = (oldest: number, since: number, hint: string, cursor: number):
   data: { oldest_redis_offset: oldest, since, hint },
   cursor: String(cursor),
 });
-
-/** A message's event, made once per envelope object: every reader of a shared projection gets it. */
-const messageEvents = new WeakMap<object, FollowEvent>();
-const messageEvent = (envelope: object, offset: number): FollowEvent => {
-  let ev = messageEvents.get(envelope);
-  if (!ev) messageEvents.set(envelope, (ev = { event: 'message', data: envelope, cursor: String(offset) }));
-  return ev;
-};
-
-/**
- * The events of one projected record past `since`, as the read tells them (a store reset's notice,
- * messages without deltas, the channel's `end`); `since` after it.
- */
-const recordEvents = (
-  record: LogRecord,
-  step: ProjectionStep,
-  since: number,
-): { events: FollowEvent[]; since: number } => {
-  const events: FollowEvent[] = [];
-  if (isStoreReset(record) && record.offset * OFFSET_SLOTS > since)
-    events.push(truncated(record.offset * OFFSET_SLOTS, since, HINT_RESET, since));
-  for (const p of step.envelopes)
-    if (p.offset > since && !p.delta) events.push(messageEvent(p.envelope, p.offset));
-  const past = pastRecord(record.offset);
-  if (step.end && past > since)
-    events.push({ event: 'end', data: { reason: step.end }, cursor: String(past) });
-  return { events, since: Math.max(since, past) };
-};
-
-/** A `/v1/follow` reader joined to a channel's shared projection (channel-feed.ts). */
-class FollowListener implements FeedListener {
-  readonly replayDone = true;
-  ended = false;
-  latest: () => number = () => 0;
-  private readonly closers: (() => void)[] = [];
-
-  constructor(
-    private since: number,
-    private readonly sink: FollowLiveSink,
-  ) {}
-
-  onClose(fn: () => void): void {
-    if (this.ended) fn();
-    else this.closers.push(fn);
-  }
-
-  onRecord(record: LogRecord, step: ProjectionStep): void {
-    if (this.ended) return;
-    const { events, since } = recordEvents(record, step, this.since);
-    this.since = since;
-    if (events.length > 0) this.sink.events(events, String(since));
-    // The channel ended: what follows (nothing of it) is the reads' to tell.
-    if (step.end) this.drop();
-  }
-
-  passed(): void {}
-
-  end(): void {
-    this.drop();
-  }
-
-  /** Back to reads from the cursor (a drain, a feed the log no longer continues, an end). */
-  drop(): void {
-    if (this.ended) return;
-    this.close();
-    this.sink.lost();
-  }
-
-  close(): void {
-    this.ended = true;
-    for (const fn of this.closers.splice(0)) fn();
-  }
-}
 
 export const beeosFollow = (deps: BeeosFollowDeps): FollowSource => ({
   scheme: 'beeos',
@@ -174,45 +87,13 @@ export const beeosFollow = (deps: BeeosFollowDeps): FollowSource => ({
       }
       const after = Math.max(first, position.first) - 1;
       const projector = projectorFor(channel, agent);
-      const standing = { cursor: String(since), epoch: position.epoch, since, after, projector };
-      return { standing, events };
+      return { standing: { cursor: String(since), since, after, projector }, events };
     };
 
     return {
       ok: true,
       cursor: start,
       target: {
-        live: (at, sink) => {
-          const s = standing;
-          // Only from where the last read left the reader (its projector and generation known).
-          if (s?.cursor !== at) return null;
-          const { feeds } = deps;
-          const running = feeds.get(agent);
-          const feed = running && !running.closed ? running : feeds.feed(agent, s.after, s.epoch);
-          // A feed behind the reader cannot give it the records between: it waits on a read.
-          if (feed.closed || feed.cursor < s.after) return null;
-          const recent = feed.cursor > s.after ? feed.recent(s.after) : [];
-          if (!recent) return null;
-          // From here synchronous: the feed cannot move between the last record and the join.
-          const events: FollowEvent[] = [];
-          for (const record of recent) {
-            const step = recordEvents(record, s.projector.project(record), s.since);
-            events.push(...step.events);
-            s.since = step.since;
-            s.after = record.offset;
-          }
-          // The projector may now be the shared one: no read may move it.
-          standing = null;
-          const listener = new FollowListener(s.since, sink);
-          if (events.length > 0) sink.events(events, String(s.since));
-          if (events.some((e) => e.event === 'end')) {
-            // The channel ended in the stretch: what follows is the reads' to tell.
-            sink.lost();
-            return { close: () => undefined };
-          }
-          feed.join(listener, shareId(channel), channel.contextId, s.projector);
-          return { close: () => listener.close() };
-        },
         read: async (at, limit, waitMs, signal) => {
           let events: FollowEvent[] = [];
           if (standing?.cursor !== at) ({ standing, events } = await replay(at));

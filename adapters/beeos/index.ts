@@ -7,7 +7,6 @@ import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import type { Surface } from '../../src/http/surface.js';
-import { ChannelFeeds } from './channel-feeds.js';
 import { ChannelRegistry } from './channels.js';
 import { AGENTS_PREFIX, HEADER_REQUEST_ID } from './constants.js';
 import { beeosFollow } from './follow.js';
@@ -61,15 +60,14 @@ export const createBeeosRoutes = (deps: AdapterDeps, options: BeeosRouteOptions 
 export const beeosSurface = (deps: AdapterDeps): Surface => {
   // The routes and the follow source know the same channels.
   const registry = new ChannelRegistry(deps.core);
-  const feeds = new ChannelFeeds(deps.core, deps.logger);
   return {
     name: 'beeos',
     prefix: `${AGENTS_PREFIX}/`,
     capsulePath: /^\/api\/v1\/agents\/([^/]+)/,
     submits: true,
-    routes: createBeeosRoutes(deps, { registry, feeds }),
+    routes: createBeeosRoutes(deps, { registry }),
     malformedPath: beeosMalformedPath,
     rateLimited: beeosRateLimited,
-    follow: beeosFollow({ core: deps.core, registry, feeds }),
+    follow: beeosFollow({ core: deps.core, registry }),
   };
 };

@@ -42,8 +42,6 @@ export interface BeeosRouteOptions {
   maxQueuedBytes?: number;
   /** The channel registry, shared with the surface's follow source (follow.ts); default: a new one. */
   registry?: ChannelRegistry;
-  /** The live feeds, shared with the surface's follow source (follow.ts); default: new ones. */
-  feeds?: ChannelFeeds;
 }
 
 const ok = (c: Context<Env>, data: unknown, status: 200 | 201 | 202 = 200): Response =>
@@ -56,7 +54,7 @@ export const registerBeeosRoutes = (app: Hono<Env>, deps: AdapterDeps, options: 
   const registry = options.registry ?? new ChannelRegistry(core);
   // One live feed per capsule for every BeeOS channel stream of this process; the registry follows
   // the log through it too.
-  const feeds = options.feeds ?? new ChannelFeeds(core, deps.logger);
+  const feeds = new ChannelFeeds(core, deps.logger);
   feeds.observe((capsule, records, before) => registry.observe(capsule, records, before));
   const invokeTimeoutMs = options.invokeTimeoutMs ?? DEFAULT_INVOKE_TIMEOUT_MS;
   const A = `${AGENTS_PREFIX}/:agent`;

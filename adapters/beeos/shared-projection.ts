@@ -4,14 +4,14 @@
  * same Buffers go to every listener.
  */
 import type { LogRecord } from '../../src/log/record.js';
-import type { EncodedStep, FeedListener } from './channel-listener.js';
+import type { ChannelListener, EncodedStep } from './channel-listener.js';
 import type { ChannelProjector } from './projection.js';
 
 /** The encodings of a step without envelopes: nothing is ever written to it. */
 const NONE: EncodedStep = [];
 
 export class SharedProjection {
-  readonly listeners = new Set<FeedListener>();
+  readonly listeners = new Set<ChannelListener>();
   ended = false;
 
   constructor(
