@@ -4,8 +4,8 @@
  * once, in order, and hold no listener of their own on the gateway's shutdown signal (the eleventh
  * connection used to warn MaxListenersExceededWarning). The resume token is re-encoded one stream at
  * a time (`v2.`); a client still holding a token of the earlier form (`v1.`) resumes exactly.
- * Flue conversations and BeeOS channels likewise: every connection following them shares the
- * capsule's surface feed and the channel's projection, and resumes exactly from a mid-stream token.
+ * Flue conversations likewise: every connection following them shares the capsule's Flue feed and
+ * the conversation's projection, and resumes exactly from a mid-stream token.
  */
 import { createFlueClient } from '@flue/sdk';
 import { EventSource } from 'eventsource';
@@ -14,8 +14,6 @@ import { startSimulator, type SimulatedCapsule } from '../../../src/simulator/in
 import { runBusy } from '../../client/busy-capsule.js';
 import { loggedRecords } from '../../client/log-frames.js';
 import { startTestGateway, type TestGateway } from '../../support/gateway.js';
-import { beeosFeedStats } from '../../../adapters/beeos/channel-feeds.js';
-import { collectSse, type SseEvent } from '../beeos/support/sse-client.js';
 import { followError, getJson, quickRetryFetch } from './follow-support.js';
 
 const sims: SimulatedCapsule[] = [];
@@ -231,7 +229,7 @@ describe('GET /v1/follow at the head', () => {
     );
   });
 
-  describe('flue: and beeos: streams', () => {
+  describe('flue: streams', () => {
     const script = (chunks: number) => `#sim ${JSON.stringify({ chunks, thinking: 1, delayMs: 5 })}`;
 
     /** A Flue message on cap0's conversation `conv`, answered in `chunks` chunks; resolves when done. */
@@ -254,117 +252,87 @@ describe('GET /v1/follow at the head', () => {
       throw new Error('never up to date');
     };
 
-    const beeosPost = async (g: TestGateway, path: string, body: unknown) => {
-      const res = await fetch(`${g.baseUrl}/api/v1/agents/cap1/${path}`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(body),
-      });
-      expect(res.status).toBeLessThan(300);
-      return ((await res.json()) as { data: Record<string, string> }).data;
-    };
-
-    /** The conversation's messages as `…/events` streams them, once `replies` replies completed. */
-    const beeosMessages = async (g: TestGateway, conv: string, replies: number): Promise<unknown[]> => {
-      const completed = (seen: SseEvent[]) =>
-        seen.filter(
-          (e) => e.event === 'message' && /"agent_reply"/.test(e.data) && /"completed"/.test(e.data),
-        ).length;
-      const seen: SseEvent[] = [];
-      const r = await collectSse(
-        `${g.baseUrl}/api/v1/agents/cap1/conversations/${conv}/events?since=0`,
-        {},
-        (ev) => {
-          seen.push(ev);
-          return completed(seen) >= replies;
-        },
-      );
-      return r.events.filter((e) => e.event === 'message').map((e) => JSON.parse(e.data) as unknown);
-    };
-
     type Got = (Delivered & { id: string })[];
     const flueKey = 'flue:cap0/chat';
-    const ofFlue = (got: Got) => got.filter((d) => d.stream === flueKey);
-    const flueChunks = (got: Got) => ofFlue(got).flatMap((d) => d.data as unknown as unknown[]);
-    const ofBeeos = (got: Got, key: string) => got.filter((d) => d.stream === key);
+    const otherKey = 'flue:cap0/other';
+    const of = (got: Got, key: string) => got.filter((d) => d.stream === key);
+    const chunks = (got: Got, key: string) => of(got, key).flatMap((d) => d.data as unknown as unknown[]);
+    const strip = (ds: Got) => ds.map(({ stream, cursor, event, data }) => ({ stream, cursor, event, data }));
 
-    it('twelve connections following a Flue conversation and a BeeOS conversation: one hub subscription per capsule, every event once, in order; a mid-stream token resumes exactly', async () => {
-      const g = await start(2);
+    it('twelve connections following two Flue conversations: one hub subscription per capsule, no waiter, every chunk once, in order; a mid-stream token resumes exactly', async () => {
+      const g = await start(1);
       await say(g, 'chat', 3);
-      const conv = (await beeosPost(g, 'conversations', {})).conversation_id!;
-      await beeosPost(g, `conversations/${conv}/messages`, { message: script(3) });
-      await beeosMessages(g, conv, 1);
-      const beeosKey = `beeos:cap1/conversations/${conv}`;
-      const url = `${g.baseUrl}/v1/follow?stream=${flueKey}@-1&stream=${beeosKey}@-1`;
+      await say(g, 'other', 2);
+      const url = `${g.baseUrl}/v1/follow?stream=${flueKey}@-1&stream=${otherKey}@-1`;
       const clients = Array.from({ length: 12 }, () => follow(url));
-      const hub = g.gateway.hub;
-      const live = () => ['cap0', 'cap1'].map((c) => hub.capsuleStats(c));
-      // Every stream of every connection at the head: pushed from one subscription per capsule, and
-      // the twelve BeeOS readers share one projection of the conversation.
-      await expect.poll(live, { timeout: 15_000, interval: 20 }).toMatchObject([
-        { subscribers: 1, waiters: 0 },
-        { subscribers: 1, waiters: 0 },
-      ]);
+      const live = () => g.gateway.hub.capsuleStats('cap0');
+      // Every stream of every connection at the head: pushed from the capsule's one Flue feed.
       await expect
-        .poll(() => beeosFeedStats('cap1'), { timeout: 10_000, interval: 20 })
-        .toMatchObject({ feeds: 1, subscriptions: 1, projections: 1, listeners: 12 });
-      await Promise.all([
-        say(g, 'chat', 40),
-        beeosPost(g, `conversations/${conv}/messages`, { message: script(40) }),
-      ]);
-      const flueExpected = await allUpdates(g, 'chat');
-      const beeosExpected = await beeosMessages(g, conv, 2);
+        .poll(live, { timeout: 15_000, interval: 20 })
+        .toMatchObject({ subscribers: 1, waiters: 0 });
+      await Promise.all([say(g, 'chat', 40), say(g, 'other', 20)]);
+      const expected = { [flueKey]: await allUpdates(g, 'chat'), [otherKey]: await allUpdates(g, 'other') };
       await expect
         .poll(
           () =>
-            clients.every(
-              (got) =>
-                flueChunks(got).length >= flueExpected.length &&
-                ofBeeos(got, beeosKey).length >= beeosExpected.length,
+            clients.every((got) =>
+              [flueKey, otherKey].every((k) => chunks(got, k).length >= expected[k]!.length),
             ),
           { timeout: 30_000, interval: 50 },
         )
         .toBe(true);
-      for (const got of clients) {
-        expect(flueChunks(got)).toEqual(flueExpected);
-        const flueCursors = ofFlue(got).map((d) => d.cursor);
-        expect(new Set(flueCursors).size).toBe(flueCursors.length);
-        expect([...flueCursors].sort()).toEqual(flueCursors);
-        const mine = ofBeeos(got, beeosKey);
-        expect(mine.every((d) => d.event === 'message' && d.cursor === String(d.data.offset))).toBe(true);
-        expect(mine.map((d) => d.data)).toEqual(beeosExpected);
-      }
-      expect(live()).toMatchObject([
-        { subscribers: 1, waiters: 0 },
-        { subscribers: 1, waiters: 0 },
-      ]);
+      for (const got of clients)
+        for (const k of [flueKey, otherKey]) {
+          expect(chunks(got, k)).toEqual(expected[k]);
+          const cursors = of(got, k).map((d) => d.cursor);
+          expect(new Set(cursors).size).toBe(cursors.length);
+          expect([...cursors].sort()).toEqual(cursors);
+        }
+      expect(live()).toMatchObject({ subscribers: 1, waiters: 0 });
 
       // A token from the middle of the first connection's events resumes every stream exactly.
       const first = clients[0]!;
       const middle = first[Math.floor(first.length / 2)]!;
       const upToMiddle = first.slice(0, first.indexOf(middle) + 1);
-      const strip = (ds: Got) =>
-        ds.map(({ stream, cursor, event, data }) => ({ stream, cursor, event, data }));
-      const rest = (key: string) =>
-        strip(first.filter((d) => d.stream === key)).slice(upToMiddle.filter((d) => d.stream === key).length);
+      const rest = (key: string) => strip(of(first, key)).slice(of(upToMiddle, key).length);
       const resumed = follow(url, { 'last-event-id': middle.id });
       await expect
-        .poll(
-          () =>
-            ofFlue(resumed).length >= rest(flueKey).length &&
-            ofBeeos(resumed, beeosKey).length >= rest(beeosKey).length,
-          { timeout: 20_000, interval: 50 },
-        )
+        .poll(() => [flueKey, otherKey].every((k) => of(resumed, k).length >= rest(k).length), {
+          timeout: 20_000,
+          interval: 50,
+        })
         .toBe(true);
-      expect(rest(flueKey).length + rest(beeosKey).length).toBeGreaterThan(0);
-      expect(strip(ofFlue(resumed))).toEqual(rest(flueKey));
-      expect(strip(ofBeeos(resumed, beeosKey))).toEqual(rest(beeosKey));
+      expect(rest(flueKey).length + rest(otherKey).length).toBeGreaterThan(0);
+      for (const k of [flueKey, otherKey]) expect(strip(of(resumed, k))).toEqual(rest(k));
+    }, 90_000);
 
-      // The last connection gone, each capsule's subscription goes with it (Flue's after its linger).
-      sources.splice(0).forEach((es) => es.close());
+    it('connections joining one after another while a Flue conversation is written: each gets every chunk once, in order', async () => {
+      const g = await start(1);
+      await say(g, 'chat', 1);
+      const url = `${g.baseUrl}/v1/follow?stream=${flueKey}@-1`;
+      const turns = (async () => {
+        for (let i = 0; i < 4; i++) await say(g, 'chat', 40);
+      })();
+      const clients = [follow(url)];
+      // The next connection opens once the last one is under way: each meets the feed elsewhere.
+      while (clients.length < 6) {
+        const last = clients[clients.length - 1]!;
+        const seen = last.length;
+        await expect.poll(() => last.length, { timeout: 20_000, interval: 5 }).toBeGreaterThan(seen + 3);
+        clients.push(follow(url));
+      }
+      await turns;
+      const expected = await allUpdates(g, 'chat');
       await expect
-        .poll(() => beeosFeedStats('cap1'), { timeout: 10_000, interval: 20 })
-        .toMatchObject({ feeds: 0, listeners: 0 });
+        .poll(() => clients.every((got) => chunks(got, flueKey).length >= expected.length), {
+          timeout: 30_000,
+          interval: 50,
+        })
+        .toBe(true);
+      for (const got of clients) expect(chunks(got, flueKey)).toEqual(expected);
+      await expect
+        .poll(() => g.gateway.hub.capsuleStats('cap0'), { timeout: 15_000, interval: 20 })
+        .toMatchObject({ subscribers: 1, waiters: 0 });
     }, 90_000);
   });
 });
