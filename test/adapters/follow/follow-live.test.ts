@@ -271,7 +271,10 @@ describe('GET /v1/follow at the head', () => {
         .poll(live, { timeout: 15_000, interval: 20 })
         .toMatchObject({ subscribers: 1, waiters: 0 });
       await Promise.all([say(g, 'chat', 40), say(g, 'other', 20)]);
-      const expected = { [flueKey]: await allUpdates(g, 'chat'), [otherKey]: await allUpdates(g, 'other') };
+      const expected: Record<string, unknown[]> = {
+        [flueKey]: await allUpdates(g, 'chat'),
+        [otherKey]: await allUpdates(g, 'other'),
+      };
       await expect
         .poll(
           () =>
