@@ -6,23 +6,35 @@
  * beyond the head or of records since trimmed is what the Flue routes answer with 416
  * `stream_offset_gone`: here it is an event of the stream (`gap`), and the stream starts over from
  * `-1`, as a Flue client does on that 416.
+ *
+ * Live, a reader at the head follows the conversation's shared projection on the capsule's Flue
+ * live feed (live-feed.ts: one hub subscription per capsule per process, the projection the Flue
+ * routes' readers share): each slice is projected once, and its events (and their bytes, see
+ * adapters/follow/routes.ts) are made once per process for every reader of the conversation. A
+ * reader the shared state is ahead of, a feed of another generation, a feed that ended (a store
+ * reset, a trim, a drain) goes back to reads, which tell gaps as before.
  */
 import { may, seesCapsule, type Principal } from '../../src/auth/principal.js';
 import { ownerContext } from '../../src/auth/namespace.js';
 import type { GatewayCore } from '../../src/core/types.js';
-import type { FollowEvent, FollowOpen, FollowSource } from '../../src/http/surface.js';
+import type { FollowEvent, FollowLiveSink, FollowOpen, FollowSource } from '../../src/http/surface.js';
+import type { FlueChunk } from './chunks.js';
 import { formatOffset, parseOffset } from './codec.js';
 import { ORIGIN_OFFSET } from './constants.js';
 import type { ConversationIndex } from './conversation-index.js';
+import type { FeedRegistry } from './feed-registry.js';
+import type { CapsuleFeed } from './live-feed.js';
 import { rebuild } from './conversation-reader.js';
 import { FlueError } from './errors.js';
 import type { ConversationProjector } from './projection.js';
+import type { Follower, SharedProjection, Slice } from './shared-projection.js';
 import type { SnapshotCache } from './snapshot-cache.js';
 
 export interface FlueFollowDeps {
   core: GatewayCore;
   index: ConversationIndex;
   cache: SnapshotCache;
+  feeds: FeedRegistry;
 }
 
 const GONE = 'offset is beyond the stream head or from a lost store generation';
@@ -34,6 +46,82 @@ interface Standing {
   after: number;
   projector: ConversationProjector;
 }
+
+/** Chunks as the read gives them: one event per record (`position.batch`) that projects to some. */
+const chunkEvents = (epoch: number, chunks: readonly FlueChunk[]): FollowEvent[] => {
+  const events: FollowEvent[] = [];
+  let run: FlueChunk[] = [];
+  for (let i = 0; i < chunks.length; i++) {
+    const chunk = chunks[i]!;
+    run.push(chunk);
+    if (chunks[i + 1]?.position.batch !== chunk.position.batch) {
+      events.push({ event: 'data', data: run, cursor: formatOffset(epoch, chunk.position.batch) });
+      run = [];
+    }
+  }
+  return events;
+};
+
+/** A shared slice's events, made once per slice: every follow reader of the conversation gets them. */
+const sliceEvents = new WeakMap<Slice, FollowEvent[]>();
+
+/**
+ * Follow `projection` (on `feed`) from `after`, a reader whose own state is through `after`: null
+ * when it cannot (the shared state is past it: it reads what lies between).
+ */
+const joinShared = (
+  feed: CapsuleFeed,
+  projection: SharedProjection,
+  after: number,
+  sink: FollowLiveSink,
+): { close(): void } | null => {
+  const epoch = feed.epoch;
+  let closed = false;
+  const follower: Follower = {
+    after,
+    onSlice: (slice, partial) => {
+      let events: FollowEvent[];
+      if (partial) events = chunkEvents(epoch, partial);
+      else {
+        events = sliceEvents.get(slice) ?? chunkEvents(epoch, slice.chunks);
+        sliceEvents.set(slice, events);
+      }
+      if (events.length > 0) sink.events(events, formatOffset(epoch, slice.end));
+      return true;
+    },
+    onEnd: () => {
+      if (!closed) sink.lost();
+    },
+  };
+  const start = (): boolean => {
+    // The shared state is past the reader: the chunks between are the reader's to read.
+    if (closed || feed.closed || feed.ended || projection.through > after) return false;
+    projection.follow(follower);
+    return true;
+  };
+  if (projection.projector) {
+    if (!start()) return null;
+  } else {
+    // Rebuilding from the log: records meanwhile wait in its backlog; join once it is ready.
+    projection.pins++;
+    projection.ready.then(
+      () => {
+        projection.pins--;
+        if (!closed && !start()) sink.lost();
+      },
+      () => {
+        projection.pins--;
+        if (!closed) sink.lost();
+      },
+    );
+  }
+  return {
+    close: () => {
+      closed = true;
+      projection.unfollow(follower);
+    },
+  };
+};
 
 export const flueFollow = (deps: FlueFollowDeps): FollowSource => ({
   scheme: 'flue',
@@ -90,6 +178,14 @@ export const flueFollow = (deps: FlueFollowDeps): FollowSource => ({
       ok: true,
       cursor: start,
       target: {
+        live: (at, sink) => {
+          const s = standing;
+          // Only from where the last read left the reader (its offset and generation known).
+          if (s?.cursor !== at) return null;
+          const feed = deps.feeds.running(capsule) ?? deps.feeds.openAt(capsule, s.epoch, s.after);
+          if (feed.epoch !== s.epoch || feed.closed || feed.ended) return null;
+          return joinShared(feed, feed.projection(conversationId), s.after, sink);
+        },
         read: async (at, limit, waitMs, signal) => {
           const state = await stateAt(at);
           if (state.gone) return gap();

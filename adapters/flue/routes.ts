@@ -80,17 +80,14 @@ const isJson = (contentType: string | undefined): boolean =>
 export interface FlueShared {
   index: ConversationIndex;
   cache: SnapshotCache;
+  /** The live feeds: `/v1/follow` readers of a conversation share its projection with the routes'. */
+  feeds: FeedRegistry;
 }
 
-export const flueShared = (deps: AdapterDeps): FlueShared => ({
-  index: new ConversationIndex(deps.core),
-  cache: new SnapshotCache(),
-});
-
-export const createRoutes = (deps: AdapterDeps, shared: FlueShared = flueShared(deps)): Hono => {
-  const { core, config, logger } = deps;
-  const { index, cache } = shared;
-  const admissions = new Admissions(core, index, logger);
+export const flueShared = (deps: AdapterDeps): FlueShared => {
+  const { core, logger } = deps;
+  const index = new ConversationIndex(core);
+  const cache = new SnapshotCache();
   const reader = { core, cache };
   const feeds = new FeedRegistry({
     core,
@@ -100,6 +97,14 @@ export const createRoutes = (deps: AdapterDeps, shared: FlueShared = flueShared(
     observe: (capsule, epoch, after, records) => index.observe(capsule, epoch, after, records),
     lingerMs: LINGER_MS,
   });
+  return { index, cache, feeds };
+};
+
+export const createRoutes = (deps: AdapterDeps, shared: FlueShared = flueShared(deps)): Hono => {
+  const { core, config, logger } = deps;
+  const { index, cache, feeds } = shared;
+  const admissions = new Admissions(core, index, logger);
+  const reader = { core, cache };
   /** The state through an offset: a copy of the live shared one when it is exactly there, else read. */
   const stateAt = async (
     capsule: string,

@@ -4,7 +4,10 @@
  * once, in order, and hold no listener of their own on the gateway's shutdown signal (the eleventh
  * connection used to warn MaxListenersExceededWarning). The resume token is re-encoded one stream at
  * a time (`v2.`); a client still holding a token of the earlier form (`v1.`) resumes exactly.
+ * Flue conversations likewise: every connection following them shares the capsule's Flue feed and
+ * the conversation's projection, and resumes exactly from a mid-stream token.
  */
+import { createFlueClient } from '@flue/sdk';
 import { EventSource } from 'eventsource';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startSimulator, type SimulatedCapsule } from '../../../src/simulator/index.js';
@@ -224,5 +227,115 @@ describe('GET /v1/follow at the head', () => {
         status: 200,
       },
     );
+  });
+
+  describe('flue: streams', () => {
+    const script = (chunks: number) => `#sim ${JSON.stringify({ chunks, thinking: 1, delayMs: 5 })}`;
+
+    /** A Flue message on cap0's conversation `conv`, answered in `chunks` chunks; resolves when done. */
+    const say = async (g: TestGateway, conv: string, chunks: number): Promise<void> => {
+      const c = createFlueClient({ url: `${g.baseUrl}/flue/cap0/${conv}` });
+      await c.wait(await c.send({ message: { kind: 'user', body: script(chunks) } }));
+    };
+
+    /** Every chunk `?view=updates` gives from `-1`, page after page until up to date. */
+    const allUpdates = async (g: TestGateway, conv: string): Promise<unknown[]> => {
+      const out: unknown[] = [];
+      let offset = '-1';
+      for (let page = 0; page < 1000; page++) {
+        const res = await fetch(`${g.baseUrl}/flue/cap0/${conv}?view=updates&offset=${offset}`);
+        expect(res.status).toBe(200);
+        out.push(...((await res.json()) as unknown[]));
+        offset = res.headers.get('stream-next-offset')!;
+        if (res.headers.get('stream-up-to-date') === 'true') return out;
+      }
+      throw new Error('never up to date');
+    };
+
+    type Got = (Delivered & { id: string })[];
+    const flueKey = 'flue:cap0/chat';
+    const otherKey = 'flue:cap0/other';
+    const of = (got: Got, key: string) => got.filter((d) => d.stream === key);
+    const chunks = (got: Got, key: string) => of(got, key).flatMap((d) => d.data as unknown as unknown[]);
+    const strip = (ds: Got) => ds.map(({ stream, cursor, event, data }) => ({ stream, cursor, event, data }));
+
+    it('twelve connections following two Flue conversations: one hub subscription per capsule, no waiter, every chunk once, in order; a mid-stream token resumes exactly', async () => {
+      const g = await start(1);
+      await say(g, 'chat', 3);
+      await say(g, 'other', 2);
+      const url = `${g.baseUrl}/v1/follow?stream=${flueKey}@-1&stream=${otherKey}@-1`;
+      const clients = Array.from({ length: 12 }, () => follow(url));
+      const live = () => g.gateway.hub.capsuleStats('cap0');
+      // Every stream of every connection at the head: pushed from the capsule's one Flue feed.
+      await expect
+        .poll(live, { timeout: 15_000, interval: 20 })
+        .toMatchObject({ subscribers: 1, waiters: 0 });
+      await Promise.all([say(g, 'chat', 40), say(g, 'other', 20)]);
+      const expected: Record<string, unknown[]> = {
+        [flueKey]: await allUpdates(g, 'chat'),
+        [otherKey]: await allUpdates(g, 'other'),
+      };
+      await expect
+        .poll(
+          () =>
+            clients.every((got) =>
+              [flueKey, otherKey].every((k) => chunks(got, k).length >= expected[k]!.length),
+            ),
+          { timeout: 30_000, interval: 50 },
+        )
+        .toBe(true);
+      for (const got of clients)
+        for (const k of [flueKey, otherKey]) {
+          expect(chunks(got, k)).toEqual(expected[k]);
+          const cursors = of(got, k).map((d) => d.cursor);
+          expect(new Set(cursors).size).toBe(cursors.length);
+          expect([...cursors].sort()).toEqual(cursors);
+        }
+      expect(live()).toMatchObject({ subscribers: 1, waiters: 0 });
+
+      // A token from the middle of the first connection's events resumes every stream exactly.
+      const first = clients[0]!;
+      const middle = first[Math.floor(first.length / 2)]!;
+      const upToMiddle = first.slice(0, first.indexOf(middle) + 1);
+      const rest = (key: string) => strip(of(first, key)).slice(of(upToMiddle, key).length);
+      const resumed = follow(url, { 'last-event-id': middle.id });
+      await expect
+        .poll(() => [flueKey, otherKey].every((k) => of(resumed, k).length >= rest(k).length), {
+          timeout: 20_000,
+          interval: 50,
+        })
+        .toBe(true);
+      expect(rest(flueKey).length + rest(otherKey).length).toBeGreaterThan(0);
+      for (const k of [flueKey, otherKey]) expect(strip(of(resumed, k))).toEqual(rest(k));
+    }, 90_000);
+
+    it('connections joining one after another while a Flue conversation is written: each gets every chunk once, in order', async () => {
+      const g = await start(1);
+      await say(g, 'chat', 1);
+      const url = `${g.baseUrl}/v1/follow?stream=${flueKey}@-1`;
+      const turns = (async () => {
+        for (let i = 0; i < 4; i++) await say(g, 'chat', 40);
+      })();
+      const clients = [follow(url)];
+      // The next connection opens once the last one is under way: each meets the feed elsewhere.
+      while (clients.length < 6) {
+        const last = clients[clients.length - 1]!;
+        const seen = last.length;
+        await expect.poll(() => last.length, { timeout: 20_000, interval: 5 }).toBeGreaterThan(seen + 3);
+        clients.push(follow(url));
+      }
+      await turns;
+      const expected = await allUpdates(g, 'chat');
+      await expect
+        .poll(() => clients.every((got) => chunks(got, flueKey).length >= expected.length), {
+          timeout: 30_000,
+          interval: 50,
+        })
+        .toBe(true);
+      for (const got of clients) expect(chunks(got, flueKey)).toEqual(expected);
+      await expect
+        .poll(() => g.gateway.hub.capsuleStats('cap0'), { timeout: 15_000, interval: 20 })
+        .toMatchObject({ subscribers: 1, waiters: 0 });
+    }, 90_000);
   });
 });
