@@ -13,24 +13,40 @@ export interface LinkedSignal {
   release(): void;
 }
 
-/** The callbacks linked to each source signal, called by its one abort listener. */
-const linkedTo = new WeakMap<AbortSignal, Set<() => void>>();
+/**
+ * The callbacks linked to each source signal and its one abort listener, which is removed with the
+ * last link: a signal with no request linked holds nothing of ours.
+ */
+const linkedTo = new WeakMap<AbortSignal, { callbacks: Set<() => void>; listener: () => void }>();
 
 const listen = (source: AbortSignal, fn: () => void): void => {
-  let set = linkedTo.get(source);
-  if (!set) {
+  let entry = linkedTo.get(source);
+  if (!entry) {
     const callbacks = new Set<() => void>();
-    set = callbacks;
-    linkedTo.set(source, callbacks);
-    source.addEventListener('abort', () => [...callbacks].forEach((f) => f()), { once: true });
+    const listener = (): void => {
+      linkedTo.delete(source);
+      [...callbacks].forEach((f) => f());
+    };
+    entry = { callbacks, listener };
+    linkedTo.set(source, entry);
+    source.addEventListener('abort', listener, { once: true });
   }
-  set.add(fn);
+  entry.callbacks.add(fn);
+};
+
+const unlisten = (source: AbortSignal, fn: () => void): void => {
+  const entry = linkedTo.get(source);
+  if (!entry) return;
+  entry.callbacks.delete(fn);
+  if (entry.callbacks.size > 0) return;
+  linkedTo.delete(source);
+  source.removeEventListener('abort', entry.listener);
 };
 
 export const linkSignals = (...sources: AbortSignal[]): LinkedSignal => {
   const controller = new AbortController();
   const release = (): void => {
-    for (const source of sources) linkedTo.get(source)?.delete(onAbort);
+    for (const source of sources) unlisten(source, onAbort);
   };
   const onAbort = (): void => {
     release();

@@ -22,6 +22,18 @@ describe('linkSignals', () => {
     expect(linked.map((l) => l.signal.aborted)).toEqual(linked.map((_, i) => i !== 0));
   });
 
+  it('leaves nothing on the long-lived signal once every link is released, and links again after', () => {
+    const shutdown = new AbortController();
+    const links = Array.from({ length: 5 }, () => linkSignals(new AbortController().signal, shutdown.signal));
+    expect(getEventListeners(shutdown.signal, 'abort')).toHaveLength(1);
+    links.forEach((l) => l.release());
+    expect(getEventListeners(shutdown.signal, 'abort')).toHaveLength(0);
+    const again = linkSignals(shutdown.signal);
+    expect(getEventListeners(shutdown.signal, 'abort')).toHaveLength(1);
+    shutdown.abort();
+    expect(again.signal.aborted).toBe(true);
+  });
+
   it('is aborted at once when a signal already is', () => {
     const done = new AbortController();
     done.abort();
