@@ -55,6 +55,19 @@ describe('unacknowledgedInodes', () => {
     expect(got!.has('139880')).toBe(true);
   });
 
+  it('leaves the event loop free between slices of a table read synchronously', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mg-tcp-'));
+    const v4 = join(dir, 'tcp');
+    // About 10 MB: more than 64 reads of 128 KB, so the scan takes at least two turns of the loop.
+    const lines = [HEADER];
+    for (let sl = 0; sl < 70_000; sl++) lines.push(row(sl, '00:00000000', '00000000', 100_000 + sl));
+    writeFileSync(v4, lines.join('\n') + '\n');
+    let turned = false;
+    setImmediate(() => (turned = true));
+    const got = await unacknowledgedInodes([v4]).then((set) => ({ set, turnedFirst: turned }));
+    expect(got).toEqual({ set: new Set(), turnedFirst: true });
+  });
+
   it('is null when no table can be read (not Linux): nothing is watched', async () => {
     expect(await unacknowledgedInodes(['/nonexistent/tcp'])).toBeNull();
   });
