@@ -3,7 +3,8 @@
  * (`dist/bin/murmur-gateway --config …`, built first: gateway-build.ts) with any capsule list and
  * store, pinned to the server core like the fan-out bench's (fanout-servers.ts), and a pinned
  * redis-server. The fd limit of the gateway is raised to the hard limit: 10,000 connections need
- * more than the usual 1,024.
+ * more than the usual 1,024. BENCH_GW_LOG=<pino level> lets the gateway's log through (it is
+ * dropped otherwise): why followers ended, a store that went unreachable.
  */
 import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -49,7 +50,7 @@ export const startBenchGateway = async (
   const dir = mkdtempSync(join(tmpdir(), 'bench-scale-gw-'));
   const port = await freePort();
   const file = join(dir, 'gateway.json');
-  writeFileSync(file, JSON.stringify({ logLevel: 'warn', ...config }));
+  writeFileSync(file, JSON.stringify({ logLevel: process.env.BENCH_GW_LOG ?? 'warn', ...config }));
   const launch = gatewayLaunch();
   const cmd = [
     'ulimit -n $(ulimit -Hn) &&',
@@ -63,7 +64,7 @@ export const startBenchGateway = async (
   ].join(' ');
   const gw = spawnPinned(SERVER_CORE, 'bash', ['-c', cmd], {
     cwd: REPO,
-    stdio: ['ignore', 'ignore', 'inherit'],
+    stdio: ['ignore', process.env.BENCH_GW_LOG ? 'inherit' : 'ignore', 'inherit'],
     env: {
       ...process.env,
       ...launch.env,
