@@ -318,10 +318,12 @@ export class RedisStreamStore implements StreamStore {
 
   async read(path: string, after: number, maxEntries: number, maxBytes: number): Promise<ReadResult | null> {
     const hw = this.highWater.get(path);
-    // A catch-up (a long way behind the tail this process last saw), or a read whose next message is
-    // cached: the meta alone through the script, then the page from the cache or a plain XRANGE.
-    if (hw && (hw.tail - after >= PLAIN_READ_FROM || this.cache.has(path, hw.epoch, after + 1))) {
-      const plain = await this.readPlain(path, after, maxEntries, maxBytes);
+    // A catch-up (a long way behind the tail this process last saw): the meta alone through the
+    // script, then the page from the cache or a plain XRANGE. A read nearer the tail whose next
+    // message is cached: the meta alone too, and read.lua only if the page is not all cached.
+    const catchUp = hw !== undefined && hw.tail - after >= PLAIN_READ_FROM;
+    if (catchUp || (hw && this.cache.has(path, hw.epoch, after + 1))) {
+      const plain = await this.readPlain(path, after, maxEntries, maxBytes, catchUp);
       if (plain !== 'script') return plain;
     }
     return this.readScript(path, after, maxEntries, maxBytes, true);
@@ -336,12 +338,17 @@ export class RedisStreamStore implements StreamStore {
    * messages at those positions, so the page is the one read.lua would have given (and what it read
    * is cached). A fork's inherited part, a stream without `mx` (made before it was kept) or an epoch
    * moved in between: read.lua.
+   *
+   * The cache answers exactly the page the read would have answered without it: `sized` (a
+   * catch-up), the XRANGE's page of at most maxBytes / mx messages; else read.lua's, which only the
+   * byte bound cuts (and a page not all cached is read.lua's own).
    */
   private async readPlain(
     path: string,
     after: number,
     maxEntries: number,
     maxBytes: number,
+    sized: boolean,
   ): Promise<ReadResult | null | 'script'> {
     const [floorEpoch, floorTail] = this.floor(path);
     const keys = this.keys(path);
@@ -363,16 +370,16 @@ export class RedisStreamStore implements StreamStore {
     if (meta.gone || after >= meta.tail || maxEntries <= 0) return { meta, entries: [] };
     const forkPoint = Number(text(reply[META_FIELDS + 1]));
     const largest = text(reply[META_FIELDS + 2]);
+    const limit = Math.min(maxEntries, meta.tail - after);
+    const count =
+      sized && largest !== ''
+        ? Math.min(limit, Math.max(1, Math.floor(maxBytes / Math.max(1, Number(largest)))))
+        : limit;
     if (after >= forkPoint) {
-      const cached = this.cache.page(path, meta.epoch, after, Math.min(maxEntries, meta.tail - after), maxBytes);
+      const cached = this.cache.page(path, meta.epoch, after, count, maxBytes);
       if (cached) return { meta, entries: cached };
     }
-    if (largest === '' || after < forkPoint) return 'script';
-    const count = Math.min(
-      maxEntries,
-      meta.tail - after,
-      Math.max(1, Math.floor(maxBytes / Math.max(1, Number(largest)))),
-    );
+    if (!sized || largest === '' || after < forkPoint) return 'script';
     const [range, now] = (await this.redis
       .multi()
       .xrangeBuffer(keys[1]!, `${after + 1}-0`, `${after + count}-0`)
