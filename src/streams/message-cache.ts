@@ -9,12 +9,22 @@
  * Bounded by bytes: each put copies its messages into one allocation of its own (a message handed
  * in may be a view of a far larger buffer: a socket read, a request body), counted with a per-message
  * overhead, and the oldest puts go first once the budget is passed.
+ *
+ * A page asked for again (many readers catching up through the same pages) is handed out as the
+ * same array every time, so a caller may keep what it builds from it beside it, for as long as the
+ * cache keeps the page (the HTTP surface keeps the response body: one copy for every reader, not
+ * one each). Such a page counts its bytes once more, for that.
  */
 
 /** What a cached message costs beside its bytes: its view object and its map entry (an estimate). */
 export const MESSAGE_OVERHEAD = 128;
+/** What a kept page costs beside its messages' bytes (counted again, for what a caller builds from it). */
+const PAGE_OVERHEAD = 256;
+/** A stream's pages asked for once, remembered so the second asking keeps the page (per stream). */
+const ONCE_KEYS = 32;
 
 interface Chunk {
+  kind: 'chunk';
   stream: CachedStream;
   /** Positions from..to were offered; a position already cached stayed with its older chunk. */
   from: number;
@@ -24,17 +34,29 @@ interface Chunk {
   cost: number;
 }
 
+/** A page handed out more than once: the same array each time. */
+interface Page {
+  kind: 'page';
+  stream: CachedStream;
+  key: string;
+  entries: Buffer[];
+  cost: number;
+}
+
 interface CachedStream {
   path: string;
   epoch: number;
   messages: Map<number, Buffer>;
   chunks: Set<Chunk>;
+  pages: Map<string, Page>;
+  /** Pages asked for once (oldest first): asked again, they are kept. */
+  once: Set<string>;
 }
 
 export class MessageCache {
   private readonly streams = new Map<string, CachedStream>();
-  /** Every chunk, oldest first (a Set keeps insertion order). */
-  private readonly chunks = new Set<Chunk>();
+  /** Every chunk and kept page, oldest first (a Set keeps insertion order). */
+  private readonly order = new Set<Chunk | Page>();
   private held = 0;
 
   /** `budget`: bytes the cache may hold at most (messages and their overhead); 0 holds nothing. */
@@ -55,9 +77,9 @@ export class MessageCache {
   drop(path: string): void {
     const s = this.streams.get(path);
     if (!s) return;
-    for (const chunk of s.chunks) {
-      this.chunks.delete(chunk);
-      this.held -= chunk.cost;
+    for (const item of [...s.chunks, ...s.pages.values()]) {
+      this.order.delete(item);
+      this.held -= item.cost;
     }
     this.streams.delete(path);
   }
@@ -89,7 +111,7 @@ export class MessageCache {
     const cost = bytes + count * MESSAGE_OVERHEAD;
     if (count === 0 || cost > this.budget) return;
     if (!s) {
-      s = { path, epoch, messages: new Map(), chunks: new Set() };
+      s = { path, epoch, messages: new Map(), chunks: new Set(), pages: new Map(), once: new Set() };
       this.streams.set(path, s);
     }
     const backing = Buffer.allocUnsafeSlow(bytes);
@@ -101,21 +123,23 @@ export class MessageCache {
       s.messages.set(first + i, backing.subarray(at, at + e.length));
       at += e.length;
     }
-    const chunk: Chunk = { stream: s, from: first, to: first + entries.length - 1, backing: backing.buffer, cost };
+    const chunk: Chunk = {
+      kind: 'chunk',
+      stream: s,
+      from: first,
+      to: first + entries.length - 1,
+      backing: backing.buffer,
+      cost,
+    };
     s.chunks.add(chunk);
-    this.chunks.add(chunk);
-    this.held += cost;
-    // Oldest first; the new chunk fits the budget alone, so it is never the one evicted.
-    for (const old of this.chunks) {
-      if (this.held <= this.budget) break;
-      this.evict(old);
-    }
+    this.hold(chunk);
   }
 
   /**
    * The page a read of the store answers, if every message of it is here: messages after `after`,
    * at most `limit` (the caller's bound and the tail), cut at `maxBytes` as every store cuts a page
-   * (at least one message, however large). Null: some message of the page is not here.
+   * (at least one message, however large). Null: some message of the page is not here. Read-only:
+   * the same page asked for again may be the same array.
    */
   page(path: string, epoch: number, after: number, limit: number, maxBytes: number): Buffer[] | null {
     const s = this.streams.get(path);
@@ -129,17 +153,55 @@ export class MessageCache {
       bytes += e.length;
       out.push(e);
     }
+    // The same messages, whatever bounds cut them: one page.
+    const key = `${after}:${out.length}`;
+    const kept = s.pages.get(key);
+    if (kept) return kept.entries;
+    if (!s.once.delete(key)) {
+      s.once.add(key);
+      if (s.once.size > ONCE_KEYS) s.once.delete(s.once.values().next().value!);
+      return out;
+    }
+    const cost = bytes + PAGE_OVERHEAD;
+    if (cost <= this.budget) {
+      const page: Page = { kind: 'page', stream: s, key, entries: out, cost };
+      s.pages.set(key, page);
+      this.hold(page);
+    }
     return out;
   }
 
-  private evict(chunk: Chunk): void {
-    const s = chunk.stream;
-    this.chunks.delete(chunk);
-    s.chunks.delete(chunk);
-    this.held -= chunk.cost;
-    for (let position = chunk.from; position <= chunk.to; position++) {
-      if (s.messages.get(position)?.buffer === chunk.backing) s.messages.delete(position);
+  /**
+   * Counts `item` in, then evicts the oldest until the budget holds (it fits alone, so it stays,
+   * unless it is a page whose stream loses a chunk on the way).
+   */
+  private hold(item: Chunk | Page): void {
+    this.order.add(item);
+    this.held += item.cost;
+    for (const old of this.order) {
+      if (this.held <= this.budget) break;
+      this.evict(old);
     }
+  }
+
+  private evict(item: Chunk | Page): void {
+    const s = item.stream;
+    this.order.delete(item);
+    this.held -= item.cost;
+    if (item.kind === 'page') {
+      s.pages.delete(item.key);
+      return;
+    }
+    s.chunks.delete(item);
+    for (let position = item.from; position <= item.to; position++) {
+      if (s.messages.get(position)?.buffer === item.backing) s.messages.delete(position);
+    }
+    // A kept page may hold messages of this chunk: the stream's pages go with it.
+    for (const page of s.pages.values()) {
+      this.order.delete(page);
+      this.held -= page.cost;
+    }
+    s.pages.clear();
     if (s.chunks.size === 0) this.streams.delete(s.path);
   }
 }

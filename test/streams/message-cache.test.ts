@@ -75,6 +75,36 @@ describe('MessageCache', () => {
     }
   });
 
+  it('hands a page asked for again out as one array, counted once more, and gone with its messages', () => {
+    const per = 100 + MESSAGE_OVERHEAD;
+    const cache = new MessageCache(10 * per);
+    const m = (i: number): Buffer => Buffer.alloc(100, 48 + i);
+    cache.put('s', 1, 1, [m(1), m(2), m(3)]);
+    cache.put('s', 1, 4, [m(4)]);
+    const first = cache.page('s', 1, 0, 4, 1 << 20)!;
+    expect(cache.bytes).toBe(4 * per);
+    // Asked again (by other bounds that cut the same messages too): kept, and the same array from then on.
+    const second = cache.page('s', 1, 0, 4, 400)!;
+    expect(second).not.toBe(first);
+    expect(second).toEqual(first);
+    expect(cache.page('s', 1, 0, 4, 1 << 20)).toBe(second);
+    const kept = 4 * per + 400 + 256;
+    expect(cache.bytes).toBe(kept);
+    // Another page of other messages is another array.
+    expect(cache.page('s', 1, 0, 3, 1 << 20)).not.toBe(second);
+    // The oldest chunk (positions 1–3) evicted: the kept page goes with it, the budget holds.
+    cache.put('t', 1, 1, [m(5), m(6), m(7), m(8), m(9)]);
+    expect(cache.bytes).toBeLessThanOrEqual(10 * per);
+    expect(cache.page('s', 1, 0, 4, 1 << 20)).toBeNull();
+    expect(cache.page('s', 1, 3, 1, 1 << 20)).toEqual([m(4)]);
+    // A drop takes the kept pages too.
+    cache.page('t', 1, 0, 5, 1 << 20);
+    cache.page('t', 1, 0, 5, 1 << 20);
+    cache.drop('t');
+    cache.drop('s');
+    expect(cache.bytes).toBe(0);
+  });
+
   it('holds nothing with a budget of 0', () => {
     const cache = new MessageCache(0);
     cache.put('s', 1, 1, [b('a')]);

@@ -153,7 +153,9 @@ describe.skipIf(skip)('RedisStreamStore read cache', () => {
     expect(await xrangesDuring(dataKey, async () => void (warm = await answers(cached, path, 300)))).toBe(0);
     expect(warm).toEqual(await answers(uncached, path, 300));
     // The uncached replica reads them from Redis every time.
-    expect(await xrangesDuring(dataKey, () => answers(uncached, path, 300).then(() => undefined))).toBeGreaterThan(0);
+    expect(
+      await xrangesDuring(dataKey, () => answers(uncached, path, 300).then(() => undefined)),
+    ).toBeGreaterThan(0);
   });
 
   it('never answers a deleted stream from its cache: 404 after another replica deletes it, the new one after it is created again', async () => {
