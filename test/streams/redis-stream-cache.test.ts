@@ -158,6 +158,32 @@ describe.skipIf(skip)('RedisStreamStore read cache', () => {
     ).toBeGreaterThan(0);
   });
 
+  it('renews a sliding Stream-TTL on a read answered from the cache', async () => {
+    const prefix = `test:ds:${randomUUID()}`;
+    const store = replica(prefix);
+    const path = `cache/${randomUUID()}`;
+    const r = await store.create(path, { ...text, ttlSeconds: 60 }, messages('t', 1, 100));
+    expect(r.kind).toBe('created');
+    const dataKey = `${prefix}:{streams}:d:${path}`;
+    const redis = new Redis(url!);
+    clients.push(redis);
+    let expiry = Number(await redis.hget(`${prefix}:{streams}:m:${path}`, 'expms'));
+    for (let i = 0; i < 3; i++) {
+      // The clock moves on (a few ms): a renewal is a later expiry.
+      for (const until = Date.now() + 3; Date.now() < until;) await new Promise((res) => setTimeout(res, 1));
+      let read: Awaited<ReturnType<RedisStreamStore['read']>> = null;
+      // The messages come from the cache (created here): no XRANGE, and still the renewal.
+      expect(
+        await xrangesDuring(dataKey, async () => void (read = await store.read(path, 0, 1000, 1 << 20))),
+      ).toBe(0);
+      const stored = Number(await redis.hget(`${prefix}:{streams}:m:${path}`, 'expms'));
+      expect(stored).toBeGreaterThan(expiry);
+      expect(read!.meta.expiresAtMs).toBe(stored);
+      expect(read!.entries.length).toBe(100);
+      expiry = stored;
+    }
+  });
+
   it('never answers a deleted stream from its cache: 404 after another replica deletes it, the new one after it is created again', async () => {
     const prefix = `test:ds:${randomUUID()}`;
     const [here, there] = [replica(prefix), replica(prefix)];
