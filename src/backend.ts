@@ -63,7 +63,8 @@ export interface Backend {
   /** Once-only decisions (the same idempotency key on two replicas at once). */
   claims(): ClaimStore;
   limitCounters(): LimitCounters;
-  streamStore(bounds: StreamBounds): StreamStore;
+  /** `readCacheBytes`: the Redis store's read cache (config `durableStreams.readCacheBytes`). */
+  streamStore(bounds: StreamBounds, readCacheBytes?: number): StreamStore;
   subscriptionStore(): SubscriptionStore;
   /** A2A push notification configs and their delivery cursors (Redis: a new owner continues). */
   taskWebhookStore(keyPrefix?: string): TaskWebhookStore;
@@ -131,10 +132,11 @@ const redisBackend = (
       }),
     claims: () => new RedisClaims(client),
     limitCounters: () => new RedisLimitCounters(client),
-    streamStore: (bounds) =>
+    streamStore: (bounds, readCacheBytes) =>
       new RedisStreamStore(store.connection, {
         bounds,
         keyPrefix: keys.streamsPrefix,
+        ...(readCacheBytes !== undefined ? { readCacheBytes } : {}),
         logger: logger.child({ room: 'streams' }),
       }),
     subscriptionStore: () => new RedisSubscriptionStore(client, keys.streamsPrefix),

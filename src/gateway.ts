@@ -95,11 +95,11 @@ const createGeneralStreams = (
 ): { streams?: StreamStore; subscriptions?: Subscriptions } => {
   if (!config.durableStreams.writable) return {};
   const { webhooks } = config;
-  const { maxStreams, maxStreamsPerOwner, subscriptions } = config.durableStreams;
-  const streams = backend.streamStore({
-    maxStreams,
-    maxStreamsPerOwner: Math.min(maxStreamsPerOwner, maxStreams),
-  });
+  const { maxStreams, maxStreamsPerOwner, subscriptions, readCacheBytes } = config.durableStreams;
+  const streams = backend.streamStore(
+    { maxStreams, maxStreamsPerOwner: Math.min(maxStreamsPerOwner, maxStreams) },
+    readCacheBytes,
+  );
   const manager = new Subscriptions(
     backend.subscriptionStore(),
     streams,

@@ -64,12 +64,28 @@ const positionOf = (start: ReadStart, meta: StreamMeta): OffsetVerdict => {
 const COMMA = 0x2c;
 
 /**
+ * Bodies built from pages the store hands out again as the same array (the Redis store's read
+ * cache): many readers catching up through one page share one body instead of a copy each (the
+ * copies and their collection were 40 % of a 50-reader catch-up). Kept as long as the page is.
+ */
+const sharedBodies = new WeakMap<Buffer[], { json: boolean; body: Buffer }>();
+
+/**
  * A catch-up page's body in one allocation: JSON mode `[e,e,…]`, else the messages end to end.
  * (Concatenating a list of one-byte buffers and then copying the result cost a quarter of a
  * 1,000-message read.)
  */
 const bodyOf = (meta: StreamMeta, entries: Buffer[]): Buffer => {
-  if (!isJsonMode(meta.contentType)) return Buffer.concat(entries);
+  const json = isJsonMode(meta.contentType);
+  const shared = sharedBodies.get(entries);
+  if (shared?.json === json) return shared.body;
+  const body = joined(json, entries);
+  sharedBodies.set(entries, { json, body });
+  return body;
+};
+
+const joined = (json: boolean, entries: Buffer[]): Buffer => {
+  if (!json) return Buffer.concat(entries);
   let length = entries.length + (entries.length === 0 ? 2 : 1);
   for (const e of entries) length += e.length;
   const body = Buffer.allocUnsafeSlow(length);

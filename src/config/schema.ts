@@ -81,6 +81,17 @@ const durableStreamsSchema = z
       .min(1)
       .max(64 * 1024 * 1024)
       .default(1024 * 1024),
+    /**
+     * Bytes of messages each replica keeps in its own memory for reads on Redis (messages never
+     * change at their offset, so a page found whole here skips Redis but for the one meta read
+     * that fences it); 0: off. The embedded store holds every message in memory anyway.
+     */
+    readCacheBytes: z
+      .number()
+      .int()
+      .min(0)
+      .max(16 * 1024 * 1024 * 1024)
+      .default(64 * 1024 * 1024),
     subscriptions: z
       .object({
         /** Subscriptions one owner may hold (without auth: the one shared owner). */

@@ -112,7 +112,11 @@ export type AppendResult =
 
 export interface ReadResult {
   meta: StreamMeta;
-  /** Messages at positions after..after+n (each one entry as appended). */
+  /**
+   * Messages at positions after..after+n (each one entry as appended). Read-only: a store may hand
+   * the same array to every read of the same page (the Redis store's read cache), so a caller may
+   * keep what it builds from a page beside that array.
+   */
   entries: Buffer[];
 }
 

@@ -353,6 +353,23 @@ describe('loadConfig', () => {
     expect(cfg.store.retention).toEqual({ maxRecords: 100000, maxAgeMs: 604_800_000, maxBytes: 268435456 });
   });
 
+  it('durableStreams.readCacheBytes: 64 MiB unless given, 0 turns it off, a bad one names the field', () => {
+    expect(loadConfig({}, {}).durableStreams.readCacheBytes).toBe(64 * 1024 * 1024);
+    const off = file('cache-off.yaml', 'durableStreams:\n  readCacheBytes: 0\n');
+    expect(loadConfig({ config: off }, {}).durableStreams.readCacheBytes).toBe(0);
+    for (const [value, error] of [
+      ['-1', 'Too small: expected number to be >=0'],
+      ['1.5', 'Invalid input: expected int, received number'],
+      ['"big"', 'Invalid input: expected number, received string'],
+      [String(16 * 1024 ** 3 + 1), 'Too big: expected number to be <=17179869184'],
+    ]) {
+      const p = file('cache-bad.yaml', `durableStreams:\n  readCacheBytes: ${value}\n`);
+      expect(errorOf(() => loadConfig({ config: p }, {}))).toBe(
+        `invalid configuration (${p}):\n  durableStreams.readCacheBytes: ${error}`,
+      );
+    }
+  });
+
   it('rejects unparseable YAML and JSON with the file named', () => {
     const y = file('broken.yaml', 'port: [1\n');
     expect(errorOf(() => loadConfig({ config: y }, {}))).toMatch(

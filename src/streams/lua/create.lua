@@ -40,9 +40,10 @@ if libOwnerFull(owner, maxPerOwner, nowMs) then return { 'too_many_owner_streams
 local live = redis.call('ZCARD', indexKey) - redis.call('ZCOUNT', indexKey, '-inf', nowMs)
 if maxStreams > 0 and live >= maxStreams then return { 'too_many_streams' } end
 
--- A new stream's epoch is the ms elapsed since lib.lua's origin: a stream deleted (or lost with
--- Redis) and created again starts above every offset handed out for its predecessor.
-local epoch = math.max(nowMs - LIB_ORIGIN_MS, floorEpoch + 1, 0)
+-- A new stream's epoch is the ms elapsed since lib.lua's origin, and above every epoch minted
+-- before (libMintEpoch): a stream deleted (or lost with Redis) and created again starts above every
+-- offset handed out for its predecessor, even within the same millisecond.
+local epoch = libMintEpoch(math.max(nowMs - LIB_ORIGIN_MS, floorEpoch + 1, 0))
 local count = #ARGV - FIRST_ENTRY + 1
 local expms = ''
 if ttlMs ~= '' then expms = string.format('%d', nowMs + tonumber(ttlMs)) elseif expiresAtMs ~= '' then expms = expiresAtMs end

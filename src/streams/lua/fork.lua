@@ -115,7 +115,7 @@ elseif ttlMs ~= '' then expms = string.format('%d', nowMs + tonumber(ttlMs))
 elseif expiresAtMs ~= '' then expms = expiresAtMs end
 
 -- Above the source's epoch: an offset of the source past the fork point never names a fork position.
-local epoch = math.max(nowMs - LIB_ORIGIN_MS, floorEpoch + 1, sourceEpoch + 1)
+local epoch = libMintEpoch(math.max(nowMs - LIB_ORIGIN_MS, floorEpoch + 1, sourceEpoch + 1))
 local al = { string.format('%d:%d', sourceEpoch, forkPoint) }
 for _, a in ipairs(aliases) do table.insert(al, string.format('%d:%d', a[1], math.min(a[2], forkPoint))) end
 

@@ -158,13 +158,24 @@ end
 -- stream's meta still hands out offsets above any an earlier epoch did.
 local LIB_ORIGIN_MS = 1767225600000
 
+-- Every epoch this Redis hands out (create, fork, the fence) is above every one before it, of any
+-- stream: a stream deleted and created again within one millisecond still starts a new epoch, so
+-- (stream, epoch, position) names one message for ever (a replica's read cache relies on it,
+-- message-cache.ts). `candidate` is the epoch the caller's own rule asks for.
+local function libMintEpoch(candidate)
+  local key = LIB_PREFIX .. ':epochs'
+  local epoch = math.max(candidate, tonumber(redis.call('GET', key) or '-1') + 1)
+  redis.call('SET', key, string.format('%d', epoch))
+  return epoch
+end
+
 -- The fence: Redis holds less than this process handed out (a restart from an older snapshot, a
 -- failover to a replica that lagged), or Redis restarted since the stream's last touch (which
 -- cannot be told from a clean restart): a new epoch, so no offset ever names two positions. Returns
 -- the stream's epoch, new or not.
 local function libFenceEpoch(metaKey, dataKey, epoch, tail, lastRun, floorEpoch, floorTail, runId, nowMs)
   if floorEpoch > epoch or (floorEpoch == epoch and floorTail > tail) or (lastRun and lastRun ~= '' and lastRun ~= runId) then
-    epoch = math.max(epoch + 1, floorEpoch + 1, nowMs - LIB_ORIGIN_MS)
+    epoch = libMintEpoch(math.max(epoch + 1, floorEpoch + 1, nowMs - LIB_ORIGIN_MS))
     redis.call('HSET', metaKey, 'epoch', string.format('%d', epoch), 'rid', runId)
     -- Messages past the tail the meta records are not the stream's: dropped, and the stream's last id
     -- set back, so the next append's XADD at <tail + 1>-0 is accepted.

@@ -152,4 +152,79 @@ describe.skipIf(!haveRedis)('general streams on two replicas sharing one Redis',
     expect(closed.status).toBe(204);
     expect(closed.headers.get('stream-closed')).toBe('true');
   });
+
+  it('answer many readers of the same pages exactly, and the new stream after a delete and create on the other', async () => {
+    const redisUrl = testRedisUrl()!;
+    const prefix = `test:ds:${randomUUID()}`;
+    const a = await start(redisUrl, prefix);
+    const b = await start(redisUrl, prefix);
+    /** A whole catch-up from -1, page by page as a client follows Stream-Next-Offset. */
+    const catchUp = async (url: string): Promise<{ body: Buffer; pages: number }> => {
+      const parts: Buffer[] = [];
+      let offset = '-1';
+      for (let pages = 1; pages <= 20; pages++) {
+        const res = await fetch(`${url}?offset=${offset}`);
+        expect(res.status).toBe(200);
+        parts.push(Buffer.from(await res.arrayBuffer()));
+        offset = res.headers.get('stream-next-offset')!;
+        if (res.headers.get('stream-up-to-date') === 'true') return { body: Buffer.concat(parts), pages };
+      }
+      throw new Error('no end to the catch-up');
+    };
+    // JSON: 2,500 messages (pages of 1,000); bytes: five of 400 kB (pages of at most 1 MiB).
+    const modes = [
+      {
+        type: 'application/json',
+        posts: (tag: string) =>
+          Array.from({ length: 25 }, (_, p) =>
+            JSON.stringify(Array.from({ length: 100 }, (_, i) => ({ tag, i: p * 100 + i }))),
+          ),
+        whole: (tag: string) =>
+          Array.from({ length: 25 }, (_, p) =>
+            Array.from({ length: 100 }, (_, i) => ({ tag, i: p * 100 + i })),
+          )
+            .flat()
+            .map((m) => JSON.stringify(m)),
+        shown: (pages: Buffer) => pages.toString().replaceAll('][', ','),
+        pages: 3,
+      },
+      {
+        type: 'application/octet-stream',
+        posts: (tag: string) => Array.from({ length: 5 }, (_, i) => `${tag}${i}`.padEnd(400_000, String(i))),
+        whole: (tag: string) => Array.from({ length: 5 }, (_, i) => `${tag}${i}`.padEnd(400_000, String(i))),
+        shown: (pages: Buffer) => pages.toString(),
+        pages: 3,
+      },
+    ];
+    for (const mode of modes) {
+      const path = `pages-${randomUUID()}`;
+      const headers = { 'content-type': mode.type };
+      const expected = (tag: string): string =>
+        mode.type === 'application/json' ? `[${mode.whole(tag).join(',')}]` : mode.whole(tag).join('');
+      const write = async (base: string, tag: string): Promise<void> => {
+        expect((await fetch(`${base}/v1/stream/${path}`, { method: 'PUT', headers })).status).toBe(201);
+        for (const body of mode.posts(tag))
+          expect((await fetch(`${base}/v1/stream/${path}`, { method: 'POST', headers, body })).status).toBe(
+            204,
+          );
+      };
+      await write(a.baseUrl, 'old');
+      // Eight readers at once on each replica, twice: the pages come from Redis, then from each one's cache.
+      for (let pass = 0; pass < 2; pass++) {
+        const reads = await Promise.all(
+          [a, b].flatMap((gw) => Array.from({ length: 8 }, () => catchUp(`${gw.baseUrl}/v1/stream/${path}`))),
+        );
+        for (const r of reads) expect([mode.shown(r.body), r.pages]).toEqual([expected('old'), mode.pages]);
+      }
+      // Deleted and created again through B, with messages of the very same sizes: A reads the new ones.
+      expect((await fetch(`${b.baseUrl}/v1/stream/${path}`, { method: 'DELETE' })).status).toBe(204);
+      await write(b.baseUrl, 'new');
+      const reads = await Promise.all(
+        [a, b].flatMap((gw) => Array.from({ length: 4 }, () => catchUp(`${gw.baseUrl}/v1/stream/${path}`))),
+      );
+      for (const r of reads) expect(mode.shown(r.body)).toBe(expected('new'));
+      expect((await fetch(`${b.baseUrl}/v1/stream/${path}`, { method: 'DELETE' })).status).toBe(204);
+      expect((await fetch(`${a.baseUrl}/v1/stream/${path}?offset=-1`)).status).toBe(404);
+    }
+  });
 });
