@@ -13,8 +13,9 @@
  * Gateway (and redis-server) on core 0, client processes on core 1; loopback only.
  *
  * `npm run bench -- idle`. Env: BENCH_IDLE_CONNECTIONS (10000), BENCH_IDLE_CAP (0 skips the file-cap
- * rows; a number sets their count), BENCH_IDLE_SETTLE_SECONDS (120: how long the file-cap rows' followers
- * idle before the judged reading; 0 judges the reading 2 s after the last opened), BENCH_SCALE_CLIENTS (4),
+ * rows; a number sets their count), BENCH_IDLE_SETTLE_SECONDS (240: how long the file-cap rows' followers
+ * may idle before the judged reading, taken once RSS has settled: `settle`; 0 judges the reading
+ * 2 s after the last opened), BENCH_SCALE_CLIENTS (4),
  * BENCH_IDLE_STORES (`embedded,redis`), BENCH_IDLE_TRACE=1 (RSS every 2 s for BENCH_IDLE_TRACE_SECONDS, 20), BENCH_IDLE_SURFACES
  * (`native,beeos,flue`: one surface alone shows what each connection costs).
  *
@@ -55,9 +56,9 @@ interface IdleResult {
   kbPerConnection: number;
   openSeconds: number;
   /**
-   * With `settleSeconds`: the RSS after the followers had idled that long (V8 gives back the young
-   * generation and the old space a burst of connections grew only once its memory reducer runs,
-   * 30–90 s after the last allocation-heavy moment), else null.
+   * With `settleSeconds`: the RSS once the followers had idled until it settled (V8 gives back the
+   * young generation and the old space a burst of connections grew only once its memory reducer
+   * runs, 20–90 s after the last allocation-heavy moment), and how long that was; else null.
    */
   settled: { seconds: number; rssMb: number; redisMb: number; openFiles: number } | null;
   /** BENCH_IDLE_BREAKDOWN: the probe's figures before and with the followers, and what they hold. */
@@ -132,6 +133,28 @@ const heapByKind = (file: string): Kinds => {
 const fdRoom = (pid: number): { limit: number; open: number } => {
   const m = /Max open files\s+(\d+)/.exec(readFileSync(`/proc/${pid}/limits`, 'utf8'));
   return { limit: m ? Number(m[1]) : 1024, open: readdirSync(`/proc/${pid}/fd`).length };
+};
+
+/**
+ * Wait, at most `maxSeconds`, for the process to give back what the burst of connections grew (V8's
+ * memory reducer, which runs once the allocation rate has been low for a while: 20–90 s here):
+ * RSS read every 2 s, done once it has fallen at least a fifth below `fromBytes` and then held
+ * within 2 % for 20 s. Resolves with the seconds waited.
+ */
+const settle = async (pid: number, fromBytes: number, maxSeconds: number): Promise<number> => {
+  const t0 = performance.now();
+  const recent: number[] = [];
+  let fell = false;
+  for (;;) {
+    await new Promise((r) => setTimeout(r, 2000));
+    const waited = Math.round((performance.now() - t0) / 1000);
+    const rss = rssBytes([pid]);
+    if (rss <= fromBytes * 0.8) fell = true;
+    recent.push(rss);
+    if (recent.length > 10) recent.shift();
+    const steady = recent.length === 10 && Math.max(...recent) <= Math.min(...recent) * 1.02;
+    if ((fell && steady) || waited >= maxSeconds) return waited;
+  }
 };
 
 /** Descriptors left unused at the file cap: reconnects, a metrics scrape, the store's own. */
@@ -214,9 +237,9 @@ const measure = async (
     const redisOpen = redis ? rssBytes([redis.pid]) : 0;
     let settled: IdleResult['settled'] = null;
     if (settleSeconds > 0) {
-      await new Promise((r) => setTimeout(r, settleSeconds * 1000));
+      const waited = await settle(gw.pid, open, settleSeconds);
       settled = {
-        seconds: settleSeconds,
+        seconds: waited,
         rssMb: rssBytes([gw.pid]) / MB,
         redisMb: redis ? rssBytes([redis.pid]) / MB : 0,
         // Still holding them: a reading of followers that were cut would be no reading at all.
@@ -224,7 +247,7 @@ const measure = async (
       };
       if (settled.openFiles < connections)
         console.warn(
-          `idle ${store}: ${settled.openFiles} files open after ${settleSeconds} s idle, fewer than the ${connections} followers`,
+          `idle ${store}: ${settled.openFiles} files open after ${waited} s idle, fewer than the ${connections} followers`,
         );
     }
     let held: Kinds | null = null;
@@ -292,7 +315,8 @@ const printRows = (rows: IdleResult[]): void =>
       'open time s': r.openSeconds.toFixed(1),
       ...(r.settled
         ? {
-            [`RSS after ${r.settled.seconds} s idle MB`]: r.settled.rssMb.toFixed(0),
+            'settled after s': r.settled.seconds,
+            'RSS settled MB': r.settled.rssMb.toFixed(0),
             'KB/follower settled (all)': perFollowerKb(r, 'settled').toFixed(1),
           }
         : {}),
@@ -418,10 +442,10 @@ export const benchIdle = async (opts: { redis: boolean }): Promise<Figure[]> => 
   const cap = process.env.BENCH_IDLE_CAP;
   if (cap === '0') return figures;
   const size = cap ? Number(cap) : 'cap';
-  const settleSeconds = num('BENCH_IDLE_SETTLE_SECONDS', 120);
+  const settleSeconds = num('BENCH_IDLE_SETTLE_SECONDS', 240);
   console.log(
     `\n# idle SSE followers at the gateway's file cap (${surfaces.join(', ')}: a share each), ` +
-      `per follower: process RSS + redis-server RSS, 2 s after the last opened and after ${settleSeconds} s idle; ` +
+      `per follower: process RSS + redis-server RSS, 2 s after the last opened and once settled (at most ${settleSeconds} s idle); ` +
       `target ≤ 12 KB`,
   );
   const capRows: IdleResult[] = [];
@@ -440,7 +464,7 @@ export const benchIdle = async (opts: { redis: boolean }): Promise<Figure[]> => 
     const redisPart = (mb: number): string =>
       r.store === 'redis' ? ` + redis-server ${mb.toFixed(0)} MB` : '';
     const idle = r.settled
-      ? `${kb.toFixed(1)} KB after ${r.settled.seconds} s idle: ${r.connections.toLocaleString('en')} in ` +
+      ? `${kb.toFixed(1)} KB settled after ${r.settled.seconds} s idle: ${r.connections.toLocaleString('en')} in ` +
         `${r.settled.rssMb.toFixed(0)} MB${redisPart(r.settled.redisMb)}; `
       : '';
     figures.push({
