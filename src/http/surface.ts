@@ -6,6 +6,7 @@
  */
 import type { Context, Hono } from 'hono';
 import type { Principal } from '../auth/principal.js';
+import type { DirectRoute } from './direct-routes.js';
 
 /** A surface's 429: `retryAfterSeconds` goes in Retry-After; the body is the surface's own. */
 export type RateLimitedRenderer = (c: Context, retryAfterSeconds: number) => Response;
@@ -83,6 +84,11 @@ export interface Surface {
   rateLimited?: RateLimitedRenderer;
   /** Its streams as `GET /v1/follow` holds them; absent: none can be followed there. */
   follow?: FollowSource;
+  /**
+   * Its hottest route served before Hono (direct-routes.ts), under the same rules; never on its
+   * capsule paths.
+   */
+  direct?: DirectRoute;
   /** All its requests count against the per-key and per-IP open-request caps (not only capsule paths). */
   capped?: boolean;
   /** A POST to one of its capsule paths is a submission (the per-owner submission rate). */
