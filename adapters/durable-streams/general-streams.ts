@@ -25,7 +25,7 @@ import {
   streamProblem,
   streamsRateLimitedError,
 } from './stream-errors.js';
-import { expiryHeaders, metaHeaders } from './stream-headers.js';
+import { expiryHeaders, metaHeaders, tailHeaders } from './stream-headers.js';
 import {
   closedFlag,
   isJsonMode,
@@ -343,16 +343,14 @@ const headAnswer = async (c: Context, store: StreamStore, path: string): Promise
 const appendAnswer = (result: AppendResult, wroteData: boolean): DirectAnswer => {
   switch (result.kind) {
     case 'appended': {
-      const headers = metaHeaders(result.meta);
-      delete headers['content-type'];
+      const headers = tailHeaders(result.meta);
       if (!result.producer) return { status: 204, headers, body: null };
       headers['producer-epoch'] = String(result.producer.epoch);
       headers['producer-seq'] = String(result.producer.seq);
       return { status: wroteData ? 200 : 204, headers, body: null };
     }
     case 'duplicate': {
-      const headers = metaHeaders(result.meta);
-      delete headers['content-type'];
+      const headers = tailHeaders(result.meta);
       if (!result.producer) return { status: 204, headers, body: null };
       headers['producer-epoch'] = String(result.producer.epoch);
       headers['producer-seq'] = String(result.producer.seq);

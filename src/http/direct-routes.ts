@@ -195,7 +195,9 @@ export const directRoutesFirst = (
     path: string,
     header: HeaderReader,
   ): Promise<void> => {
-    if (bodyTimeoutMs) armBodyTimeout(req, res, bodyTimeoutMs);
+    // Armed once Node's parser has returned from this packet (microtasks run after it): a body that
+    // came with its headers, as most do, is complete by then and needs no deadline (armBodyTimeout).
+    if (bodyTimeoutMs) queueMicrotask(() => armBodyTimeout(req, res, bodyTimeoutMs));
     let principal: Principal;
     try {
       principal = auth
