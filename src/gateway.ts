@@ -17,6 +17,7 @@ import type { GatewayCore } from './core/types.js';
 import { Hub } from './hub/hub.js';
 import type { AdapterConfig, AdapterDeps } from './http/adapter-deps.js';
 import { createHttpApp } from './http/app.js';
+import type { DirectListener } from './http/direct-routes.js';
 import { createHttpServer, type HttpServer } from './http/http-server.js';
 import { backlogWarning, kernelBacklogCap, LISTEN_BACKLOG } from './http/listen-backlog.js';
 import { pacedListener, type RequestListener } from './http/request-pacing.js';
@@ -66,6 +67,8 @@ export interface RunningGateway {
    * API (another replica's file may still name them). Resolves with the ids changed.
    */
   reloadCapsules(capsules: GatewayConfig['capsules']): Promise<string[]>;
+  /** Requests served before Hono by a surface's direct route (src/http/direct-routes.ts) so far. */
+  directServed(): number;
   /** Drain: stop accepting, end live streams, flush pending appends (bounded), stop upstreams. */
   close(options?: { flushTimeoutMs?: number }): Promise<void>;
 }
@@ -497,9 +500,11 @@ export const startGateway = async (
   ownership.start();
   await waitForOwnedCapsules(ownership, upstreams);
   const hono = getRequestListener(app.fetch, { hostname: config.server.host }) as RequestListener;
+  const listener = tuning.http?.directRoutes === false ? hono : directFirst(hono);
+  const directServed = (): number => ('served' in listener ? (listener as DirectListener).served : 0);
   const { http, sendStalls, url, port } = await listen(
     config,
-    tuning.http?.directRoutes === false ? hono : directFirst(hono),
+    listener,
     bounds.serverOptions,
     logger,
     tuning,
@@ -559,6 +564,7 @@ export const startGateway = async (
     capsules,
     ownership,
     reloadCapsules: (list) => reloadCapsules(registry, list),
+    directServed,
     close,
   };
 };

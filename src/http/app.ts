@@ -25,7 +25,7 @@ import { surfaceAt, type Surface } from './surface.js';
 import { countUnexpected } from './unexpected-errors.js';
 import { closeAfterUnreadRefusal } from './refusal-connection.js';
 import type { RequestOrigin } from '../auth/client-ip.js';
-import { directRoutesFirst, type DirectAnswer } from './direct-routes.js';
+import { directRoutesFirst, type DirectAnswer, type DirectListener } from './direct-routes.js';
 import type { RequestListener } from './request-pacing.js';
 
 /** Headers browsers must be allowed to read cross-origin (Flue and BeeOS coordination headers). */
@@ -126,7 +126,7 @@ export interface HttpApp {
    * (direct-routes.ts): none when CORS origins are configured, or a client address is resolved
    * without `originIp`.
    */
-  directFirst(listener: RequestListener): RequestListener;
+  directFirst(listener: RequestListener): RequestListener | DirectListener;
   metrics: MetricsRegistry;
   /** Open downstream connections, per capsule then surface. */
   connections: () => Record<string, Record<string, number>>;
@@ -300,7 +300,7 @@ export const createHttpApp = (options: HttpAppOptions): HttpApp => {
   // CORS answers every request with its headers; a client address resolved another way (a custom
   // clientIp) could not be resolved the same before Hono: both keep every request on Hono.
   const direct = options.corsOrigins.length === 0 && !(auth?.clientIp && !auth.originIp);
-  const directFirst = (listener: RequestListener): RequestListener =>
+  const directFirst = (listener: RequestListener): RequestListener | DirectListener =>
     direct
       ? directRoutesFirst(
           {

@@ -155,6 +155,11 @@ export interface DirectDispatchOptions {
   appFailed(err: unknown, path: string): DirectAnswer;
 }
 
+export interface DirectListener extends RequestListener {
+  /** Requests a direct route took so far. */
+  readonly served: number;
+}
+
 /**
  * `listener` behind the surfaces' direct routes: a request one of them takes is served here, every
  * other goes to `listener` (Hono's) untouched.
@@ -162,9 +167,9 @@ export interface DirectDispatchOptions {
 export const directRoutesFirst = (
   options: DirectDispatchOptions,
   listener: RequestListener,
-): RequestListener => {
+): DirectListener => {
   const { surfaces } = options;
-  if (!surfaces.some((s) => s.direct)) return listener;
+  let served = 0;
   const { auth, limits, bodyTimeoutMs } = options;
   const limited = limits?.enabled ? limits : null;
 
@@ -228,7 +233,7 @@ export const directRoutesFirst = (
     write(req, res, answer);
   };
 
-  return (req, res) => {
+  const direct = ((req: IncomingMessage, res: ServerResponse): void => {
     const url = req.url ?? '';
     const method = req.method ?? '';
     if (req.httpVersionMajor === 1 && PLAIN_TARGET.test(url) && !DOT_SEGMENT.test(url)) {
@@ -237,11 +242,14 @@ export const directRoutesFirst = (
         const header = headerReader(req);
         const host = req.headers.host;
         if (host !== undefined && PLAIN_HOST.test(host) && surface.direct.takes(method, url, header)) {
+          served++;
           void serve(surface.direct, surface, req, res, method, url, header);
           return;
         }
       }
     }
     listener(req, res);
-  };
+  }) as DirectListener;
+  Object.defineProperty(direct, 'served', { get: () => served });
+  return direct;
 };
