@@ -243,7 +243,9 @@ export const directRoutesFirst = (
         const host = req.headers.host;
         if (host !== undefined && PLAIN_HOST.test(host) && surface.direct.takes(method, url, header)) {
           served++;
-          void serve(surface.direct, surface, req, res, method, url, header);
+          // Every fault is answered inside; should writing the answer itself fail, the connection
+          // goes rather than leave its client waiting.
+          serve(surface.direct, surface, req, res, method, url, header).catch(() => res.destroy());
           return;
         }
       }
