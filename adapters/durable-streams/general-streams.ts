@@ -12,7 +12,7 @@ import { Hono, type Context, type MiddlewareHandler } from 'hono';
 import type { StatusCode } from 'hono/utils/http-status';
 import { bodyLimit } from 'hono/body-limit';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
-import type { DirectAnswer, DirectRoute } from '../../src/http/direct-routes.js';
+import type { DirectAnswer, DirectRoute } from '../../src/http/surface.js';
 import type { AppendResult, StreamStore } from '../../src/streams/types.js';
 import { readGeneralStream } from './general-read.js';
 import { principalOf, type Principal } from '../../src/auth/principal.js';

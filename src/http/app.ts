@@ -21,11 +21,11 @@ import { createAuthRoutes, redactTicket } from './auth-routes.js';
 import type { AbuseLimits } from '../auth/limits.js';
 import { createBodyTimeout, createLimitsMiddleware } from './limits-middleware.js';
 import { createMalformedPathGuard } from './malformed-path.js';
-import { surfaceAt, type Surface } from './surface.js';
+import { surfaceAt, type DirectAnswer, type Surface } from './surface.js';
 import { countUnexpected } from './unexpected-errors.js';
 import { closeAfterUnreadRefusal } from './refusal-connection.js';
 import type { RequestOrigin } from '../auth/client-ip.js';
-import { directRoutesFirst, type DirectAnswer, type DirectListener } from './direct-routes.js';
+import { directRoutesFirst, type DirectListener } from './direct-routes.js';
 import type { RequestListener } from './request-pacing.js';
 
 /** Headers browsers must be allowed to read cross-origin (Flue and BeeOS coordination headers). */

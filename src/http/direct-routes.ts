@@ -26,43 +26,13 @@ import type { AbuseLimits } from '../auth/limits.js';
 import { openPrincipal, type Principal } from '../auth/principal.js';
 import { admissionShape, armBodyTimeout } from './limits-middleware.js';
 import type { RequestListener } from './request-pacing.js';
-import { surfaceAt, type Surface } from './surface.js';
-
-/** An answer as it goes out: status, lower-case headers, a body (or none). */
-export interface DirectAnswer {
-  status: number;
-  headers: Record<string, string>;
-  body: string | null;
-}
-
-/** A request's header as Hono reads it (`c.req.header(name)`); `name` lower-case. */
-export type HeaderReader = (name: string) => string | undefined;
-
-export interface DirectRequest {
-  req: IncomingMessage;
-  method: string;
-  /** The path, as the target was sent (and as Hono would route it). */
-  path: string;
-  principal: Principal;
-  header: HeaderReader;
-  /** The whole body (read once). */
-  body(): Promise<Buffer>;
-}
-
-/** A surface's route served before Hono. */
-export interface DirectRoute {
-  /**
-   * Whether the route serves this request (method, plain path, headers), decided before anything
-   * else runs, without side effects; false: Hono serves it, with everything it serves it with.
-   */
-  takes(method: string, path: string, header: HeaderReader): boolean;
-  /** The answer. The route's own checks (scopes, bounds, input) are the Hono route's, shared. */
-  serve(request: DirectRequest): Promise<DirectAnswer>;
-  /** What the route answers for a fault of `serve` (its Hono twin's onError). */
-  failed(err: unknown, path: string): DirectAnswer;
-  /** 429 past an abuse bound (its surface's rateLimited). */
-  rateLimited(retryAfterSeconds: number): DirectAnswer;
-}
+import {
+  surfaceAt,
+  type DirectAnswer,
+  type DirectRoute,
+  type HeaderReader,
+  type Surface,
+} from './surface.js';
 
 /**
  * Headers Node keeps once (the first of duplicates) and @hono/node-server therefore reads from the

@@ -5,8 +5,8 @@
  * accounting loop over the list; nothing else names a surface.
  */
 import type { Context, Hono } from 'hono';
+import type { IncomingMessage } from 'node:http';
 import type { Principal } from '../auth/principal.js';
-import type { DirectRoute } from './direct-routes.js';
 
 /** A surface's 429: `retryAfterSeconds` goes in Retry-After; the body is the surface's own. */
 export type RateLimitedRenderer = (c: Context, retryAfterSeconds: number) => Response;
@@ -63,6 +63,42 @@ export interface FollowSource {
    * `0` from the start, `now` from the head, else one of the stream's own cursors.
    */
   open(principal: Principal, name: string, cursor: string): Promise<FollowOpen>;
+}
+
+/** An answer as it goes out: status, lower-case headers, a body (or none). */
+export interface DirectAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: string | null;
+}
+
+/** A request's header as Hono reads it (`c.req.header(name)`); `name` lower-case. */
+export type HeaderReader = (name: string) => string | undefined;
+
+export interface DirectRequest {
+  req: IncomingMessage;
+  method: string;
+  /** The path, as the target was sent (and as Hono would route it). */
+  path: string;
+  principal: Principal;
+  header: HeaderReader;
+  /** The whole body (read once). */
+  body(): Promise<Buffer>;
+}
+
+/** A surface's route served straight from Node's request, before Hono (direct-routes.ts). */
+export interface DirectRoute {
+  /**
+   * Whether the route serves this request (method, plain path, headers), decided before anything
+   * else runs, without side effects; false: Hono serves it, with everything it serves it with.
+   */
+  takes(method: string, path: string, header: HeaderReader): boolean;
+  /** The answer. The route's own checks (scopes, bounds, input) are the Hono route's, shared. */
+  serve(request: DirectRequest): Promise<DirectAnswer>;
+  /** What the route answers for a fault of `serve` (its Hono twin's onError). */
+  failed(err: unknown, path: string): DirectAnswer;
+  /** 429 past an abuse bound (its surface's rateLimited). */
+  rateLimited(retryAfterSeconds: number): DirectAnswer;
 }
 
 export interface Surface {
