@@ -139,6 +139,8 @@ export const directRoutesFirst = (
   listener: RequestListener,
 ): DirectListener => {
   const { surfaces } = options;
+  // Every other request passes with one prefix compare per direct surface.
+  const prefixes = surfaces.filter((s) => s.direct).map((s) => s.prefix);
   let served = 0;
   const { auth, limits, bodyTimeoutMs } = options;
   const limited = limits?.enabled ? limits : null;
@@ -206,7 +208,12 @@ export const directRoutesFirst = (
   const direct = ((req: IncomingMessage, res: ServerResponse): void => {
     const url = req.url ?? '';
     const method = req.method ?? '';
-    if (req.httpVersionMajor === 1 && PLAIN_TARGET.test(url) && !DOT_SEGMENT.test(url)) {
+    if (
+      prefixes.some((prefix) => url.startsWith(prefix)) &&
+      req.httpVersionMajor === 1 &&
+      PLAIN_TARGET.test(url) &&
+      !DOT_SEGMENT.test(url)
+    ) {
       const surface = surfaceAt(surfaces, url);
       if (surface?.direct && !surface.capsulePath?.test(url)) {
         const header = headerReader(req);
