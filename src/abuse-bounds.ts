@@ -5,7 +5,7 @@
  */
 import type { Context } from 'hono';
 import type { Logger } from 'pino';
-import { clientIpResolver } from './auth/client-ip.js';
+import { clientIpResolver, originIpResolver, type RequestOrigin } from './auth/client-ip.js';
 import { AbuseLimits } from './auth/limits.js';
 import type { GatewayConfig } from './config/schema.js';
 import type { LimitCounters } from './auth/limit-counters.js';
@@ -14,6 +14,8 @@ export interface AbuseBounds {
   limits: AbuseLimits;
   bodyTimeoutMs: number;
   clientIp: (c: Context) => string;
+  /** The same address from a Node request's origin (routes served before Hono: direct-routes.ts). */
+  originIp: (o: RequestOrigin) => string;
   /** Options for Node's http.createServer (through @hono/node-server's serverOptions). */
   serverOptions: { requestTimeout: number; headersTimeout: number; connectionsCheckingInterval: number };
   close(): void;
@@ -35,6 +37,7 @@ export const createAbuseBounds = (
     limits,
     bodyTimeoutMs: Math.round(config.server.bodyTimeoutMs),
     clientIp: clientIpResolver(config.server.trustProxy),
+    originIp: originIpResolver(config.server.trustProxy),
     serverOptions: {
       // Long-lived streams must not be cut by Node's whole-request timeout; heartbeats keep them
       // honest. Headers are bounded by Node, bodies by the body-timeout middleware.

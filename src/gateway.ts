@@ -17,9 +17,10 @@ import type { GatewayCore } from './core/types.js';
 import { Hub } from './hub/hub.js';
 import type { AdapterConfig, AdapterDeps } from './http/adapter-deps.js';
 import { createHttpApp } from './http/app.js';
+import type { DirectListener } from './http/direct-routes.js';
 import { createHttpServer, type HttpServer } from './http/http-server.js';
 import { backlogWarning, kernelBacklogCap, LISTEN_BACKLOG } from './http/listen-backlog.js';
-import { pacedListener } from './http/request-pacing.js';
+import { pacedListener, type RequestListener } from './http/request-pacing.js';
 import { SendStallWatch } from './http/send-stall.js';
 import { createAbuseBounds, type AbuseBounds } from './abuse-bounds.js';
 import { createBackend, type Backend } from './backend.js';
@@ -66,6 +67,8 @@ export interface RunningGateway {
    * API (another replica's file may still name them). Resolves with the ids changed.
    */
   reloadCapsules(capsules: GatewayConfig['capsules']): Promise<string[]>;
+  /** Requests served before Hono by a surface's direct route (src/http/direct-routes.ts) so far. */
+  directServed(): number;
   /** Drain: stop accepting, end live streams, flush pending appends (bounded), stop upstreams. */
   close(options?: { flushTimeoutMs?: number }): Promise<void>;
 }
@@ -169,6 +172,8 @@ export interface GatewayTuning {
   streams?: { keyPrefix?: string };
   /** A2A push notifications: their Redis key prefix, sweep and first retry wait (tests shorten them). */
   a2aPush?: { keyPrefix?: string; sweepMs?: number; retryFirstMs?: number };
+  /** Routes served before Hono (src/http/direct-routes.ts): on unless false (tests compare both ways). */
+  http?: { directRoutes?: boolean };
 }
 
 /** Secure by default: no credential configured → loopback only, unless auth.open says so. */
@@ -268,7 +273,7 @@ const waitForOwnedCapsules = async (
 /** The HTTP server, bound: TLS or cleartext, HTTP/2 where configured, downstream liveness checks. */
 const listen = async (
   config: GatewayConfig,
-  listener: ReturnType<typeof getRequestListener>,
+  listener: RequestListener,
   http1: AbuseBounds['serverOptions'],
   logger: Logger,
   tuning: GatewayTuning,
@@ -463,8 +468,8 @@ export const startGateway = async (
   );
   const authenticator = createAuthenticator({ keys: createKeyRing(config.auth.apiKeys), jwt, tickets });
   const bounds = createAbuseBounds(config, backend.limitCounters(), logger);
-  const { app } = createHttpApp({
-    auth: { authenticator, tickets, posture, clientIp: bounds.clientIp },
+  const { app, directFirst } = createHttpApp({
+    auth: { authenticator, tickets, posture, clientIp: bounds.clientIp, originIp: bounds.originIp },
     limits: bounds.limits,
     bodyTimeoutMs: bounds.bodyTimeoutMs,
     core,
@@ -494,9 +499,12 @@ export const startGateway = async (
   discovery?.start();
   ownership.start();
   await waitForOwnedCapsules(ownership, upstreams);
+  const hono = getRequestListener(app.fetch, { hostname: config.server.host }) as RequestListener;
+  const listener = tuning.http?.directRoutes === false ? hono : directFirst(hono);
+  const directServed = (): number => ('served' in listener ? (listener as DirectListener).served : 0);
   const { http, sendStalls, url, port } = await listen(
     config,
-    getRequestListener(app.fetch, { hostname: config.server.host }),
+    listener,
     bounds.serverOptions,
     logger,
     tuning,
@@ -556,6 +564,7 @@ export const startGateway = async (
     capsules,
     ownership,
     reloadCapsules: (list) => reloadCapsules(registry, list),
+    directServed,
     close,
   };
 };

@@ -9,15 +9,23 @@
  * behind.
  */
 import { Hono, type Context, type MiddlewareHandler } from 'hono';
+import type { StatusCode } from 'hono/utils/http-status';
 import { bodyLimit } from 'hono/body-limit';
 import type { AdapterDeps } from '../../src/http/adapter-deps.js';
+import type { DirectAnswer, DirectRoute } from '../../src/http/surface.js';
 import type { AppendResult, StreamStore } from '../../src/streams/types.js';
 import { readGeneralStream } from './general-read.js';
 import { principalOf, type Principal } from '../../src/auth/principal.js';
-import { streamRefusal } from './stream-access.js';
+import { streamAccessError, streamRefusal } from './stream-access.js';
 import { placeOf, type StreamPlace } from './stream-owner.js';
-import { GONE_MESSAGE, SECURITY_HEADERS, streamProblem } from './stream-errors.js';
-import { expiryHeaders, metaHeaders } from './stream-headers.js';
+import {
+  GONE_MESSAGE,
+  SECURITY_HEADERS,
+  streamError,
+  streamProblem,
+  streamsRateLimitedError,
+} from './stream-errors.js';
+import { expiryHeaders, metaHeaders, tailHeaders } from './stream-headers.js';
 import {
   closedFlag,
   isJsonMode,
@@ -54,7 +62,20 @@ const headerOf =
   (name) =>
     c.req.header(name);
 
-export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
+/** An answer computed without a Context, sent through one (the direct route sends it as it is). */
+const send = (c: Context, a: DirectAnswer): Response =>
+  c.newResponse(a.body, a.status as StatusCode, a.headers);
+
+/** A path (after the prefix) of the protocol's extensions, never a general stream. */
+const reservedPath = (path: string): boolean => path === RESERVED || path.startsWith(`${RESERVED}/`);
+
+export interface GeneralStreams {
+  routes: Hono;
+  /** The append (POST), served before Hono (src/http/direct-routes.ts); absent when the surface is off. */
+  direct?: DirectRoute;
+}
+
+export const createGeneralStreams = (deps: AdapterDeps): GeneralStreams => {
   const app = new Hono();
   const settings = deps.config.durableStreams;
   const store = deps.streams;
@@ -62,7 +83,7 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
     app.all(ROUTE, (c) =>
       streamProblem(c, 'not_found', 'general streams are off (durableStreams.writable is false)'),
     );
-    return app;
+    return { routes: app };
   }
   const { maxBodyBytes, maxMessageBytes } = settings;
 
@@ -70,7 +91,7 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
     const path = streamPathOf(c);
     // The protocol's extensions live under `__ds/`: never a stream of ours. Subscriptions and the
     // JWKS are served before these routes (subscriptions.ts); any other `__ds/` path is 501.
-    if (path === RESERVED || path.startsWith(`${RESERVED}/`))
+    if (reservedPath(path))
       return streamProblem(
         c,
         'not_implemented',
@@ -82,8 +103,9 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
     await next();
   });
 
-  const bodyTooLarge = (c: Context): Response =>
-    streamProblem(c, 'body_too_large', `request body exceeds ${maxBodyBytes} bytes`);
+  const tooLargeBody = (): DirectAnswer =>
+    streamError('body_too_large', `request body exceeds ${maxBodyBytes} bytes`);
+  const bodyTooLarge = (c: Context): Response => send(c, tooLargeBody());
   const countedLimit = bodyLimit({ maxSize: maxBodyBytes, onError: bodyTooLarge });
   /**
    * hono's bodyLimit, with its Content-Length case answered here: it decides that case from the
@@ -100,8 +122,9 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
   };
   const bodyOf = async (c: Context): Promise<Buffer> => Buffer.from(await c.req.arrayBuffer());
   const oversized = (entries: Buffer[]): boolean => entries.some((e) => e.length > maxMessageBytes);
-  const tooLarge = (c: Context): Response =>
-    streamProblem(c, 'message_too_large', `a message exceeds ${maxMessageBytes} bytes`);
+  const tooLargeMessage = (): DirectAnswer =>
+    streamError('message_too_large', `a message exceeds ${maxMessageBytes} bytes`);
+  const tooLarge = (c: Context): Response => send(c, tooLargeMessage());
 
   app.put(ROUTE, limit, async (c) => {
     const parsed = parseCreate(headerOf(c));
@@ -167,30 +190,37 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
     }
   });
 
-  app.post(ROUTE, limit, async (c) => {
-    const header = headerOf(c);
+  /**
+   * An append (or a close) to the general stream `path` (after the prefix) by `principal`, its body
+   * read only once the headers passed: POST through Hono and its direct route alike.
+   */
+  const append = async (
+    principal: Principal,
+    path: string,
+    header: Header,
+    readBody: () => Promise<Buffer>,
+  ): Promise<DirectAnswer> => {
     const close = closedFlag(header);
     const producer = parseProducer(header);
-    if (!producer.ok) return streamProblem(c, producer.error.code, producer.error.message);
-    const body = await bodyOf(c);
-    if (body.length === 0 && !close) return streamProblem(c, 'bad_request', 'an append needs a body');
+    if (!producer.ok) return streamError(producer.error.code, producer.error.message);
+    const body = await readBody();
+    if (body.length === 0 && !close) return streamError('bad_request', 'an append needs a body');
     // A close-only POST carries no messages: its Content-Type is not compared (nothing is typed).
     let contentType: string | null = null;
     let entries: Buffer[] = [];
     if (body.length > 0) {
       contentType = mediaTypeOf(header('content-type'));
-      if (contentType === null)
-        return streamProblem(c, 'bad_request', 'an append needs a valid Content-Type');
+      if (contentType === null) return streamError('bad_request', 'an append needs a valid Content-Type');
       if (isJsonMode(contentType)) {
         const messages = jsonMessages(body, { allowEmptyArray: false });
-        if (!messages.ok) return streamProblem(c, messages.error.code, messages.error.message);
+        if (!messages.ok) return streamError(messages.error.code, messages.error.message);
         entries = messages.value;
       } else {
         entries = [body];
       }
-      if (oversized(entries)) return tooLarge(c);
+      if (oversized(entries)) return tooLargeMessage();
     }
-    const place = placeFor(c);
+    const place = placeOf(principal, path);
     const result = await store.append(place.storePath, {
       contentType,
       entries,
@@ -201,13 +231,17 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
     if (result.kind === 'appended' && entries.length > 0)
       deps.subscriptions?.appended(
         place.owner,
-        streamPathOf(c),
+        path,
         place.storePath,
         result.meta.tail - entries.length,
         result.followers,
       );
-    return appendAnswer(c, result, entries.length > 0);
-  });
+    return appendAnswer(result, entries.length > 0);
+  };
+
+  app.post(ROUTE, limit, async (c) =>
+    send(c, await append(principalOf(c), streamPathOf(c), headerOf(c), () => bodyOf(c))),
+  );
 
   /** The content type a fork without one inherits (null: no such source; create answers why). */
   const sourceTypeOf = async (source: string): Promise<string | null> =>
@@ -234,22 +268,51 @@ export const createGeneralStreamRoutes = (deps: AdapterDeps): Hono => {
   // step ran whole; the client may retry (a producer's retry is deduplicated). Anything else is no
   // outage: Redis answering a script with an error (a script stops where it failed, what it wrote
   // before stays) or a fault of the gateway's own is 500, never a 503 that invites a blind retry.
-  app.onError((err, c) => {
+  const failed = (err: unknown, path: string): DirectAnswer => {
     if (!storeUnreachable(err)) {
       countUnexpected('request');
-      deps.logger.error({ err, path: c.req.path }, 'general stream: unexpected error');
-      return streamProblem(c, 'internal', 'internal error');
+      deps.logger.error({ err, path }, 'general stream: unexpected error');
+      return streamError('internal', 'internal error');
     }
-    deps.logger.warn({ err: String(err), path: c.req.path }, 'general stream: store failed');
-    return streamProblem(c, 'unavailable', 'the stream store is unavailable', { 'retry-after': '1' });
-  });
+    deps.logger.warn({ err: String(err), path }, 'general stream: store failed');
+    return streamError('unavailable', 'the stream store is unavailable', { 'retry-after': '1' });
+  };
+  app.onError((err, c) => send(c, failed(err, c.req.path)));
 
   app.all(ROUTE, (c) =>
     streamProblem(c, 'method_not_allowed', `${c.req.method} is not part of the protocol`, {
       allow: 'GET, HEAD, PUT, POST, DELETE',
     }),
   );
-  return app;
+
+  /**
+   * POST with a Content-Length to a valid stream path, served before Hono: its middleware above
+   * (reserved and invalid paths, scopes), `limit` and the handler, in that order, through the same
+   * functions. The path has no escape (direct-routes.ts): it is the stream's name as it is, and
+   * onePathOneStream (index.ts) has nothing to refuse in it (printable ASCII, no dot segment).
+   * A chunked body is counted as it arrives by Hono's bodyLimit: not taken.
+   */
+  const direct: DirectRoute = {
+    takes: (method, target, header) => {
+      if (method !== 'POST' || !target.startsWith(GENERAL_STREAM_PREFIX)) return false;
+      const path = target.slice(GENERAL_STREAM_PREFIX.length);
+      return (
+        !reservedPath(path) &&
+        validStreamPath(path) &&
+        header('content-length') !== undefined &&
+        header('transfer-encoding') === undefined
+      );
+    },
+    serve: async ({ principal, method, path, header, body }) => {
+      const refused = streamAccessError(principal, method);
+      if (refused) return refused;
+      if (parseInt(header('content-length')!, 10) > maxBodyBytes) return tooLargeBody();
+      return append(principal, path.slice(GENERAL_STREAM_PREFIX.length), header, body);
+    },
+    failed,
+    rateLimited: streamsRateLimitedError,
+  };
+  return { routes: app, direct };
 };
 
 /**
@@ -277,49 +340,43 @@ const headAnswer = async (c: Context, store: StreamStore, path: string): Promise
 };
 
 /** §5.2 and §5.2.1: the status and recovery headers of each append outcome. */
-const appendAnswer = (c: Context, result: AppendResult, wroteData: boolean): Response => {
+const appendAnswer = (result: AppendResult, wroteData: boolean): DirectAnswer => {
   switch (result.kind) {
     case 'appended': {
-      const headers = metaHeaders(result.meta);
-      delete headers['content-type'];
-      if (!result.producer) return c.body(null, 204, headers);
+      const headers = tailHeaders(result.meta);
+      if (!result.producer) return { status: 204, headers, body: null };
       headers['producer-epoch'] = String(result.producer.epoch);
       headers['producer-seq'] = String(result.producer.seq);
-      return c.body(null, wroteData ? 200 : 204, headers);
+      return { status: wroteData ? 200 : 204, headers, body: null };
     }
     case 'duplicate': {
-      const headers = metaHeaders(result.meta);
-      delete headers['content-type'];
-      if (!result.producer) return c.body(null, 204, headers);
+      const headers = tailHeaders(result.meta);
+      if (!result.producer) return { status: 204, headers, body: null };
       headers['producer-epoch'] = String(result.producer.epoch);
       headers['producer-seq'] = String(result.producer.seq);
-      return c.body(null, 204, headers);
+      return { status: 204, headers, body: null };
     }
     case 'not_found':
-      return streamProblem(c, 'not_found', 'no such stream');
+      return streamError('not_found', 'no such stream');
     case 'gone':
-      return streamProblem(c, 'stream_gone', GONE_MESSAGE);
+      return streamError('stream_gone', GONE_MESSAGE);
     case 'closed':
-      return streamProblem(c, 'stream_closed', 'the stream is closed', {
+      return streamError('stream_closed', 'the stream is closed', {
         'stream-closed': 'true',
         'stream-next-offset': metaHeaders(result.meta)['stream-next-offset']!,
       });
     case 'content_type_mismatch':
-      return streamProblem(
-        c,
-        'content_type_mismatch',
-        `the stream's content type is ${result.meta.contentType}`,
-      );
+      return streamError('content_type_mismatch', `the stream's content type is ${result.meta.contentType}`);
     case 'stream_seq_conflict':
-      return streamProblem(c, 'stream_seq_conflict', 'Stream-Seq must exceed the last one appended');
+      return streamError('stream_seq_conflict', 'Stream-Seq must exceed the last one appended');
     case 'stale_producer_epoch':
-      return streamProblem(c, 'stale_producer_epoch', 'a newer producer epoch exists', {
+      return streamError('stale_producer_epoch', 'a newer producer epoch exists', {
         'producer-epoch': String(result.currentEpoch),
       });
     case 'producer_epoch_seq_not_zero':
-      return streamProblem(c, 'bad_request', 'a new producer epoch starts at Producer-Seq 0');
+      return streamError('bad_request', 'a new producer epoch starts at Producer-Seq 0');
     case 'producer_seq_gap':
-      return streamProblem(c, 'producer_seq_gap', 'Producer-Seq skips ahead', {
+      return streamError('producer_seq_gap', 'Producer-Seq skips ahead', {
         'producer-expected-seq': String(result.expected),
         'producer-received-seq': String(result.received),
       });

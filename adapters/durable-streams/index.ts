@@ -4,7 +4,7 @@ import type { AdapterDeps } from '../../src/http/adapter-deps.js';
 import type { Surface } from '../../src/http/surface.js';
 import { createCapsuleStreamRoutes } from './capsule-stream.js';
 import { durableStreamsFollow } from './follow.js';
-import { createGeneralStreamRoutes } from './general-streams.js';
+import { createGeneralStreams, type GeneralStreams } from './general-streams.js';
 import { createSubscriptionRoutes } from './subscriptions.js';
 import { streamProblem, streamsRateLimited } from './stream-errors.js';
 import { NOT_UTF8, rawPathRefusal, rawRequestPath } from './stream-path.js';
@@ -26,25 +26,32 @@ const streamsMalformedPath = (c: Context): Response => streamProblem(c, NOT_UTF8
  * The read-only capsule streams first, then the subscriptions' `__ds/` routes: every other
  * `/v1/stream/*` path is a general stream.
  */
-const createDurableStreamsRoutes = (deps: AdapterDeps): Hono =>
+const createDurableStreamsRoutes = (deps: AdapterDeps, general: GeneralStreams): Hono =>
   new Hono()
     .use('/v1/stream', onePathOneStream)
     .use('/v1/stream/*', onePathOneStream)
     .route('/', createCapsuleStreamRoutes(deps))
     .route('/', createSubscriptionRoutes(deps))
-    .route('/', createGeneralStreamRoutes(deps));
+    .route('/', general.routes);
 
-/** Every `/v1/stream/*` read may stay open (long-poll, SSE): all count against the stream caps. */
-export const durableStreamsSurface = (deps: AdapterDeps): Surface => ({
-  name: 'durable-streams',
-  prefix: '/v1/stream/',
-  capsulePath: /^\/v1\/stream\/murmur\/([^/]+)/,
-  capped: true,
-  routes: createDurableStreamsRoutes(deps),
-  malformedPath: streamsMalformedPath,
-  rateLimited: streamsRateLimited,
-  // General streams can be followed on `GET /v1/follow` (`ds:{path}`) when they are served at all.
-  ...(deps.config.durableStreams?.writable && deps.streams
-    ? { follow: durableStreamsFollow(deps.streams) }
-    : {}),
-});
+/**
+ * Every `/v1/stream/*` read may stay open (long-poll, SSE): all count against the stream caps. An
+ * append to a general stream is served before Hono (general-streams.ts `direct`).
+ */
+export const durableStreamsSurface = (deps: AdapterDeps): Surface => {
+  const general = createGeneralStreams(deps);
+  return {
+    name: 'durable-streams',
+    prefix: '/v1/stream/',
+    capsulePath: /^\/v1\/stream\/murmur\/([^/]+)/,
+    capped: true,
+    routes: createDurableStreamsRoutes(deps, general),
+    ...(general.direct ? { direct: general.direct } : {}),
+    malformedPath: streamsMalformedPath,
+    rateLimited: streamsRateLimited,
+    // General streams can be followed on `GET /v1/follow` (`ds:{path}`) when they are served at all.
+    ...(deps.config.durableStreams?.writable && deps.streams
+      ? { follow: durableStreamsFollow(deps.streams) }
+      : {}),
+  };
+};

@@ -7,21 +7,25 @@
  */
 import type { Context } from 'hono';
 import { may, principalOf, type Principal } from '../../src/auth/principal.js';
-import { streamProblem, unauthorizedHeaders } from './stream-errors.js';
+import { streamError, unauthorizedHeaders, type StreamError } from './stream-errors.js';
 
 /** Whether a known caller may read (`reading`) or write the general streams. */
 export const mayUseStreams = (p: Principal, reading: boolean): boolean =>
   may(p, 'write') || (reading && may(p, 'observe'));
 
-export const streamRefusal = (c: Context): Response | null => {
-  const p = principalOf(c);
+/** The refusal of a `method` request by `p`, or null when the caller may make it. */
+export const streamAccessError = (p: Principal, method: string): StreamError | null => {
   if (p.kind === 'anonymous')
-    return streamProblem(c, 'unauthorized', 'credentials required', unauthorizedHeaders(p));
-  const reading = c.req.method === 'GET' || c.req.method === 'HEAD';
+    return streamError('unauthorized', 'credentials required', unauthorizedHeaders(p));
+  const reading = method === 'GET' || method === 'HEAD';
   if (mayUseStreams(p, reading)) return null;
-  return streamProblem(
-    c,
+  return streamError(
     'forbidden',
     reading ? 'needs the "write" or "observe" scope' : 'needs the "write" scope',
   );
+};
+
+export const streamRefusal = (c: Context): Response | null => {
+  const refused = streamAccessError(principalOf(c), c.req.method);
+  return refused && c.body(refused.body, refused.status, refused.headers);
 };

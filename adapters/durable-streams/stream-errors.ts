@@ -38,16 +38,18 @@ export const SECURITY_HEADERS: Record<string, string> = {
   'cross-origin-resource-policy': 'cross-origin',
 };
 
+export interface StreamError {
+  body: string;
+  status: (typeof STREAM_ERROR_STATUS)[StreamErrorCode];
+  headers: Record<string, string>;
+}
+
 /** Every refusal's body and headers, whether answered through a hono Context or without one. */
 export const streamError = (
   code: StreamErrorCode,
   message: string,
   headers: Record<string, string> = {},
-): {
-  body: string;
-  status: (typeof STREAM_ERROR_STATUS)[StreamErrorCode];
-  headers: Record<string, string>;
-} => ({
+): StreamError => ({
   body: JSON.stringify({ error: { code, message } }),
   status: STREAM_ERROR_STATUS[code],
   headers: {
@@ -77,7 +79,12 @@ export const unauthorizedHeaders = (p: Principal): Record<string, string> => ({
 export const GONE_MESSAGE = 'the stream was deleted (its forks still read its messages)';
 
 /** The gateway's abuse bounds (limits-middleware.ts) on this surface: 429 with Retry-After. */
-export const streamsRateLimited = (c: Context, retryAfterSeconds: number): Response =>
-  streamProblem(c, 'rate_limited', 'too many requests, retry later', {
+export const streamsRateLimitedError = (retryAfterSeconds: number): StreamError =>
+  streamError('rate_limited', 'too many requests, retry later', {
     'retry-after': String(retryAfterSeconds),
   });
+
+export const streamsRateLimited = (c: Context, retryAfterSeconds: number): Response => {
+  const error = streamsRateLimitedError(retryAfterSeconds);
+  return c.body(error.body, error.status, error.headers);
+};

@@ -14,6 +14,16 @@ export const metaHeaders = (meta: StreamMeta): Record<string, string> => ({
   ...(meta.closed ? { 'stream-closed': 'true' } : {}),
 });
 
+/** An append's answer (§5.2): the tail and closure, no content type. */
+export const tailHeaders = (meta: StreamMeta): Record<string, string> => {
+  const headers: Record<string, string> = {
+    ...SECURITY_HEADERS,
+    'stream-next-offset': offsetAt(meta, meta.tail),
+  };
+  if (meta.closed) headers['stream-closed'] = 'true';
+  return headers;
+};
+
 /** HEAD: remaining TTL and the absolute expiry, when the stream has them. */
 export const expiryHeaders = (meta: StreamMeta, nowMs = Date.now()): Record<string, string> => {
   const headers: Record<string, string> = {};

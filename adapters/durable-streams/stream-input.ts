@@ -152,6 +152,15 @@ const nestedDeeperThan = (text: string, max: number): boolean => {
   return false;
 };
 
+/** Whether `text` holds at most `max` opening brackets in all, so that it cannot nest deeper. */
+const fewBrackets = (text: string, max: number): boolean => {
+  let n = 0;
+  for (const bracket of ['[', '{'])
+    for (let i = text.indexOf(bracket); i !== -1; i = text.indexOf(bracket, i + 1))
+      if (++n > max) return false;
+  return true;
+};
+
 /** Strict: a body that is not UTF-8 is refused, never stored with U+FFFD in place of its bytes. */
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
@@ -166,7 +175,7 @@ export const jsonMessages = (
   } catch {
     return bad('body is not valid UTF-8');
   }
-  if (nestedDeeperThan(text, MAX_JSON_DEPTH)) {
+  if (!fewBrackets(text, MAX_JSON_DEPTH) && nestedDeeperThan(text, MAX_JSON_DEPTH)) {
     return bad(`body nests JSON deeper than ${MAX_JSON_DEPTH} levels`);
   }
   let value: unknown;
@@ -175,7 +184,11 @@ export const jsonMessages = (
   } catch {
     return bad('body is not valid JSON');
   }
-  if (!Array.isArray(value)) return ok([Buffer.from(JSON.stringify(value), 'utf8')]);
+  if (!Array.isArray(value)) {
+    const json = JSON.stringify(value);
+    // Sent as it serialises (compact): the body's own bytes are the message.
+    return ok([json === text ? body : Buffer.from(json, 'utf8')]);
+  }
   if (value.length === 0 && !allowEmptyArray) return bad('an empty JSON array appends nothing');
   return ok(value.map((v: unknown) => Buffer.from(JSON.stringify(v), 'utf8')));
 };

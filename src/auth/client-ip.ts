@@ -14,14 +14,16 @@ export type TrustProxy = false | number | string[];
 const normalize = (ip: string): string =>
   ip.startsWith('::ffff:') && isIP(ip.slice(7)) === 4 ? ip.slice(7) : ip;
 
-const socketPeer = (c: Context): string =>
-  normalize(
-    (c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined)?.incoming?.socket
-      ?.remoteAddress ?? 'unknown',
-  );
+/** What the resolver reads of a request: its socket peer and its X-Forwarded-For header. */
+export interface RequestOrigin {
+  peer: string | undefined;
+  forwardedFor: string | undefined;
+}
 
-const forwardedHops = (c: Context): string[] =>
-  (c.req.header('x-forwarded-for') ?? '')
+const socketPeer = (o: RequestOrigin): string => normalize(o.peer ?? 'unknown');
+
+const forwardedHops = (o: RequestOrigin): string[] =>
+  (o.forwardedFor ?? '')
     .split(',')
     .map((s) => normalize(s.trim()))
     .filter((s) => isIP(s) !== 0);
@@ -39,14 +41,18 @@ const trustedList = (entries: string[]): BlockList => {
   return list;
 };
 
-/** Build the resolver once at start; throws on an unusable trustProxy entry (a config error). */
-export const clientIpResolver = (trust: TrustProxy): ((c: Context) => string) => {
+/**
+ * Build the resolver once at start; throws on an unusable trustProxy entry (a config error). Takes
+ * the request's origin, so a route served straight from Node's request (direct-routes.ts) resolves
+ * the same address as one served through Hono (clientIpResolver).
+ */
+export const originIpResolver = (trust: TrustProxy): ((o: RequestOrigin) => string) => {
   if (trust === false) return socketPeer;
   if (typeof trust === 'number') {
-    return (c) => {
+    return (o) => {
       // The socket peer is proxy 1; each further proxy appended the address it received from.
-      const chain = [...forwardedHops(c), socketPeer(c)];
-      return chain[Math.max(0, chain.length - 1 - trust)] ?? socketPeer(c);
+      const chain = [...forwardedHops(o), socketPeer(o)];
+      return chain[Math.max(0, chain.length - 1 - trust)] ?? socketPeer(o);
     };
   }
   const trusted = trustedList(trust);
@@ -54,9 +60,22 @@ export const clientIpResolver = (trust: TrustProxy): ((c: Context) => string) =>
     const family = isIP(ip);
     return family !== 0 && trusted.check(ip, family === 4 ? 'ipv4' : 'ipv6');
   };
-  return (c) => {
-    const chain = [...forwardedHops(c), socketPeer(c)];
+  return (o) => {
+    const chain = [...forwardedHops(o), socketPeer(o)];
     for (let i = chain.length - 1; i >= 0; i--) if (!isTrusted(chain[i]!)) return chain[i]!;
-    return chain[0] ?? socketPeer(c);
+    return chain[0] ?? socketPeer(o);
   };
+};
+
+/** The socket peer of a request served through Hono on Node (none under `app.request`). */
+const peerOf = (c: Context): string | undefined =>
+  (c.env as { incoming?: { socket?: { remoteAddress?: string } } } | undefined)?.incoming?.socket
+    ?.remoteAddress;
+
+/** originIpResolver for a Hono request. */
+export const clientIpResolver = (trust: TrustProxy): ((c: Context) => string) => {
+  const resolve = originIpResolver(trust);
+  // The socket peer alone: X-Forwarded-For is not even read.
+  if (trust === false) return (c) => resolve({ peer: peerOf(c), forwardedFor: undefined });
+  return (c) => resolve({ peer: peerOf(c), forwardedFor: c.req.header('x-forwarded-for') });
 };

@@ -19,7 +19,14 @@ export interface KeyRing {
 type KeyConfig = Omit<ApiKeyConfig, 'streams'> & { streams?: readonly string[] };
 
 export const createKeyRing = (keys: readonly KeyConfig[]): KeyRing => {
-  const entries = keys.map((k) => ({ hash: Buffer.from(k.sha256, 'hex'), config: k }));
+  // A key's scope and capsule sets are built once: every principal of that key shares them (read only).
+  const entries = keys.map((k) => ({
+    hash: Buffer.from(k.sha256, 'hex'),
+    config: k,
+    scopes: new Set<Scope>(k.scopes) as ReadonlySet<Scope>,
+    capsules: k.capsules.includes('*') ? ('*' as const) : (new Set(k.capsules) as ReadonlySet<string>),
+    keyId: keyIdOf(k.sha256),
+  }));
   return {
     size: entries.length,
     lookup(key, ip) {
@@ -35,9 +42,9 @@ export const createKeyRing = (keys: readonly KeyConfig[]): KeyRing => {
       return {
         kind: 'key',
         owner: config.owner,
-        scopes: new Set<Scope>(config.scopes),
-        capsules: config.capsules.includes('*') ? '*' : new Set(config.capsules),
-        keyId: keyIdOf(config.sha256),
+        scopes: found.scopes,
+        capsules: found.capsules,
+        keyId: found.keyId,
         ip,
         ...(config.streams && config.streams.length > 0 ? { streams: config.streams } : {}),
       };

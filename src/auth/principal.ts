@@ -37,10 +37,14 @@ export interface Principal {
 /** Owner of every record when no auth is configured (kept from the former BeeOS open mode). */
 const OPEN_OWNER = 'anonymous';
 
+/** Shared by every principal of their kind (read only). */
+const ALL_SCOPES: ReadonlySet<Scope> = new Set(SCOPES);
+const NO_SCOPES: ReadonlySet<Scope> = new Set();
+
 export const openPrincipal = (ip: string): Principal => ({
   kind: 'open',
   owner: OPEN_OWNER,
-  scopes: new Set(SCOPES),
+  scopes: ALL_SCOPES,
   capsules: '*',
   keyId: null,
   ip,
@@ -49,7 +53,7 @@ export const openPrincipal = (ip: string): Principal => ({
 export const anonymousPrincipal = (ip: string, failure: Principal['failure'] = 'missing'): Principal => ({
   kind: 'anonymous',
   owner: OPEN_OWNER,
-  scopes: new Set(),
+  scopes: NO_SCOPES,
   capsules: '*',
   keyId: null,
   ip,

@@ -21,9 +21,12 @@ import { createAuthRoutes, redactTicket } from './auth-routes.js';
 import type { AbuseLimits } from '../auth/limits.js';
 import { createBodyTimeout, createLimitsMiddleware } from './limits-middleware.js';
 import { createMalformedPathGuard } from './malformed-path.js';
-import { surfaceAt, type Surface } from './surface.js';
+import { surfaceAt, type DirectAnswer, type Surface } from './surface.js';
 import { countUnexpected } from './unexpected-errors.js';
 import { closeAfterUnreadRefusal } from './refusal-connection.js';
+import type { RequestOrigin } from '../auth/client-ip.js';
+import { directRoutesFirst, type DirectListener } from './direct-routes.js';
+import type { RequestListener } from './request-pacing.js';
 
 /** Headers browsers must be allowed to read cross-origin (Flue and BeeOS coordination headers). */
 const EXPOSED_HEADERS = [
@@ -106,6 +109,8 @@ export interface HttpAppOptions {
     posture: AuthPosture;
     /** Client IP of a request (trust proxy); default: the socket peer. */
     clientIp?: (c: Context) => string;
+    /** The same from a Node request's origin, for the direct routes; absent with clientIp: none. */
+    originIp?: (o: RequestOrigin) => string;
   };
   /** Abuse bounds (off when absent); the body receipt timeout. */
   limits?: AbuseLimits;
@@ -116,6 +121,12 @@ export interface HttpAppOptions {
 
 export interface HttpApp {
   app: Hono;
+  /**
+   * Node's listener for the app (`listener`: Hono's) behind the surfaces' direct routes
+   * (direct-routes.ts): none when CORS origins are configured, or a client address is resolved
+   * without `originIp`.
+   */
+  directFirst(listener: RequestListener): RequestListener | DirectListener;
   metrics: MetricsRegistry;
   /** Open downstream connections, per capsule then surface. */
   connections: () => Record<string, Record<string, number>>;
@@ -261,18 +272,56 @@ export const createHttpApp = (options: HttpAppOptions): HttpApp => {
   app.notFound((c) =>
     c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` } }, 404),
   );
-  app.onError((err, c) => {
+  /** A fault no route answered for, logged; `url` as sent (its ticket redacted in the log). */
+  const failed = (err: unknown, path: string, url: string): DirectAnswer & { body: string } => {
     // A store out of reach is never a 500: the replica says it cannot serve this now.
     if (err instanceof GatewayError && err.code === 'store_unavailable') {
-      options.logger.warn({ err: err.message, path: c.req.path }, 'store unavailable');
-      return c.json({ error: { code: 'store_unavailable', message: 'log store unavailable' } }, 503, {
-        'Retry-After': '1',
-      });
+      options.logger.warn({ err: err.message, path }, 'store unavailable');
+      return {
+        status: 503,
+        headers: { 'content-type': 'application/json', 'retry-after': '1' },
+        body: JSON.stringify({ error: { code: 'store_unavailable', message: 'log store unavailable' } }),
+      };
     }
     countUnexpected('request');
-    options.logger.error({ err, path: c.req.path, url: redactTicket(c.req.url) }, 'unhandled error');
-    return c.json({ error: { code: 'internal', message: 'internal error' } }, 500);
+    options.logger.error({ err, path, url: redactTicket(url) }, 'unhandled error');
+    return {
+      status: 500,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ error: { code: 'internal', message: 'internal error' } }),
+    };
+  };
+  app.onError((err, c) => {
+    const answer = failed(err, c.req.path, c.req.url);
+    return c.body(answer.body, answer.status as 500, answer.headers);
   });
 
-  return { app, metrics, connections };
+  const auth = options.auth;
+  // CORS answers every request with its headers; a client address resolved another way (a custom
+  // clientIp) could not be resolved the same before Hono: both keep every request on Hono.
+  const direct = options.corsOrigins.length === 0 && !(auth?.clientIp && !auth.originIp);
+  const directFirst = (listener: RequestListener): RequestListener | DirectListener =>
+    direct
+      ? directRoutesFirst(
+          {
+            surfaces: options.surfaces,
+            ...(auth
+              ? {
+                  auth: {
+                    authenticator: auth.authenticator,
+                    // The auth middleware's default: the socket's address as it is.
+                    originIp: auth.originIp ?? ((o: RequestOrigin) => o.peer ?? 'unknown'),
+                  },
+                }
+              : {}),
+            ...(options.limits ? { limits: options.limits } : {}),
+            ...(options.bodyTimeoutMs ? { bodyTimeoutMs: options.bodyTimeoutMs } : {}),
+            // A direct route's target is a plain path (no query, so no ticket to redact).
+            appFailed: (err, path) => failed(err, path, path),
+          },
+          listener,
+        )
+      : listener;
+
+  return { app, directFirst, metrics, connections };
 };

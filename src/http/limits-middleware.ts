@@ -7,7 +7,7 @@
 import { constants, Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { MiddlewareHandler } from 'hono';
-import type { AbuseLimits } from '../auth/limits.js';
+import type { AbuseLimits, RequestShape } from '../auth/limits.js';
 import { principalOf } from '../auth/principal.js';
 import { surfaceAt, type RateLimitedRenderer, type Surface } from './surface.js';
 
@@ -20,19 +20,33 @@ const opsRateLimited: RateLimitedRenderer = (c, retryAfterSeconds) =>
 
 type NodeEnv = { incoming?: NodeJS.EventEmitter; outgoing?: NodeJS.EventEmitter } | undefined;
 
+/**
+ * What the bounds count of a request to `path` on `surface` (surfaceAt), or null for a request they
+ * never limit. A route served before Hono (direct-routes.ts) is admitted by this same rule.
+ */
+export const admissionShape = (
+  method: string,
+  path: string,
+  surface: Surface | undefined,
+): RequestShape | null => {
+  if (method === 'OPTIONS' || OPEN_PATH.test(path)) return null;
+  const capsulePath = surface?.capsulePath?.test(path) ?? false;
+  return {
+    capsuleSurface: capsulePath || (surface?.capped ?? false),
+    submission: capsulePath && (surface?.submits ?? false) && method === 'POST',
+  };
+};
+
 export const createLimitsMiddleware = (
   limits: AbuseLimits,
   surfaces: readonly Surface[],
 ): MiddlewareHandler => {
   return async (c, next) => {
     const path = c.req.path;
-    if (c.req.method === 'OPTIONS' || OPEN_PATH.test(path)) return next();
     const surface = surfaceAt(surfaces, path);
-    const capsulePath = surface?.capsulePath?.test(path) ?? false;
-    const admission = await limits.admit(principalOf(c), {
-      capsuleSurface: capsulePath || (surface?.capped ?? false),
-      submission: capsulePath && (surface?.submits ?? false) && c.req.method === 'POST',
-    });
+    const shape = admissionShape(c.req.method, path, surface);
+    if (!shape) return next();
+    const admission = await limits.admit(principalOf(c), shape);
     if (!admission.ok) return (surface?.rateLimited ?? opsRateLimited)(c, admission.retryAfterSeconds);
     const outgoing = (c.env as NodeEnv)?.outgoing;
     if (!outgoing) {
@@ -65,6 +79,53 @@ const bodiless = (incoming: NodeJS.EventEmitter): boolean => {
   return headers['transfer-encoding'] === undefined && (length === undefined || Number(length) === 0);
 };
 
+type TimedIncoming = NodeJS.EventEmitter & { complete?: boolean; socket?: Socket };
+type TimedOutgoing = NodeJS.EventEmitter & {
+  headersSent?: boolean;
+  writeHead?: (s: number, h: object) => void;
+  end?: (b: string, cb: () => void) => void;
+};
+
+/**
+ * Arm the body deadline of one request (createBodyTimeout), on Node's request and response: a route
+ * served before Hono (direct-routes.ts) arms the same one.
+ */
+export const armBodyTimeout = (
+  request: NodeJS.EventEmitter | undefined,
+  response: NodeJS.EventEmitter | undefined,
+  timeoutMs: number,
+): void => {
+  const incoming = request as TimedIncoming | undefined;
+  const outgoing = response as TimedOutgoing | undefined;
+  if (!incoming || incoming.complete !== false || !outgoing || bodiless(incoming)) return;
+  const timer = setTimeout(() => {
+    if (incoming.complete) return;
+    // HTTP/2: the connection is shared by other streams; only this one is answered and reset.
+    if (incoming instanceof Http2ServerRequest) {
+      const res = outgoing as unknown as Http2ServerResponse;
+      if (!res.headersSent) {
+        res.writeHead(408, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({ error: { code: 'request_timeout', message: 'request body took too long' } }),
+        );
+      }
+      incoming.stream.close(constants.NGHTTP2_CANCEL);
+      return;
+    }
+    const socket = incoming.socket;
+    if (!outgoing.headersSent && outgoing.writeHead && outgoing.end) {
+      outgoing.writeHead(408, { 'content-type': 'application/json', connection: 'close' });
+      outgoing.end(
+        JSON.stringify({ error: { code: 'request_timeout', message: 'request body took too long' } }),
+        () => socket?.destroy(),
+      );
+    } else socket?.destroy();
+  }, timeoutMs);
+  timer.unref();
+  outgoing.once('close', () => clearTimeout(timer));
+  incoming.once('end', () => clearTimeout(timer));
+};
+
 /**
  * Cut a request whose body has not fully arrived `timeoutMs` after its headers (slow-loris on the
  * body). Only the receipt of the request is bounded: a request without a body is never timed, and a
@@ -73,42 +134,7 @@ const bodiless = (incoming: NodeJS.EventEmitter): boolean => {
 export const createBodyTimeout = (timeoutMs: number): MiddlewareHandler => {
   return async (c, next) => {
     const env = c.env as NodeEnv;
-    const incoming = env?.incoming as
-      (NodeJS.EventEmitter & { complete?: boolean; socket?: Socket }) | undefined;
-    const outgoing = env?.outgoing as
-      | (NodeJS.EventEmitter & {
-          headersSent?: boolean;
-          writeHead?: (s: number, h: object) => void;
-          end?: (b: string, cb: () => void) => void;
-        })
-      | undefined;
-    if (!incoming || incoming.complete !== false || !outgoing || bodiless(incoming)) return next();
-    const timer = setTimeout(() => {
-      if (incoming.complete) return;
-      // HTTP/2: the connection is shared by other streams; only this one is answered and reset.
-      if (incoming instanceof Http2ServerRequest) {
-        const res = outgoing as unknown as Http2ServerResponse;
-        if (!res.headersSent) {
-          res.writeHead(408, { 'content-type': 'application/json' });
-          res.end(
-            JSON.stringify({ error: { code: 'request_timeout', message: 'request body took too long' } }),
-          );
-        }
-        incoming.stream.close(constants.NGHTTP2_CANCEL);
-        return;
-      }
-      const socket = incoming.socket;
-      if (!outgoing.headersSent && outgoing.writeHead && outgoing.end) {
-        outgoing.writeHead(408, { 'content-type': 'application/json', connection: 'close' });
-        outgoing.end(
-          JSON.stringify({ error: { code: 'request_timeout', message: 'request body took too long' } }),
-          () => socket?.destroy(),
-        );
-      } else socket?.destroy();
-    }, timeoutMs);
-    timer.unref();
-    outgoing.once('close', () => clearTimeout(timer));
-    incoming.once('end', () => clearTimeout(timer));
+    armBodyTimeout(env?.incoming, env?.outgoing, timeoutMs);
     await next();
   };
 };

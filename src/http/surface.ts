@@ -5,6 +5,7 @@
  * accounting loop over the list; nothing else names a surface.
  */
 import type { Context, Hono } from 'hono';
+import type { IncomingMessage } from 'node:http';
 import type { Principal } from '../auth/principal.js';
 
 /** A surface's 429: `retryAfterSeconds` goes in Retry-After; the body is the surface's own. */
@@ -64,6 +65,42 @@ export interface FollowSource {
   open(principal: Principal, name: string, cursor: string): Promise<FollowOpen>;
 }
 
+/** An answer as it goes out: status, lower-case headers, a body (or none). */
+export interface DirectAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: string | null;
+}
+
+/** A request's header as Hono reads it (`c.req.header(name)`); `name` lower-case. */
+export type HeaderReader = (name: string) => string | undefined;
+
+export interface DirectRequest {
+  req: IncomingMessage;
+  method: string;
+  /** The path, as the target was sent (and as Hono would route it). */
+  path: string;
+  principal: Principal;
+  header: HeaderReader;
+  /** The whole body (read once). */
+  body(): Promise<Buffer>;
+}
+
+/** A surface's route served straight from Node's request, before Hono (direct-routes.ts). */
+export interface DirectRoute {
+  /**
+   * Whether the route serves this request (method, plain path, headers), decided before anything
+   * else runs, without side effects; false: Hono serves it, with everything it serves it with.
+   */
+  takes(method: string, path: string, header: HeaderReader): boolean;
+  /** The answer. The route's own checks (scopes, bounds, input) are the Hono route's, shared. */
+  serve(request: DirectRequest): Promise<DirectAnswer>;
+  /** What the route answers for a fault of `serve` (its Hono twin's onError). */
+  failed(err: unknown, path: string): DirectAnswer;
+  /** 429 past an abuse bound (its surface's rateLimited). */
+  rateLimited(retryAfterSeconds: number): DirectAnswer;
+}
+
 export interface Surface {
   /** The connection label (`/metrics`, `/capsules`). */
   name: string;
@@ -83,6 +120,11 @@ export interface Surface {
   rateLimited?: RateLimitedRenderer;
   /** Its streams as `GET /v1/follow` holds them; absent: none can be followed there. */
   follow?: FollowSource;
+  /**
+   * Its hottest route served before Hono (direct-routes.ts), under the same rules; never on its
+   * capsule paths.
+   */
+  direct?: DirectRoute;
   /** All its requests count against the per-key and per-IP open-request caps (not only capsule paths). */
   capped?: boolean;
   /** A POST to one of its capsule paths is a submission (the per-owner submission rate). */

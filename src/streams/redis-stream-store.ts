@@ -41,6 +41,29 @@ interface ScriptCommands {
   dsDelete(...args: Arg[]): Promise<string>;
 }
 
+/** An append waiting for its stream's call in flight (RedisStreamStore.append). */
+interface QueuedAppend {
+  input: AppendInput;
+  resolve: (result: AppendResult) => void;
+  reject: (err: unknown) => void;
+}
+
+/** One script call carries at most this many appends, and this many message bytes past its first. */
+const MAX_BATCH_APPENDS = 64;
+const MAX_BATCH_BYTES = 4 * 1024 * 1024;
+
+/** The appends at the head of `queued` that go in one call (at least one). */
+const takeBatch = (queued: QueuedAppend[]): QueuedAppend[] => {
+  let bytes = 0;
+  let n = 0;
+  for (const { input } of queued) {
+    for (const entry of input.entries) bytes += entry.length;
+    if (n > 0 && (n === MAX_BATCH_APPENDS || bytes > MAX_BATCH_BYTES)) break;
+    n++;
+  }
+  return queued.slice(0, n);
+};
+
 /** A read at least this many messages behind the last tail seen takes the plain XRANGE page (readPlain). */
 const PLAIN_READ_FROM = 64;
 /** The read cache's budget when the options give none (config `durableStreams.readCacheBytes`). */
@@ -100,6 +123,10 @@ export class RedisStreamStore implements StreamStore {
   private readonly highWater = new Map<string, { epoch: number; tail: number }>();
   /** Messages this replica read or appended, per stream and epoch: a page found whole here is not read again. */
   private readonly cache: MessageCache;
+  /** Streams with an append call in flight, and the appends queued behind it. */
+  private readonly appending = new Map<string, QueuedAppend[]>();
+  /** append.lua calls made so far (each carries one or more appends). */
+  appendCalls = 0;
   private readonly prefix: string;
   private readonly channel: string;
   /** The followers' generation: in the streams' slot, so append.lua reads it on a Cluster too. */
@@ -260,26 +287,78 @@ export class RedisStreamStore implements StreamStore {
     }
   }
 
-  async append(path: string, input: AppendInput): Promise<AppendResult> {
+  /**
+   * Appends to one stream go to Redis one call at a time: those that arrive while its call runs
+   * queue and go together in the next (group commit; append.lua checks and writes each as alone,
+   * in arrival order, and answers each its own outcome). A lone append goes at once, as before; under
+   * concurrent appends one script call, one reply and one wake serve many.
+   */
+  append(path: string, input: AppendInput): Promise<AppendResult> {
+    return new Promise((resolve, reject) => {
+      const queue = this.appending.get(path);
+      if (queue) {
+        queue.push({ input, resolve, reject });
+        return;
+      }
+      this.appending.set(path, []);
+      this.sendAppends(path, [{ input, resolve, reject }]);
+    });
+  }
+
+  /** One call for `batch`; then the next of what queued meanwhile, until nothing did. */
+  private sendAppends(path: string, batch: QueuedAppend[]): void {
+    void this.appendCall(path, batch)
+      .then(
+        (results) => batch.forEach((a, i) => a.resolve(results[i]!)),
+        (err: unknown) => batch.forEach((a) => a.reject(err)),
+      )
+      .finally(() => {
+        const queued = this.appending.get(path) ?? [];
+        if (queued.length === 0) {
+          this.appending.delete(path);
+          return;
+        }
+        const next = takeBatch(queued);
+        this.appending.set(path, queued.slice(next.length));
+        this.sendAppends(path, next);
+      });
+  }
+
+  private async appendCall(path: string, batch: QueuedAppend[]): Promise<AppendResult[]> {
     const [floorEpoch, floorTail] = this.floor(path);
-    const p = input.producer;
-    const reply = await this.redis.dsAppendBuffer(
+    const args: Arg[] = [
       ...this.keys(path),
       path,
-      input.contentType ?? '',
-      // '=' before it: an empty Stream-Seq is a value, not its absence (append.lua).
-      input.streamSeq === null ? '' : `=${input.streamSeq}`,
-      p?.id ?? '',
-      p?.epoch ?? 0,
-      p?.seq ?? 0,
-      input.close ? '1' : '0',
       floorEpoch,
       floorTail,
       await this.runId,
       this.channel,
       this.followersKey,
-      ...input.entries,
-    );
+      batch.length,
+    ];
+    for (const { input } of batch) {
+      const p = input.producer;
+      args.push(
+        input.contentType ?? '',
+        // '=' before it: an empty Stream-Seq is a value, not its absence (append.lua).
+        input.streamSeq === null ? '' : `=${input.streamSeq}`,
+        p?.id ?? '',
+        p?.epoch ?? 0,
+        p?.seq ?? 0,
+        input.close ? '1' : '0',
+        input.entries.length,
+        ...input.entries,
+      );
+    }
+    this.appendCalls++;
+    const replies = (await this.redis.dsAppendBuffer(...args)) as unknown as Reply[];
+    // Each appended batch is cached before the wake: this replica's readers of it find it here.
+    const results = replies.map((reply, i) => this.appendResult(path, reply, batch[i]!.input));
+    if (results.some((r) => r.kind === 'appended')) this.waiters.wake(path);
+    return results;
+  }
+
+  private appendResult(path: string, reply: Reply, input: AppendInput): AppendResult {
     const kind = text(reply[0]);
     if (kind === 'not_found' || kind === 'gone') {
       this.missing(path);
@@ -290,9 +369,7 @@ export class RedisStreamStore implements StreamStore {
     const b = text(reply[META_FIELDS + 2]);
     switch (kind) {
       case 'appended':
-        // Before the wake: this replica's readers of the new messages find them here.
         this.cache.put(path, meta.epoch, meta.tail - input.entries.length + 1, input.entries);
-        this.waiters.wake(path);
         return {
           kind,
           meta,
