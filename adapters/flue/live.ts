@@ -46,8 +46,25 @@ export type LiveCycle = Cycle & { body?: string };
 
 const HEARTBEAT = Buffer.from(encodeHeartbeat());
 
-const control = (epoch: number, next: number, upToDate: boolean): Buffer =>
-  Buffer.from(encodeControlEvent(formatOffset(epoch, next), upToDate));
+/**
+ * Control events by epoch, offset and upToDate, shared: every idle reader of a conversation writes
+ * the same one every `idleControlMs`, and at 6,500 of them encoding each afresh was most of an idle
+ * replica's garbage (enough to keep V8 from giving back the heap a burst of connections grew).
+ * Small: cleared when full.
+ */
+const controls = new Map<string, Buffer>();
+const CONTROLS_KEPT = 256;
+
+const control = (epoch: number, next: number, upToDate: boolean): Buffer => {
+  const key = `${epoch}:${next}:${upToDate ? 1 : 0}`;
+  let bytes = controls.get(key);
+  if (!bytes) {
+    if (controls.size >= CONTROLS_KEPT) controls.clear();
+    bytes = Buffer.from(encodeControlEvent(formatOffset(epoch, next), upToDate));
+    controls.set(key, bytes);
+  }
+  return bytes;
+};
 
 /** The feed of the read's generation, and its pinned projection (unpin when following or done). */
 const joinFeed = async (

@@ -135,25 +135,45 @@ const fdRoom = (pid: number): { limit: number; open: number } => {
   return { limit: m ? Number(m[1]) : 1024, open: readdirSync(`/proc/${pid}/fd`).length };
 };
 
+/** The gateway's young generation, committed (its /metrics); null when it cannot be read. */
+const newSpaceBytes = async (baseUrl: string): Promise<number | null> => {
+  try {
+    const text = await (await fetch(`${baseUrl}/metrics`)).text();
+    const m = /nodejs_heap_space_size_total_bytes\{space="new"\} (\d+)/.exec(text);
+    return m ? Number(m[1]) : null;
+  } catch {
+    return null;
+  }
+};
+
+/** V8 commits a young generation of 32 MB under load and shrinks it in a memory-reducing collection. */
+const REDUCED_NEW_SPACE = 8 * MB;
+
 /**
- * Wait, at most `maxSeconds`, for the process to give back what the burst of connections grew (V8's
- * memory reducer, which runs once the allocation rate has been low for a while: 20–90 s here):
- * RSS read every 2 s, done once it has fallen at least a fifth below `fromBytes` and then held
- * within 2 % for 20 s. Resolves with the seconds waited.
+ * Wait, at most `maxSeconds`, for the process to give back what the burst of connections grew. V8
+ * does that in its memory reducer's collections, once the allocation rate has been low for a
+ * while: 25–110 s after the burst here, so no fixed wait fits. Its first collection shrinks the
+ * young generation (read off the gateway's /metrics every 2 s), and the next ones follow within
+ * seconds: done once the young generation is small and RSS has then held within 2 % for 20 s.
+ * Resolves with the seconds waited.
  */
-const settle = async (pid: number, fromBytes: number, maxSeconds: number): Promise<number> => {
+const settle = async (pid: number, baseUrl: string, maxSeconds: number): Promise<number> => {
   const t0 = performance.now();
   const recent: number[] = [];
-  let fell = false;
+  let reduced = false;
   for (;;) {
     await new Promise((r) => setTimeout(r, 2000));
     const waited = Math.round((performance.now() - t0) / 1000);
-    const rss = rssBytes([pid]);
-    if (rss <= fromBytes * 0.8) fell = true;
-    recent.push(rss);
-    if (recent.length > 10) recent.shift();
+    if (!reduced) {
+      const young = await newSpaceBytes(baseUrl);
+      reduced = young !== null && young <= REDUCED_NEW_SPACE;
+    }
+    if (reduced) {
+      recent.push(rssBytes([pid]));
+      if (recent.length > 10) recent.shift();
+    }
     const steady = recent.length === 10 && Math.max(...recent) <= Math.min(...recent) * 1.02;
-    if ((fell && steady) || waited >= maxSeconds) return waited;
+    if (steady || waited >= maxSeconds) return waited;
   }
 };
 
@@ -237,7 +257,7 @@ const measure = async (
     const redisOpen = redis ? rssBytes([redis.pid]) : 0;
     let settled: IdleResult['settled'] = null;
     if (settleSeconds > 0) {
-      const waited = await settle(gw.pid, open, settleSeconds);
+      const waited = await settle(gw.pid, base, settleSeconds);
       settled = {
         seconds: waited,
         rssMb: rssBytes([gw.pid]) / MB,
