@@ -34,6 +34,12 @@ import type {
 interface MemoryStream {
   path: string;
   meta: StreamMeta;
+  /**
+   * The last page read, handed out again as the same array to a read of the same page while the
+   * tail has not moved: many readers catching up through one page then share the body the surface
+   * builds beside it (general-read.ts), as the Redis store's read cache does.
+   */
+  lastPage?: { after: number; maxEntries: number; maxBytes: number; tail: number; entries: Buffer[] };
   /** The stream's own messages, at positions forkPoint + 1 onwards. */
   entries: Buffer[];
   /** Positions up to here are the parent's (0 for a stream that is no fork). */
@@ -296,11 +302,21 @@ export class MemoryStreamStore implements StreamStore {
   async read(path: string, after: number, maxEntries: number, maxBytes: number): Promise<ReadResult | null> {
     const s = this.live(path);
     if (!s) return null;
+    if (s.meta.gone) return { meta: { ...s.meta }, entries: [] };
+    this.touch(s);
+    const tail = s.meta.tail;
+    const last = s.lastPage;
+    if (
+      last &&
+      last.after === after &&
+      last.tail === tail &&
+      last.maxEntries === maxEntries &&
+      last.maxBytes === maxBytes
+    )
+      return { meta: { ...s.meta }, entries: last.entries };
     const entries: Buffer[] = [];
-    if (!s.meta.gone) {
-      this.touch(s);
-      this.collect(s, after, s.meta.tail, entries, maxEntries, maxBytes);
-    }
+    this.collect(s, after, tail, entries, maxEntries, maxBytes);
+    if (entries.length > 0) s.lastPage = { after, maxEntries, maxBytes, tail, entries };
     return { meta: { ...s.meta }, entries };
   }
 
