@@ -295,7 +295,8 @@ const listen = async (
     const s = http.server;
     s.once('error', reject);
     // Downstream liveness: an idle connection (a parked long-poll) is probed by TCP keep-alive; one
-    // with bytes going out (a live stream) by the send-stall watch, since keep-alive never probes it.
+    // with bytes going out (a live stream) by the send-stall watch, its keep-alive moved past twice
+    // its heartbeat once it starts (sse-transport.ts), so a healthy stream is never probed.
     s.on('connection', (socket: Socket) => {
       socket.setKeepAlive(true, config.downstream.keepAliveMs);
       sendStalls.watch(socket);

@@ -163,7 +163,8 @@ export abstract class SseStreamBase implements SseStream, WheelEntry {
   private donePromise: Promise<void> | null = null;
   private idleEntry: IdleEntry | null = null;
   private heartbeatBytes: Buffer | null = null;
-  private heartbeatMs = 0;
+  /** The heartbeat's period (0: none); the Node sink sets its socket's keep-alive from it. */
+  protected heartbeatMs = 0;
   private onOverflowFn: (() => Buffer | null) | null;
   protected readonly maxQueued: number;
   private readonly highWater: number;

@@ -3,6 +3,7 @@
  * wheel (one timer for many connections), a stopped reader past the byte bound ended with the
  * protocol's bytes and resumed exactly, and the ReadableStream fallback for app.request.
  */
+import { execFileSync } from 'node:child_process';
 import net from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
 import { Hono } from 'hono';
@@ -307,5 +308,37 @@ describe('SSE transport over loopback HTTP', () => {
     expect(res.headers.get('content-type')).toBe('text/event-stream');
     expect(res.headers.get('x-extra')).toBe('1');
     expect(await res.text()).toBe('id: 1\ndata: 1\n\nid: 2\ndata: 2\n\n:bye\n\n');
+  });
+});
+
+describe('keep-alive on a live stream', () => {
+  /** The keep-alive timer's remaining ms of the server's end of `client`'s connection, from `ss`. */
+  const keepAliveLeftMs = (port: number, client: net.Socket): number => {
+    const out = execFileSync(
+      'ss',
+      ['-tnoH', 'state', 'established', `( sport = :${port} and dport = :${client.localPort} )`],
+      {
+        encoding: 'utf8',
+      },
+    );
+    const m = /timer:\(keepalive,(?:(\d+)min)?(?:([\d.]+)sec)?(?:([\d.]+)ms)?/.exec(out);
+    if (!m) throw new Error(`no keep-alive timer in: ${out}`);
+    return Number(m[1] ?? 0) * 60_000 + Number(m[2] ?? 0) * 1000 + Number(m[3] ?? 0);
+  };
+
+  it('waits past twice the heartbeat, so a healthy stream is never probed between beats', async () => {
+    const app = new Hono();
+    app.get('/beating', (c) => startSse(c, { heartbeat: { bytes: HB, everyMs: 10_000 } }).response);
+    app.get('/silent', (c) => startSse(c, {}).response);
+    const port = await listen(app);
+    // As the gateway does for every accepted socket (downstream.keepAliveMs, 1 s by default).
+    servers.at(-1)!.on('connection', (socket: net.Socket) => socket.setKeepAlive(true, 1000));
+    const beating = rawGet(port, '/beating');
+    const silent = rawGet(port, '/silent');
+    await beating.until(() => beating.raw().includes('\r\n\r\n'), 'the head');
+    await silent.until(() => silent.raw().includes('\r\n\r\n'), 'the head');
+    // 20 s from the head (less the moments since); a stream without heartbeats keeps the socket's 1 s.
+    expect(keepAliveLeftMs(port, beating.socket)).toBeGreaterThan(15_000);
+    expect(keepAliveLeftMs(port, silent.socket)).toBeLessThanOrEqual(1000);
   });
 });
