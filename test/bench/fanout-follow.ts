@@ -25,7 +25,6 @@
  * window, 3 s warm-up, 2 runs). The warm-up otherwise is fanout-measure.ts's (BENCH_WARM_SECONDS).
  */
 import { loadavg } from 'node:os';
-import { pathToFileURL } from 'node:url';
 import { num } from './bench-env.js';
 import { writeBenchJson } from './bench-json.js';
 import { fanoutClientKind } from './fanout-client-proc.js';
@@ -42,7 +41,8 @@ import {
 } from './fanout-measure.js';
 import { canPin, CLIENT_CORE, haveCommand, killAll, SERVER_CORE } from './fanout-procs.js';
 import { nchanMissing, type Server } from './fanout-servers.js';
-import { printSummary, type Figure } from './scale-summary.js';
+import { runAlone } from './run-alone.js';
+import type { Figure } from './scale-summary.js';
 
 export type FollowTarget = 'nchan' | 'follow' | 'separate' | 'follow1';
 
@@ -299,16 +299,6 @@ const followFigures = (
   return out;
 };
 
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  benchFollow(num('BENCH_FOLLOW_RUNS', SHORT ? 2 : num('BENCH_FANOUT_RUNS', 3))).then(
-    (figures) => {
-      printSummary(figures);
-      process.exit(0);
-    },
-    async (err: unknown) => {
-      console.error(err);
-      await killAll();
-      process.exit(1);
-    },
-  );
-}
+runAlone(import.meta.url, () =>
+  benchFollow(num('BENCH_FOLLOW_RUNS', SHORT ? 2 : num('BENCH_FANOUT_RUNS', 3))),
+);

@@ -19,7 +19,6 @@
  * warm-up, 2 runs). The warm-up otherwise is fanout-measure.ts's (BENCH_WARM_SECONDS).
  */
 import { cpus, loadavg } from 'node:os';
-import { pathToFileURL } from 'node:url';
 import { num } from './bench-env.js';
 import { writeBenchJson } from './bench-json.js';
 import { fanoutClientKind } from './fanout-client-proc.js';
@@ -34,7 +33,8 @@ import {
 } from './fanout-measure.js';
 import { canPin, haveCommand, killAll } from './fanout-procs.js';
 import { nchanMissing } from './fanout-servers.js';
-import { printSummary, type Figure } from './scale-summary.js';
+import { runAlone } from './run-alone.js';
+import type { Figure } from './scale-summary.js';
 
 const SHORT = process.env.BENCH_SHORT === '1';
 
@@ -181,16 +181,6 @@ const workersFigures = (
   ];
 };
 
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  benchWorkers(num('BENCH_WORKERS_RUNS', SHORT ? 2 : num('BENCH_FANOUT_RUNS', 3))).then(
-    (figures) => {
-      printSummary(figures);
-      process.exit(0);
-    },
-    async (err: unknown) => {
-      console.error(err);
-      await killAll();
-      process.exit(1);
-    },
-  );
-}
+runAlone(import.meta.url, () =>
+  benchWorkers(num('BENCH_WORKERS_RUNS', SHORT ? 2 : num('BENCH_FANOUT_RUNS', 3))),
+);

@@ -16,7 +16,6 @@
  * BENCH_FANOUT_PERCENTILES=1 (print each run's latency percentiles, p50 to the maximum).
  */
 import { spawnSync } from 'node:child_process';
-import { pathToFileURL } from 'node:url';
 import {
   flagged,
   fmt as f,
@@ -29,7 +28,8 @@ import {
 } from './fanout-measure.js';
 import { canPin, CLIENT_CORE, haveCommand, killAll, SERVER_CORE } from './fanout-procs.js';
 import { nchanMissing } from './fanout-servers.js';
-import { printSummary, type Figure } from './scale-summary.js';
+import { runAlone } from './run-alone.js';
+import type { Figure } from './scale-summary.js';
 import { fanoutClientKind } from './fanout-client-proc.js';
 
 interface Load {
@@ -196,16 +196,4 @@ export const benchFanout = async (runs: number, opts: { loads?: string } = {}): 
   return figures(loads, results, missing);
 };
 
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  benchFanout(env('BENCH_FANOUT_RUNS', env('BENCH_RUNS', 3))).then(
-    (figures) => {
-      printSummary(figures);
-      process.exit(0);
-    },
-    async (err: unknown) => {
-      console.error(err);
-      await killAll();
-      process.exit(1);
-    },
-  );
-}
+runAlone(import.meta.url, () => benchFanout(env('BENCH_FANOUT_RUNS', env('BENCH_RUNS', 3))));

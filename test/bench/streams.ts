@@ -26,7 +26,6 @@
  * BENCH_GATEWAY_NODE_ARGS (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`) for the gateway alone.
  */
 import { spawnSync } from 'node:child_process';
-import { pathToFileURL } from 'node:url';
 import type { Agent } from 'node:http';
 import { num } from './bench-env.js';
 import {
@@ -51,7 +50,8 @@ import {
   rssBytes,
   SERVER_CORE,
 } from './fanout-procs.js';
-import { printSummary, type Figure } from './scale-summary.js';
+import { runAlone } from './run-alone.js';
+import type { Figure } from './scale-summary.js';
 
 interface Phase {
   /** Messages per second over the phase. */
@@ -356,16 +356,4 @@ export const benchStreams = async (runs: number): Promise<Figure[]> => {
   return figures;
 };
 
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  benchStreams(num('BENCH_DS_RUNS', 3)).then(
-    (figures) => {
-      printSummary(figures);
-      process.exit(0);
-    },
-    async (err: unknown) => {
-      console.error(err);
-      await killAll();
-      process.exit(1);
-    },
-  );
-}
+runAlone(import.meta.url, () => benchStreams(num('BENCH_DS_RUNS', 3)));
