@@ -8,7 +8,8 @@
  * acknowledged and how many retransmission timeouts fired without an ACK. A socket whose
  * retransmission timer keeps firing for `stallMs` is destroyed: its 'close' ends its stream like
  * any disconnect. One read of the table per `checkMs` for the whole process (less often when the
- * table is large: SCAN_SPACING), and only while sockets are watched. Linux only; elsewhere (no table) nothing is watched and keep-alive alone applies.
+ * table is large: SCAN_SPACING), and only while sockets are watched. Linux only; elsewhere (no
+ * table) nothing is watched and keep-alive alone applies.
  */
 import { closeSync, openSync, readSync, readlinkSync } from 'node:fs';
 import type { Socket } from 'node:net';
@@ -77,6 +78,9 @@ const READS_PER_TURN = 64;
 
 const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
+/** The scans' one Buffer between scans (a fresh 128 KB a table a second was garbage too). */
+let spareBuffer: Buffer | null = null;
+
 /**
  * Scan one table into `stalled`; false when it cannot be read.
  *
@@ -85,25 +89,20 @@ const nextTurn = (): Promise<void> => new Promise((resolve) => setImmediate(reso
  * a trip through libuv's pool and a handful of promise and result objects: 4 MB of garbage a
  * second at 19,500 idle followers, enough to keep V8's memory reducer from ever running, so the
  * heap grown by a burst of connections was never given back. Synchronous reads allocate nothing;
- * taken `READS_PER_TURN` at a time (well under a millisecond of kernel time) they leave the event
- * loop free between slices.
+ * taken `READS_PER_TURN` at a time (at most a few milliseconds of kernel time at 19,500 followers)
+ * they leave the event loop free between slices.
  */
-let spareBuffer: Buffer | null = null;
-
 const scanTable = async (path: string, stalled: Set<string>, cost: ScanCost): Promise<boolean> => {
   let fd: number;
-  let taken: Buffer | null = null;
   try {
     fd = openSync(path, 'r');
   } catch {
     return false;
   }
+  // A scan that finds the spare taken (two at once: tests) makes its own.
+  const buf = spareBuffer ?? Buffer.allocUnsafe(READ_CHUNK);
+  spareBuffer = null;
   try {
-    // One Buffer for every scan (a fresh 128 KB a table a second was most of an idle replica's
-    // remaining garbage); a scan that finds it taken (two at once: tests) makes its own.
-    const buf = spareBuffer ?? Buffer.allocUnsafe(READ_CHUNK);
-    spareBuffer = null;
-    taken = buf;
     // Bytes of an unfinished line, moved to the front of the buffer before the next read.
     let kept = 0;
     let sliceStart = performance.now();
@@ -135,7 +134,7 @@ const scanTable = async (path: string, stalled: Set<string>, cost: ScanCost): Pr
     return true;
   } finally {
     closeSync(fd);
-    if (taken) spareBuffer = taken;
+    spareBuffer = buf;
   }
 };
 
