@@ -190,7 +190,46 @@ export const jsonMessages = (
     return ok([json === text ? body : Buffer.from(json, 'utf8')]);
   }
   if (value.length === 0 && !allowEmptyArray) return bad('an empty JSON array appends nothing');
+  if (value.length === 0) return ok([]);
+  // A batch sent as it serialises (what JSON.stringify on the client gives): each element's
+  // serialisation is its own span of the body, so the messages are slices of it, not copies.
+  if (JSON.stringify(value) === text) return ok(elementSlices(body, value.length));
   return ok(value.map((v: unknown) => Buffer.from(JSON.stringify(v), 'utf8')));
+};
+
+/**
+ * The top-level elements of `body`, a non-empty JSON array of `count` elements in its compact
+ * serialisation (no whitespace outside strings). Scanned as bytes: every structural character is
+ * ASCII, and no byte of a multi-byte UTF-8 sequence is. A string is skipped to its closing quote
+ * (one not escaped by an odd run of backslashes) with indexOf.
+ */
+const elementSlices = (body: Buffer, count: number): Buffer[] => {
+  const out: Buffer[] = [];
+  const end = body.length - 1; // the closing bracket
+  let depth = 0;
+  let start = 1;
+  for (let i = 1; i < end; i++) {
+    const ch = body[i];
+    if (ch === 0x22) {
+      let close = i;
+      for (;;) {
+        close = body.indexOf(0x22, close + 1);
+        let slashes = 0;
+        while (body[close - 1 - slashes] === 0x5c) slashes++;
+        if (slashes % 2 === 0) break;
+      }
+      i = close;
+    } else if (ch === 0x5b || ch === 0x7b) depth++;
+    else if (ch === 0x5d || ch === 0x7d) depth--;
+    else if (ch === 0x2c && depth === 0) {
+      out.push(body.subarray(start, i));
+      start = i + 1;
+    }
+  }
+  out.push(body.subarray(start, end));
+  // Parsed and serialised alike, so the count agrees; a disagreement would be a bug here, not input.
+  if (out.length !== count) throw new Error(`a JSON batch split into ${out.length} elements, not ${count}`);
+  return out;
 };
 
 export type ReadStart = { kind: 'start' } | { kind: 'now' } | { kind: 'at'; epoch: number; position: number };

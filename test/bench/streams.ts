@@ -7,9 +7,10 @@
  * application/octet-stream, one POST per message), all messages exactly 1 KB:
  *
  * - appends/s, one producer: `BENCH_DS_APPENDS` POSTs of one message each, sequential (each waits
- *   for the last's answer, one keep-alive connection) and with `BENCH_DS_INFLIGHT` in flight (as
- *   many connections; no Stream-Seq or producer headers, so the protocol lets them land in any
- *   order);
+ *   for the last's answer, one keep-alive connection), and `BENCH_DS_INFLIGHT_APPENDS` with
+ *   `BENCH_DS_INFLIGHT` in flight (as many connections; no Stream-Seq or producer headers, so the
+ *   protocol lets them land in any order); in JSON mode also `BENCH_DS_BATCH_APPENDS` messages in
+ *   arrays of `BENCH_DS_BATCH` per POST (each phase long enough to measure: half a second or more);
  * - catch-up reads: a stream of `BENCH_DS_MESSAGES` messages, `BENCH_DS_READERS` readers at once,
  *   each reading it `BENCH_DS_PASSES` times from `offset=-1` to `Stream-Up-To-Date` (following
  *   Stream-Next-Offset: the reference answers the whole stream at once, the gateway in pages of at
@@ -21,7 +22,7 @@
  * near a full core is flagged: the clients, not the server, set that pace.
  *
  * `npm run bench -- streams`. Env: BENCH_DS_RUNS (3), BENCH_DS_APPENDS (3000), BENCH_DS_INFLIGHT
- * (16), BENCH_DS_MESSAGES (2000), BENCH_DS_READERS (50), BENCH_DS_PASSES (2), BENCH_DS_SIZE (1024),
+ * (16), BENCH_DS_INFLIGHT_APPENDS (15000), BENCH_DS_BATCH (100), BENCH_DS_BATCH_APPENDS (50000), BENCH_DS_MESSAGES (2000), BENCH_DS_READERS (50), BENCH_DS_PASSES (2), BENCH_DS_SIZE (1024),
  * BENCH_DS_MODES (`json,bytes`), BENCH_DS_TARGETS (`reference,embedded,redis`);
  * BENCH_GATEWAY_NODE_ARGS (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`) for the gateway alone.
  */
@@ -81,7 +82,10 @@ type Sample = Partial<Record<PhaseName, Phase>>;
 const shape = () => ({
   appends: num('BENCH_DS_APPENDS', 3000),
   inFlight: num('BENCH_DS_INFLIGHT', 16),
+  /** The faster phases move more messages, so that each lasts long enough to measure (≥ about 0.5 s). */
+  inFlightAppends: num('BENCH_DS_INFLIGHT_APPENDS', 15_000),
   batch: num('BENCH_DS_BATCH', 100),
+  batchAppends: num('BENCH_DS_BATCH_APPENDS', 50_000),
   messages: num('BENCH_DS_MESSAGES', 2000),
   readers: num('BENCH_DS_READERS', 50),
   passes: num('BENCH_DS_PASSES', 2),
@@ -144,23 +148,28 @@ const measureMode = async (
 ): Promise<Sample> => {
   const appendUrl = `${server.streamsUrl}/bench-${run}-${mode}-appends`;
   await createStream(agent, appendUrl, mode);
-  // Warm-up (JIT, connections): not measured.
-  await appendMessages(agent, appendUrl, mode, 0, Math.min(1000, s.appends), s.size, s.inFlight);
-  let first = s.appends;
+  // Warm-up (JIT, connections; JSON's batch path too): not measured.
+  let first = Math.min(1000, s.appends);
+  await appendMessages(agent, appendUrl, mode, 0, first, s.size, s.inFlight);
+  if (mode === 'json') {
+    const warmBatches = Math.min(2000, s.batchAppends);
+    await appendBatches(agent, appendUrl, first, warmBatches, s.size, s.batch);
+    first += warmBatches;
+  }
   const one = await phase(server, s.appends, s.size, () =>
     appendMessages(agent, appendUrl, mode, first, s.appends, s.size, 1),
   );
   first += s.appends;
-  const many = await phase(server, s.appends, s.size, () =>
-    appendMessages(agent, appendUrl, mode, first, s.appends, s.size, s.inFlight),
+  const many = await phase(server, s.inFlightAppends, s.size, () =>
+    appendMessages(agent, appendUrl, mode, first, s.inFlightAppends, s.size, s.inFlight),
   );
 
-  first += s.appends;
+  first += s.inFlightAppends;
   // JSON only: a bytes stream's message is a whole POST.
   const batched =
     mode === 'json'
-      ? await phase(server, s.appends, s.size, () =>
-          appendBatches(agent, appendUrl, first, s.appends, s.size, s.batch),
+      ? await phase(server, s.batchAppends, s.size, () =>
+          appendBatches(agent, appendUrl, first, s.batchAppends, s.size, s.batch),
         )
       : undefined;
 
@@ -246,7 +255,8 @@ export const benchStreams = async (runs: number): Promise<Figure[]> => {
   console.log(
     `\n# Durable Streams: ${s.size}-byte messages, ${modes.join(' and ')}; server (+ redis-server) on core ` +
       `${SERVER_CORE}, clients (node:http keep-alive, this process) on core ${CLIENT_CORE}; appends: ` +
-      `${s.appends} POSTs of one message, sequential and ${s.inFlight} in flight; reads: ${s.readers} readers × ` +
+      `${s.appends} POSTs of one message sequential, ${s.inFlightAppends} with ${s.inFlight} in flight` +
+      `${modes.includes('json') ? `, ${s.batchAppends} in JSON arrays of ${s.batch}` : ''}; reads: ${s.readers} readers × ` +
       `${s.passes} catch-ups of a ${s.messages}-message stream from offset -1; median of ${runs} interleaved runs`,
   );
   spawnSync('taskset', ['-p', '-c', String(CLIENT_CORE), String(process.pid)], { stdio: 'ignore' });
