@@ -56,6 +56,21 @@ const follow = (url: string, headers: Record<string, string> = {}) => {
   return got;
 };
 
+/**
+ * `count` connections on `url`, each opened once the last one has received a few more events: every
+ * one meets the shared feed somewhere else.
+ */
+const followOneAfterAnother = async (url: string, count: number) => {
+  const clients = [follow(url)];
+  while (clients.length < count) {
+    const last = clients[clients.length - 1]!;
+    const seen = last.length;
+    await expect.poll(() => last.length, { timeout: 20_000, interval: 5 }).toBeGreaterThan(seen + 3);
+    clients.push(follow(url));
+  }
+  return clients;
+};
+
 /** The offset the gateway logged a capsule's frame `data` at, once it has. */
 const offsetOf = async (g: TestGateway, capsule: string, data: string): Promise<number> => {
   let at = -1;
@@ -131,14 +146,7 @@ describe('GET /v1/follow at the head', () => {
     const g = await start(1);
     const url = `${g.baseUrl}/v1/follow?stream=murmur:cap0@-1`;
     const busy = runBusy(sims[0]!, 4, 30, 3);
-    const clients = [follow(url)];
-    // The next connection opens once the last one is under way: each meets the feed somewhere else.
-    while (clients.length < 6) {
-      const last = clients[clients.length - 1]!;
-      const seen = last.length;
-      await expect.poll(() => last.length, { timeout: 20_000, interval: 5 }).toBeGreaterThan(seen + 3);
-      clients.push(follow(url));
-    }
+    const clients = await followOneAfterAnother(url, 6);
     const last0 = await busy;
     const upTo = await offsetOf(g, 'cap0', last0.data);
     await expect
@@ -316,14 +324,7 @@ describe('GET /v1/follow at the head', () => {
       const turns = (async () => {
         for (let i = 0; i < 4; i++) await say(g, 'chat', 40);
       })();
-      const clients = [follow(url)];
-      // The next connection opens once the last one is under way: each meets the feed elsewhere.
-      while (clients.length < 6) {
-        const last = clients[clients.length - 1]!;
-        const seen = last.length;
-        await expect.poll(() => last.length, { timeout: 20_000, interval: 5 }).toBeGreaterThan(seen + 3);
-        clients.push(follow(url));
-      }
+      const clients = await followOneAfterAnother(url, 6);
       await turns;
       const expected = await allUpdates(g, 'chat');
       await expect
