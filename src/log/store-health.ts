@@ -3,6 +3,11 @@
  * unreachable once no probe succeeded for `unreachableAfterMs`, reachable again at the first answer.
  * The hub ends its readers on the change (they resume on a replica that does reach the store) and
  * refuses reads meanwhile, so a replica cut from Redis says so in seconds instead of serving silence.
+ *
+ * Only silence this process was awake to hear counts. After a stall (SIGSTOP, a long pause, a
+ * starved CPU) the timers that judge run before the poll phase that would read the answer already
+ * waiting in the socket: judged by the wall clock alone, every pause past `unreachableAfterMs` would
+ * end every live reader of a replica whose store never went away.
  */
 import type { Logger } from 'pino';
 import { withTimeout } from '../timeouts.js';
@@ -18,6 +23,8 @@ export interface StoreHealthOptions {
 export class StoreHealth {
   private reachableNow = true;
   private lastAnswer = Date.now();
+  /** When the probe interval last ran (or a judgement was made): a tick later than due was slept through. */
+  private lastTick = Date.now();
   private timer: NodeJS.Timeout | null = null;
   private probing = false;
   private readonly listeners = new Set<(reachable: boolean) => void>();
@@ -44,6 +51,7 @@ export class StoreHealth {
   start(): void {
     if (this.timer) return;
     this.lastAnswer = Date.now();
+    this.lastTick = this.lastAnswer;
     this.timer = setInterval(() => this.probe(), this.options.probeMs);
     this.timer.unref();
   }
@@ -76,7 +84,20 @@ export class StoreHealth {
   }
 
   private check(): void {
-    if (Date.now() - this.lastAnswer >= this.options.unreachableAfterMs) this.set(false);
+    const now = Date.now();
+    this.discountStall(now);
+    if (now - this.lastAnswer >= this.options.unreachableAfterMs) this.set(false);
+  }
+
+  /**
+   * The time between when the next tick was due and when it ran, the loop did not listen: the
+   * silence so far is shortened by it. A real partition is still found after `unreachableAfterMs`
+   * of time awake.
+   */
+  private discountStall(now: number): void {
+    const late = now - this.lastTick - this.options.probeMs;
+    if (late > 0) this.lastAnswer = Math.min(now, this.lastAnswer + late);
+    this.lastTick = now;
   }
 
   private set(reachable: boolean): void {
